@@ -1,0 +1,37 @@
+// Output helpers shared by the subcommands: `--format text|json`, aligned text tables, and
+// number formatting a person can read.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/json_cursor.h"
+
+namespace eth::cli {
+
+enum class Format { Text, Json };
+
+// Adds `--format text|json` to `sub`, bound to `*f`.
+void add_format_option(CLI::App* sub, Format* f);
+
+// A text table: header row, then rows; columns are padded to their widest cell. Cells that look
+// numeric are right-aligned.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string render() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string fmt_num(double v, int precision = 2);  // fixed, trailing zeros kept
+std::string fmt_bytes(double bytes);                // "12.3 GB" (10^9)
+std::string fmt_ms(double ms);                      // "12.3 ms" / "1.23 s"
+void print_json(const Json& j);                     // pretty, to stdout
+
+}  // namespace eth::cli

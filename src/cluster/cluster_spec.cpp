@@ -1,0 +1,230 @@
+#include "cluster/cluster_spec.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/json_file.h"
+
+namespace eth {
+
+const std::vector<DeviceType>& device_type_presets() {
+  // Table 1 of the paper; H100 from NVIDIA's SXM datasheet (dense BF16, NVLink 900 GB/s);
+  // `cpu` is one core of the 2-core machines ETH's CPU runtime runs on: fp32 sgemm measures
+  // about 0.18-0.19 TFLOPS per core (the runtime trains in fp32), MPI over shared memory moves
+  // about 8.7-20 GB/s, and one rank may use a third of the 24 GiB.
+  static const std::vector<DeviceType> presets = {
+      {"910B2", 376, 64, 1536, std::nullopt, 1.0},
+      {"910B3", 313, 64, 1536, std::nullopt, 1.0},
+      {"910B4", 280, 32, 736, std::nullopt, 1.0},
+      {"A100", 312, 80, 1536, std::nullopt, 1.0},
+      {"RTX3090", 80, 24, 1408, std::nullopt, 1.0},
+      {"H100", 989, 80, 7200, std::nullopt, 1.0},
+      {"cpu", 0.19, 8, 80, std::nullopt, 1.0},
+  };
+  return presets;
+}
+
+std::optional<DeviceType> find_device_type_preset(const std::string& name) {
+  for (const auto& d : device_type_presets()) {
+    if (d.name == name) return d;
+  }
+  return std::nullopt;
+}
+
+std::int64_t ClusterSpec::num_devices() const {
+  std::int64_t n = 0;
+  for (const auto& node : nodes) n += node.devices;
+  return n;
+}
+
+DeviceInfo ClusterSpec::device(std::int64_t id) const {
+  ETH_CHECK(id >= 0 && id < num_devices(), "device id out of range");
+  std::int64_t first = 0;
+  for (std::size_t n = 0; n < nodes.size(); ++n) {
+    if (id < first + nodes[n].devices) {
+      return DeviceInfo{id, static_cast<std::int64_t>(n), id - first, nodes[n].device_type};
+    }
+    first += nodes[n].devices;
+  }
+  ETH_CHECK(false, "unreachable");
+}
+
+const DeviceType& ClusterSpec::type(const std::string& type_name) const {
+  auto it = device_types.find(type_name);
+  ETH_CHECK(it != device_types.end(), "device type not in cluster: " + type_name);
+  return it->second;
+}
+
+const DeviceType& ClusterSpec::type_of(std::int64_t id) const {
+  return type(device(id).device_type);
+}
+
+double ClusterSpec::link_bytes_per_s(std::int64_t a, std::int64_t b) const {
+  DeviceInfo da = device(a), db = device(b);
+  const DeviceType& ta = type(da.device_type);
+  const DeviceType& tb = type(db.device_type);
+  if (da.node == db.node) return ta.intra_node_bandwidth_gbps * 1e9 / 8.0;
+  double ga = ta.inter_node_bandwidth_gbps.value_or(inter_node_bandwidth_gbps);
+  double gb = tb.inter_node_bandwidth_gbps.value_or(inter_node_bandwidth_gbps);
+  return std::min(ga, gb) * 1e9 / 8.0;
+}
+
+std::vector<std::int64_t> ClusterSpec::node_first_device() const {
+  std::vector<std::int64_t> out;
+  std::int64_t first = 0;
+  for (const auto& n : nodes) {
+    out.push_back(first);
+    first += n.devices;
+  }
+  return out;
+}
+
+namespace {
+
+DeviceType parse_device_type(const std::string& name, const JsonCursor& c) {
+  c.require_object();
+  c.allow_only({"tflops", "memory_gb", "intra_node_bandwidth_gbps", "inter_node_bandwidth_gbps",
+                "emulated_slowdown"});
+  DeviceType d;
+  d.name = name;
+  d.tflops = c.at("tflops").as_positive_number();
+  d.memory_gb = c.at("memory_gb").as_positive_number();
+  d.intra_node_bandwidth_gbps = c.at("intra_node_bandwidth_gbps").as_positive_number();
+  if (auto v = c.find("inter_node_bandwidth_gbps")) d.inter_node_bandwidth_gbps = v->as_positive_number();
+  if (auto v = c.find("emulated_slowdown")) d.emulated_slowdown = v->as_number(1.0, 1e6);
+  return d;
+}
+
+Json device_type_to_json(const DeviceType& d) {
+  Json j;
+  j["tflops"] = d.tflops;
+  j["memory_gb"] = d.memory_gb;
+  j["intra_node_bandwidth_gbps"] = d.intra_node_bandwidth_gbps;
+  if (d.inter_node_bandwidth_gbps) j["inter_node_bandwidth_gbps"] = *d.inter_node_bandwidth_gbps;
+  if (d.emulated_slowdown != 1.0) j["emulated_slowdown"] = d.emulated_slowdown;
+  return j;
+}
+
+std::string preset_type_names() {
+  std::string s;
+  for (const auto& d : device_type_presets()) s += (s.empty() ? "" : ", ") + d.name;
+  return s;
+}
+
+}  // namespace
+
+ClusterSpec parse_cluster(const JsonCursor& c) {
+  if (c.is_string()) {
+    std::string name = c.as_string();
+    for (const auto& p : cluster_presets()) {
+      if (p.name == name) return p.spec;
+    }
+    c.fail("a cluster preset name or an object");
+  }
+  c.require_object();
+  c.allow_only({"name", "nodes", "inter_node_bandwidth_gbps", "device_types"});
+  ClusterSpec out;
+  if (auto v = c.find("name")) out.name = v->as_string();
+  if (auto v = c.find("inter_node_bandwidth_gbps")) out.inter_node_bandwidth_gbps = v->as_positive_number();
+  if (auto types = c.find("device_types")) {
+    types->require_object();
+    for (const auto& key : types->keys()) {
+      if (key.empty()) types->fail_detail("device type names must not be empty");
+      out.device_types[key] = parse_device_type(key, types->at(key));
+      out.custom_types.push_back(key);
+    }
+  }
+  JsonCursor nodes = c.at("nodes");
+  if (nodes.size() == 0) nodes.fail("a non-empty array of nodes");
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    JsonCursor n = nodes[i];
+    n.require_object();
+    n.allow_only({"device_type", "devices"});
+    NodeSpec node;
+    node.device_type = n.at("device_type").as_string();
+    node.devices = n.at("devices").as_int(1, 1 << 20);
+    if (!out.device_types.count(node.device_type)) {
+      auto preset = find_device_type_preset(node.device_type);
+      if (!preset) {
+        n.at("device_type").fail("a preset device type (" + preset_type_names() +
+                                 ") or one defined under device_types");
+      }
+      out.device_types[node.device_type] = *preset;
+    }
+    out.nodes.push_back(node);
+  }
+  return out;
+}
+
+Json cluster_to_json(const ClusterSpec& c) {
+  Json j;
+  j["name"] = c.name;
+  j["nodes"] = Json::array();
+  for (const auto& n : c.nodes) j["nodes"].push_back(Json{{"device_type", n.device_type}, {"devices", n.devices}});
+  j["inter_node_bandwidth_gbps"] = c.inter_node_bandwidth_gbps;
+  if (!c.custom_types.empty()) {
+    Json types = Json::object();
+    for (const auto& name : c.custom_types) types[name] = device_type_to_json(c.device_types.at(name));
+    j["device_types"] = types;
+  }
+  return j;
+}
+
+namespace {
+
+ClusterSpec two_type_cluster(const std::string& name, const std::string& a, const std::string& b,
+                             std::int64_t nodes_each, std::int64_t per_node) {
+  ClusterSpec c;
+  c.name = name;
+  for (std::int64_t i = 0; i < nodes_each; ++i) c.nodes.push_back({a, per_node});
+  for (std::int64_t i = 0; i < nodes_each; ++i) c.nodes.push_back({b, per_node});
+  c.device_types[a] = *find_device_type_preset(a);
+  c.device_types[b] = *find_device_type_preset(b);
+  return c;
+}
+
+}  // namespace
+
+const std::vector<ClusterPreset>& cluster_presets() {
+  // Table 2: each model's N x M x A_i + N x M x A_j shape, for both device pairs.
+  static const std::vector<ClusterPreset> presets = [] {
+    struct Shape { const char* model; std::int64_t nodes, per_node; };
+    const Shape shapes[] = {{"350m", 1, 2}, {"1.3b", 2, 2}, {"2.6b", 2, 4},
+                            {"6.7b", 4, 4}, {"13b", 4, 8},  {"70b", 32, 8}};
+    struct Pair { const char* a; const char* b; const char* tag; };
+    const Pair pairs[] = {{"910B2", "910B4", "910b2-910b4"}, {"A100", "RTX3090", "a100-rtx3090"}};
+    std::vector<ClusterPreset> out;
+    for (const auto& p : pairs) {
+      for (const auto& s : shapes) {
+        std::string name = std::string(s.model) + "-" + p.tag;
+        std::string desc = std::to_string(s.nodes) + " x " + std::to_string(s.per_node) + " x " +
+                           p.a + " + " + std::to_string(s.nodes) + " x " +
+                           std::to_string(s.per_node) + " x " + p.b + " (Table 2, GPT-3 " +
+                           s.model + ")";
+        out.push_back({name, desc, two_type_cluster(name, p.a, p.b, s.nodes, s.per_node)});
+      }
+    }
+    return out;
+  }();
+  return presets;
+}
+
+ClusterSpec load_cluster(const std::string& name_or_path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(name_or_path, ec)) {
+    Json j = read_json_file(name_or_path, "cluster");
+    return parse_cluster(JsonCursor(j, JsonOrigin{"cluster", name_or_path, ""}));
+  }
+  std::string names;
+  for (const auto& p : cluster_presets()) {
+    if (p.name == name_or_path) return p.spec;
+    names += (names.empty() ? "" : ", ") + p.name;
+  }
+  if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json")) {
+    throw InputError("cluster", name_or_path, "", "cannot read: no such file");
+  }
+  throw InputError("cluster", "", "", "unknown cluster preset \"" + name_or_path +
+                                          "\"; expected a JSON file or one of: " + names);
+}
+
+}  // namespace eth

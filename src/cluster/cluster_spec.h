@@ -1,0 +1,85 @@
+// Device types and clusters: presets after the paper's Tables 1 and 2, the JSON form of a
+// cluster, and global device ids (node 0's devices first). Pure data plus parsing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json_cursor.h"
+
+namespace eth {
+
+struct DeviceType {
+  std::string name;
+  double tflops = 0;                     // peak dense 16-bit TFLOPS
+  double memory_gb = 0;                  // device memory, 10^9 bytes
+  double intra_node_bandwidth_gbps = 0;  // device-to-device inside a node, 10^9 bit/s
+  // Optional per-type NIC bandwidth; the cluster-wide inter-node figure applies when absent.
+  std::optional<double> inter_node_bandwidth_gbps;
+  // Emulation only: every compute op of a rank of this type is stretched by this factor when the
+  // CPU runtime emulates a heterogeneous cluster (1 = no slowdown).
+  double emulated_slowdown = 1.0;
+
+  double memory_bytes() const { return memory_gb * 1e9; }
+  double peak_flops() const { return tflops * 1e12; }
+  bool operator==(const DeviceType&) const = default;
+};
+
+const std::vector<DeviceType>& device_type_presets();
+std::optional<DeviceType> find_device_type_preset(const std::string& name);
+
+struct NodeSpec {
+  std::string device_type;
+  std::int64_t devices = 0;
+  bool operator==(const NodeSpec&) const = default;
+};
+
+struct DeviceInfo {
+  std::int64_t id = 0;     // global device id
+  std::int64_t node = 0;   // index into ClusterSpec::nodes
+  std::int64_t local = 0;  // index within the node
+  std::string device_type;
+};
+
+class ClusterSpec {
+ public:
+  static constexpr double kDefaultInterNodeGbps = 200.0;
+
+  std::string name = "custom";
+  std::vector<NodeSpec> nodes;
+  double inter_node_bandwidth_gbps = kDefaultInterNodeGbps;
+  // Every type the nodes name, presets included, keyed by name (ordered: deterministic output).
+  std::map<std::string, DeviceType> device_types;
+  // Types defined in the file rather than taken from presets (kept for round trips).
+  std::vector<std::string> custom_types;
+
+  std::int64_t num_devices() const;
+  DeviceInfo device(std::int64_t id) const;  // ETH_CHECKs the range
+  const DeviceType& type_of(std::int64_t id) const;
+  const DeviceType& type(const std::string& name) const;
+  // Bandwidth of the link between two devices, in bytes per second.
+  double link_bytes_per_s(std::int64_t a, std::int64_t b) const;
+  // First global id of each node.
+  std::vector<std::int64_t> node_first_device() const;
+  bool operator==(const ClusterSpec&) const = default;
+};
+
+// {"nodes": [{"device_type", "devices"}], "inter_node_bandwidth_gbps"?, "device_types"?: {NAME:
+// {"tflops", "memory_gb", "intra_node_bandwidth_gbps", "inter_node_bandwidth_gbps"?,
+// "emulated_slowdown"?}}, "name"?}
+ClusterSpec parse_cluster(const JsonCursor& c);
+Json cluster_to_json(const ClusterSpec& c);
+
+struct ClusterPreset {
+  std::string name;
+  std::string description;
+  ClusterSpec spec;
+};
+const std::vector<ClusterPreset>& cluster_presets();
+// `--cluster` takes a preset name or a JSON file.
+ClusterSpec load_cluster(const std::string& name_or_path);
+
+}  // namespace eth

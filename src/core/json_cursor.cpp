@@ -1,0 +1,137 @@
+#include "core/json_cursor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace eth {
+
+std::string json_brief(const Json& v, std::size_t max_chars) {
+  std::string s = v.dump();
+  if (s.size() > max_chars) s = s.substr(0, max_chars - 3) + "...";
+  return s;
+}
+
+JsonCursor::JsonCursor(const Json& value, JsonOrigin origin)
+    : value_(&value), origin_(std::move(origin)) {}
+
+JsonCursor JsonCursor::child(std::string path, const Json& v) const {
+  return JsonCursor(v, JsonOrigin{origin_.component, origin_.source, std::move(path)});
+}
+
+void JsonCursor::fail(const std::string& expected) const {
+  throw InputError(origin_.component, origin_.source, origin_.path.empty() ? "(root)" : origin_.path,
+                   "expected " + expected + ", got " + json_brief(*value_));
+}
+
+void JsonCursor::fail_detail(const std::string& detail) const {
+  throw InputError(origin_.component, origin_.source, origin_.path.empty() ? "(root)" : origin_.path,
+                   detail);
+}
+
+void JsonCursor::require_object() const {
+  if (!value_->is_object()) fail("an object");
+}
+
+JsonCursor JsonCursor::at(std::string_view key) const {
+  require_object();
+  auto it = value_->find(std::string(key));
+  std::string p = origin_.path.empty() ? std::string(key) : origin_.path + "." + std::string(key);
+  if (it == value_->end()) {
+    throw InputError(origin_.component, origin_.source, p, "missing required field");
+  }
+  return child(std::move(p), *it);
+}
+
+std::optional<JsonCursor> JsonCursor::find(std::string_view key) const {
+  require_object();
+  auto it = value_->find(std::string(key));
+  if (it == value_->end()) return std::nullopt;
+  std::string p = origin_.path.empty() ? std::string(key) : origin_.path + "." + std::string(key);
+  return child(std::move(p), *it);
+}
+
+void JsonCursor::allow_only(std::initializer_list<std::string_view> allowed) const {
+  require_object();
+  for (auto it = value_->begin(); it != value_->end(); ++it) {
+    if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
+    std::string list;
+    for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    std::string p = origin_.path.empty() ? it.key() : origin_.path + "." + it.key();
+    throw InputError(origin_.component, origin_.source, p,
+                     "unknown field; expected one of: " + list);
+  }
+}
+
+std::vector<std::string> JsonCursor::keys() const {
+  require_object();
+  std::vector<std::string> out;
+  for (auto it = value_->begin(); it != value_->end(); ++it) out.push_back(it.key());
+  return out;
+}
+
+std::size_t JsonCursor::size() const {
+  if (!value_->is_array()) fail("an array");
+  return value_->size();
+}
+
+JsonCursor JsonCursor::operator[](std::size_t i) const {
+  if (!value_->is_array()) fail("an array");
+  ETH_CHECK(i < value_->size(), "JSON array index out of range");
+  return child(origin_.path + "[" + std::to_string(i) + "]", (*value_)[i]);
+}
+
+std::int64_t JsonCursor::as_int(std::int64_t min, std::int64_t max) const {
+  std::int64_t v = 0;
+  if (value_->is_number_integer()) {
+    if (value_->is_number_unsigned() &&
+        value_->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+      fail("an integer in range");
+    }
+    v = value_->get<std::int64_t>();
+  } else {
+    fail("an integer");
+  }
+  if (v < min || v > max) {
+    std::string range;
+    if (min != INT64_MIN && max != INT64_MAX) {
+      range = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    } else if (min != INT64_MIN) {
+      range = "an integer >= " + std::to_string(min);
+    } else {
+      range = "an integer <= " + std::to_string(max);
+    }
+    fail(range);
+  }
+  return v;
+}
+
+double JsonCursor::as_number(double min, double max) const {
+  if (!value_->is_number()) fail("a number");
+  double v = value_->get<double>();
+  if (!std::isfinite(v) || v < min || v > max) {
+    fail("a number in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
+  return v;
+}
+
+double JsonCursor::as_positive_number() const {
+  if (!value_->is_number()) fail("a positive number");
+  double v = value_->get<double>();
+  if (!std::isfinite(v) || v <= 0) fail("a positive number");
+  return v;
+}
+
+std::string JsonCursor::as_string() const {
+  if (!value_->is_string()) fail("a string");
+  return value_->get<std::string>();
+}
+
+bool JsonCursor::as_bool() const {
+  if (!value_->is_boolean()) fail("true or false");
+  return value_->get<bool>();
+}
+
+}  // namespace eth

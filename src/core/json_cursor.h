@@ -1,0 +1,70 @@
+// Strict, path-tracking reads of a parsed JSON document. Every failure throws InputError naming
+// the file, the JSON path and what was expected; objects reject keys nobody asked for.
+// Not a schema engine: each loader states its own fields in code.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace eth {
+
+using Json = nlohmann::ordered_json;
+
+// Where a value came from: component tag ("plan"), source (file name) and JSON path.
+struct JsonOrigin {
+  std::string component;
+  std::string source;
+  std::string path;  // empty for the document root
+};
+
+class JsonCursor {
+ public:
+  JsonCursor(const Json& value, JsonOrigin origin);
+
+  const Json& value() const { return *value_; }
+  const JsonOrigin& origin() const { return origin_; }
+  const std::string& path() const { return origin_.path; }
+
+  bool is_object() const { return value_->is_object(); }
+  bool is_string() const { return value_->is_string(); }
+  bool is_array() const { return value_->is_array(); }
+
+  // Object access. `require_object` must be called first where a value must be an object;
+  // `at` fails when the key is missing; `find` returns nullopt.
+  void require_object() const;
+  JsonCursor at(std::string_view key) const;
+  std::optional<JsonCursor> find(std::string_view key) const;
+  // Fails on any key not in `allowed`, naming the first unknown one and listing the allowed.
+  void allow_only(std::initializer_list<std::string_view> allowed) const;
+  std::vector<std::string> keys() const;
+
+  // Arrays.
+  std::size_t size() const;  // requires an array
+  JsonCursor operator[](std::size_t i) const;
+
+  // Scalars with range checks. Integers must be integral JSON numbers (2.0 is refused).
+  std::int64_t as_int(std::int64_t min = INT64_MIN, std::int64_t max = INT64_MAX) const;
+  double as_number(double min = -1e308, double max = 1e308) const;
+  double as_positive_number() const;
+  std::string as_string() const;
+  bool as_bool() const;
+
+  [[noreturn]] void fail(const std::string& expected) const;  // "expected X, got <value>"
+  [[noreturn]] void fail_detail(const std::string& detail) const;  // detail verbatim
+
+ private:
+  JsonCursor child(std::string path, const Json& v) const;
+  const Json* value_;
+  JsonOrigin origin_;
+};
+
+// A short, single-line rendering of a JSON value for error messages.
+std::string json_brief(const Json& v, std::size_t max_chars = 60);
+
+}  // namespace eth

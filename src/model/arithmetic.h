@@ -1,0 +1,59 @@
+// Pure arithmetic on a ModelSpec: the parameter table of every unit (shared by the memory model
+// and the runtime's buffer layout), FLOPs per unit, and activation bytes per operator class.
+// Units are defined in model/model_spec.h. No device speeds here: see profile/.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model_spec.h"
+#include "model/recompute.h"
+
+namespace eth {
+
+enum class UnitKind : std::uint8_t { Embedding, Block, Head };
+UnitKind unit_kind(const ModelSpec& m, std::int64_t unit);
+
+// How tensor parallelism splits a tensor: not at all (every tp rank holds all of it, e.g. layer
+// norms and the biases after a row-parallel matmul), or evenly along its first dimension.
+enum class TpSplit : std::uint8_t { Replicated, Sharded };
+
+struct TensorDesc {
+  std::string name;                 // e.g. "qkv_w"
+  std::vector<std::int64_t> shape;  // row-major; shape[0] is split under TpSplit::Sharded
+  TpSplit split = TpSplit::Replicated;
+  std::int64_t numel() const;
+};
+
+// The tensors of one unit, in the order the runtime lays them out (one contiguous buffer per
+// unit, tensors back to back, so a range of units is one contiguous range of parameters).
+std::vector<TensorDesc> unit_tensors(const ModelSpec& m, std::int64_t unit);
+// Parameters of one unit held by one tp rank (sharded tensors divided by tp).
+std::int64_t unit_params(const ModelSpec& m, std::int64_t unit, std::int64_t tp = 1);
+std::int64_t total_params(const ModelSpec& m);
+
+// Forward FLOPs of one unit for `tokens` tokens at sequence length `seq` (matmuls count 2 per
+// multiply-add; attention's QK^T and score x V count in full, not halved for the causal mask,
+// the usual "model FLOPs" convention). Backward is 2x forward.
+double unit_forward_flops(const ModelSpec& m, std::int64_t unit, std::int64_t batch,
+                          std::int64_t seq);
+double model_forward_flops(const ModelSpec& m, std::int64_t batch, std::int64_t seq);
+
+// Activation bytes held between forward and backward by one unit for one micro-batch, per
+// operator class, in 16-bit training with tensor parallelism `tp` (Korthikanti et al.'s
+// per-layer formula s*b*h*(10 + 24/t + 5*a*s/(h*t)), which is s*b*h*(34 + 5*a*s/h) at t = 1).
+struct ActivationBytes {
+  // Indexed by RecomputeOp for the five operator classes; `other` is what no class covers.
+  std::array<double, kNumRecomputeOps - 1> op{};
+  double other = 0;
+  double unit_input = 0;  // kept even under full-unit recompute
+  double total() const;
+  // Bytes still held when the ops in `rc` are recomputed.
+  double held(const RecomputeSet& rc) const;
+};
+ActivationBytes activation_bytes_16bit(const ModelSpec& m, std::int64_t unit, std::int64_t mbs,
+                                       std::int64_t seq, std::int64_t tp);
+
+}  // namespace eth

@@ -1,0 +1,148 @@
+#include "plan/plan.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/json_file.h"
+
+namespace eth {
+
+std::int64_t PipelinePlan::num_devices() const {
+  std::int64_t n = 0;
+  for (const auto& s : stages) n += static_cast<std::int64_t>(s.devices.size());
+  return n;
+}
+
+std::int64_t Plan::num_devices() const {
+  std::int64_t n = 0;
+  for (const auto& p : pipelines) n += p.num_devices();
+  return n;
+}
+
+std::vector<std::int64_t> Plan::device_ids() const {
+  std::vector<std::int64_t> ids;
+  for (const auto& p : pipelines)
+    for (const auto& s : p.stages) ids.insert(ids.end(), s.devices.begin(), s.devices.end());
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+namespace {
+
+StagePlan parse_stage(const JsonCursor& c) {
+  c.require_object();
+  c.allow_only({"device_type", "devices", "tp", "dp", "units", "recompute", "span_nodes",
+                "predicted"});
+  StagePlan s;
+  s.device_type = c.at("device_type").as_string();
+  JsonCursor devs = c.at("devices");
+  if (devs.size() == 0) devs.fail("a non-empty array of global device ids");
+  for (std::size_t i = 0; i < devs.size(); ++i) s.devices.push_back(devs[i].as_int(0, 1 << 30));
+  s.tp = c.find("tp") ? c.at("tp").as_int(1, 1 << 16) : 1;
+  s.dp = c.find("dp") ? c.at("dp").as_int(1, 1 << 20) : 1;
+  JsonCursor units = c.at("units");
+  if (!units.is_array() || units.size() != 2) units.fail("[first, last] (two unit indices)");
+  s.first_unit = units[0].as_int(0, 1 << 20);
+  s.last_unit = units[1].as_int(0, 1 << 20);
+  if (auto rc = c.find("recompute")) {
+    for (std::size_t i = 0; i < rc->size(); ++i) {
+      JsonCursor op = (*rc)[i];
+      auto parsed = parse_recompute_op(op.as_string());
+      if (!parsed) op.fail("an operator name (" + recompute_op_names() + ")");
+      if (s.recompute.has(*parsed)) op.fail_detail("operator listed twice: " + op.as_string());
+      s.recompute.add(*parsed);
+    }
+  }
+  if (auto v = c.find("span_nodes")) s.span_nodes = v->as_bool();
+  if (auto pred = c.find("predicted")) {
+    pred->require_object();
+    if (auto m = pred->find("peak_memory_bytes")) s.predicted_peak_memory_bytes = m->as_number(0);
+  }
+  return s;
+}
+
+PipelinePlan parse_pipeline(const JsonCursor& c) {
+  c.require_object();
+  c.allow_only({"micro_batch_size", "local_batch", "stages", "predicted"});
+  PipelinePlan p;
+  p.micro_batch_size = c.at("micro_batch_size").as_int(1, 1 << 24);
+  p.local_batch = c.at("local_batch").as_int(1, 1 << 30);
+  JsonCursor stages = c.at("stages");
+  if (stages.size() == 0) stages.fail("a non-empty array of stages");
+  for (std::size_t i = 0; i < stages.size(); ++i) p.stages.push_back(parse_stage(stages[i]));
+  return p;
+}
+
+}  // namespace
+
+Plan parse_plan(const JsonCursor& c) {
+  c.require_object();
+  c.allow_only({"format", "version", "model", "gbs", "seq_len", "pipelines", "cluster",
+                "schedule", "predicted", "search"});
+  if (auto f = c.find("format"); f && f->as_string() != kPlanFormat) f->fail("\"eth-plan\"");
+  if (auto v = c.find("version")) v->as_int(kPlanVersion, kPlanVersion);
+  Plan p;
+  JsonCursor model = c.at("model");
+  p.model = parse_model(model);
+  p.model_is_preset = model.is_string();
+  p.gbs = c.at("gbs").as_int(1, 1 << 30);
+  p.seq_len = c.find("seq_len") ? c.at("seq_len").as_int(1, 1 << 24) : p.model.seq_len;
+  JsonCursor pipes = c.at("pipelines");
+  if (pipes.size() == 0) pipes.fail("a non-empty array of pipelines");
+  for (std::size_t i = 0; i < pipes.size(); ++i) p.pipelines.push_back(parse_pipeline(pipes[i]));
+  if (auto cl = c.find("cluster")) p.cluster = parse_cluster(*cl);
+  if (auto s = c.find("schedule")) {
+    p.schedule = s->as_string();
+    if (p.schedule != "1f1b" && p.schedule != "gpipe") s->fail("\"1f1b\" or \"gpipe\"");
+  }
+  if (auto pr = c.find("predicted")) p.predicted = pr->value();
+  if (auto se = c.find("search")) p.search = se->value();
+  return p;
+}
+
+Json plan_to_json(const Plan& p) {
+  Json j;
+  j["format"] = kPlanFormat;
+  j["version"] = kPlanVersion;
+  j["model"] = p.model_is_preset ? Json(p.model.name) : model_to_json(p.model);
+  j["gbs"] = p.gbs;
+  j["seq_len"] = p.seq_len;
+  j["schedule"] = p.schedule;
+  if (p.cluster) j["cluster"] = cluster_to_json(*p.cluster);
+  j["pipelines"] = Json::array();
+  for (const auto& pipe : p.pipelines) {
+    Json jp;
+    jp["micro_batch_size"] = pipe.micro_batch_size;
+    jp["local_batch"] = pipe.local_batch;
+    jp["stages"] = Json::array();
+    for (const auto& s : pipe.stages) {
+      Json js;
+      js["device_type"] = s.device_type;
+      js["devices"] = s.devices;
+      js["tp"] = s.tp;
+      js["dp"] = s.dp;
+      js["units"] = Json::array({s.first_unit, s.last_unit});
+      js["recompute"] = s.recompute.names();
+      if (s.span_nodes) js["span_nodes"] = true;
+      if (s.predicted_peak_memory_bytes) {
+        js["predicted"] = Json{{"peak_memory_bytes", *s.predicted_peak_memory_bytes}};
+      }
+      jp["stages"].push_back(js);
+    }
+    j["pipelines"].push_back(jp);
+  }
+  if (!p.predicted.is_null()) j["predicted"] = p.predicted;
+  if (!p.search.is_null()) j["search"] = p.search;
+  return j;
+}
+
+Plan load_plan(const std::string& path) {
+  Json j = read_json_file(path, "plan");
+  return parse_plan(JsonCursor(j, JsonOrigin{"plan", path, ""}));
+}
+
+void save_plan(const Plan& p, const std::string& path) {
+  write_file_atomic(path, plan_to_json(p).dump(2) + "\n");
+}
+
+}  // namespace eth
