@@ -1,0 +1,114 @@
+// The closed-form predictor (DESIGN.md section 3): iteration time, throughput, MFU, per-stage
+// and per-device memory of a plan, and the ideal bound, from a profile. Pure and fast enough for
+// the planner's inner loop; the discrete-event simulator (sim/) is its reference, not this.
+//
+// How to use: `Prediction p = predict(plan, cluster, profile, {})`, then read p.iteration_ms or
+// write prediction_to_json(p). Throws InputError when the profile lacks an entry the plan needs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.h"
+#include "core/json_cursor.h"
+#include "cost/blocks.h"
+#include "cost/stage_costs.h"
+#include "plan/plan.h"
+#include "profile/profile.h"
+
+namespace eth {
+
+// Launch + synchronization cost of one collective, added to its ring transfer time: 50 us.
+inline constexpr double kDefaultCollectiveLatencyMs = 0.05;
+
+struct PredictOptions {
+  AggregationMode aggregation = AggregationMode::Block;
+  double collective_latency_ms = kDefaultCollectiveLatencyMs;
+  double p2p_latency_ms = kDefaultP2pLatencyMs;
+  // Gradient collectives start once every holder's last backward has passed the block's units
+  // (true) or only after every pipeline has finished (false).
+  bool overlap = true;
+};
+
+// Ring all-reduce of `bytes` per holder over `holders` (global ids): 2(n-1)/n * bytes / bw +
+// latency, bw the slowest link of the ring through the holders in ascending id order (wrapping
+// around). 0 for fewer than two holders.
+double ring_allreduce_ms(const ClusterSpec& cluster, const std::vector<std::int64_t>& holders,
+                         double bytes, double latency_ms);
+
+struct MemoryBreakdown {  // bytes on one device at its peak
+  double weights = 0;
+  double gradients = 0;
+  double optimizer_state = 0;
+  double activations = 0;  // the micro-batches in flight at the peak
+  double workspace = 0;
+  double total() const { return weights + gradients + optimizer_state + activations + workspace; }
+};
+
+struct StagePrediction {
+  std::string device_type;
+  std::int64_t first_unit = 0, last_unit = 0, tp = 1, dp = 1;
+  std::vector<std::int64_t> devices;
+  double forward_ms = 0, backward_ms = 0, send_ms = 0;  // one full micro-batch
+  double last_forward_ms = 0, last_backward_ms = 0, last_send_ms = 0;  // the last micro-batch
+  std::int64_t in_flight = 0;  // micro-batches whose activations are held at the peak
+  MemoryBreakdown memory;
+  double capacity_bytes = 0;
+  bool fits = true;
+  double optimizer_ms = 0;
+};
+
+struct PipelinePrediction {
+  std::int64_t micro_batch_size = 0, local_batch = 0, num_microbatches = 0;
+  std::int64_t last_microbatch_size = 0;
+  std::int64_t bottleneck_stage = 0;  // 0-based stage with the largest F + B
+  double time_ms = 0;                 // T_p
+  std::vector<StagePrediction> stages;
+};
+
+struct DevicePrediction {
+  std::int64_t device = 0, pipeline = 0, stage = 0, dp_rank = 0, tp_rank = 0;
+  double peak_bytes = 0, capacity_bytes = 0;
+  bool fits = true;
+};
+
+struct SyncPrediction {
+  AggregationMode mode = AggregationMode::Block;
+  AggregationStats stats;  // at 2 bytes per element
+  double busy_ms = 0;      // sum over the collectives of one busiest device
+  double end_ms = 0;       // when the last collective ends, iteration start = 0
+  double exposed_ms = 0;   // end_ms beyond max_p T_p (the non-overlapped part)
+};
+
+struct Prediction {
+  std::vector<PipelinePrediction> pipelines;
+  std::vector<DevicePrediction> devices;  // ascending device id
+  SyncPrediction sync;                    // the mode in PredictOptions
+  std::vector<SyncPrediction> sync_all_modes;  // block, tensor, device
+  double pipeline_ms = 0;   // max_p T_p
+  double optimizer_ms = 0;  // max over devices
+  double iteration_ms = 0;  // pipeline_ms + sync.exposed_ms + optimizer_ms
+  double tokens_per_s = 0;
+  double model_flops = 0;   // 3 x forward FLOPs of the global batch, recompute not counted
+  double mfu = 0;           // model_flops / iteration / aggregate peak of the cluster
+  double ideal_iteration_ms = 0;
+  bool fits = true;                           // every device within its memory
+  std::vector<std::int64_t> oversubscribed;  // devices whose peak exceeds their memory
+};
+
+Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
+                   const PredictOptions& options = {});
+
+// 1F1B (schedule "1f1b") or GPipe ("gpipe") time of one pipeline from its stage costs and
+// micro-batch count (the formula is documented in predictor.cpp).
+double pipeline_time_ms(const PipelineCosts& costs, std::int64_t num_microbatches,
+                        const std::string& schedule);
+
+// Total model FLOPs of an iteration over the aggregate effective FLOPS of the plan's devices
+// (per device type, the best transformer-block efficiency among its profile entries).
+double ideal_iteration_ms(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile);
+
+Json prediction_to_json(const Prediction& p);
+
+}  // namespace eth
