@@ -30,5 +30,10 @@ void add_devices_command(CLI::App& app, Registry& r);
 void add_clusters_command(CLI::App& app, Registry& r);
 void add_validate_command(CLI::App& app, Registry& r);
 void add_profile_command(CLI::App& app, Registry& r);
+void add_simulate_command(CLI::App& app, Registry& r);
+void add_plan_command(CLI::App& app, Registry& r);
+void add_compare_command(CLI::App& app, Registry& r);
+void add_data_command(CLI::App& app, Registry& r);
+void add_train_command(CLI::App& app, Registry& r);
 
 }  // namespace eth::cli

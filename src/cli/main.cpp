@@ -22,6 +22,13 @@ int main(int argc, char** argv) {
   add_models_command(app, registry);
   add_devices_command(app, registry);
   add_clusters_command(app, registry);
+  add_validate_command(app, registry);
+  add_profile_command(app, registry);
+  add_simulate_command(app, registry);
+  add_plan_command(app, registry);
+  add_compare_command(app, registry);
+  add_data_command(app, registry);
+  add_train_command(app, registry);
 
   try {
     app.parse(argc, argv);

@@ -116,10 +116,13 @@ std::string preset_type_names() {
 ClusterSpec parse_cluster(const JsonCursor& c) {
   if (c.is_string()) {
     std::string name = c.as_string();
+    std::string names;
     for (const auto& p : cluster_presets()) {
       if (p.name == name) return p.spec;
+      names += (names.empty() ? "" : ", ") + p.name;
     }
-    c.fail("a cluster preset name or an object");
+    c.fail_detail("unknown cluster preset \"" + name +
+                  "\"; expected an object or one of: " + names);
   }
   c.require_object();
   c.allow_only({"name", "nodes", "inter_node_bandwidth_gbps", "device_types"});

@@ -42,6 +42,9 @@ Json parse_json_text(const std::string& text, const std::string& source,
     throw InputError(component, source, "",
                      "invalid JSON at line " + std::to_string(line) + ", column " +
                          std::to_string(col) + ": " + reason);
+  } catch (const nlohmann::json::exception& e) {
+    // e.g. a number too large for a double ("1e400"): still the file's fault, not ours.
+    throw InputError(component, source, "", std::string("invalid JSON: ") + e.what());
   }
 }
 

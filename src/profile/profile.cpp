@@ -17,7 +17,9 @@ bool UnitProfile::operator==(const UnitProfile& o) const {
 
 double UnitProfile::backward_with_recompute_ms(const RecomputeSet& rc) const {
   // A full-unit recompute reruns the whole forward, which already covers every operator class.
-  if (rc.full_unit()) return backward_ms + recompute_ms[static_cast<std::size_t>(RecomputeOp::Unit)];
+  if (rc.full_unit()) {
+    return backward_ms + recompute_ms[static_cast<std::size_t>(RecomputeOp::Unit)];
+  }
   double t = backward_ms;
   for (RecomputeOp op : rc.ops()) t += recompute_ms[static_cast<std::size_t>(op)];
   return t;
@@ -100,8 +102,8 @@ ProfileLookup ProfileDb::lookup(const std::string& device_type, std::int64_t tp,
   const auto last = entries_.lower_bound(ProfileKey{device_type, tp + 1, 0});
   if (first == last) {
     throw InputError("profile", "", "",
-                     "no profile for " + key + ": nothing profiled for device type " +
-                         device_type + " at tp " + std::to_string(tp));
+                     "no profile for " + key + ": nothing profiled for device type " + device_type +
+                         " at tp " + std::to_string(tp));
   }
   const auto hit = entries_.find(ProfileKey{device_type, tp, mbs});
   if (hit != entries_.end()) return {hit->second, ProfileQuality::Exact};
@@ -122,8 +124,8 @@ ProfileLookup ProfileDb::lookup(const std::string& device_type, std::int64_t tp,
   }
   const ProfileEntry& lo = std::prev(above)->second;
   const ProfileEntry& hi = above->second;
-  const double w = static_cast<double>(mbs - lo.key.mbs) /
-                   static_cast<double>(hi.key.mbs - lo.key.mbs);
+  const double w =
+      static_cast<double>(mbs - lo.key.mbs) / static_cast<double>(hi.key.mbs - lo.key.mbs);
   return {blend_entry(lo, 1.0 - w, hi, w, mbs), ProfileQuality::Interpolated};
 }
 

@@ -57,8 +57,9 @@ std::int64_t parse_index(std::string_view digits, const std::string& where,
   auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
   if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size() || v < 0) {
     throw InputError("schedule", "", where,
-                     "token \"" + token + "\": expected a kind (F B SA RA SG RG RD OPT) followed "
-                     "by a non-negative index");
+                     "token \"" + token +
+                         "\": expected a kind (F B SA RA SG RG RD OPT) followed "
+                         "by a non-negative index");
   }
   return v;
 }
@@ -68,7 +69,8 @@ Action parse_token(const std::string& token, std::int64_t stage, const std::stri
   for (const auto& n : kKindNames) {
     if (n.kind == ActionKind::OptimizerStep) continue;
     if (token.size() > n.token.size() && std::string_view(token).starts_with(n.token)) {
-      const std::int64_t v = parse_index(std::string_view(token).substr(n.token.size()), where, token);
+      const std::int64_t v =
+          parse_index(std::string_view(token).substr(n.token.size()), where, token);
       if (n.kind == ActionKind::ReduceGradients) return Action{n.kind, stage, -1, v};
       return Action{n.kind, stage, v, -1};
     }
@@ -129,9 +131,9 @@ Schedule parse_schedule_text(std::string_view text, ScheduleKind kind) {
     const std::string where = "line " + std::to_string(line_no);
     const std::string expected_label = "s" + std::to_string(s.programs.size()) + ":";
     if (tokens[0] != expected_label) {
-      throw InputError("schedule", "", where,
-                       "expected the line to start with \"" + expected_label + "\", got \"" +
-                           tokens[0] + "\"");
+      throw InputError(
+          "schedule", "", where,
+          "expected the line to start with \"" + expected_label + "\", got \"" + tokens[0] + "\"");
     }
     RankProgram prog;
     prog.stage = static_cast<std::int64_t>(s.programs.size());
@@ -164,13 +166,17 @@ std::string format_grid(const Schedule& s, const std::vector<std::int64_t>& mark
   }
   auto pad = [width](const std::string& t) { return t + std::string(width - t.size(), ' '); };
   std::ostringstream os;
-  os << pad("step");
-  for (std::size_t c = 0; c < s.programs.size(); ++c) os << pad("s" + std::to_string(c));
-  os << "\n";
+  auto line = [&os](std::string l) {
+    while (!l.empty() && l.back() == ' ') l.pop_back();
+    os << l << "\n";
+  };
+  std::string head = pad("step");
+  for (std::size_t c = 0; c < s.programs.size(); ++c) head += pad("s" + std::to_string(c));
+  line(head);
   for (std::size_t r = 0; r < rows; ++r) {
-    os << pad(std::to_string(r));
-    for (std::size_t c = 0; c < s.programs.size(); ++c) os << pad(cells[r][c]);
-    os << "\n";
+    std::string l = pad(std::to_string(r));
+    for (std::size_t c = 0; c < s.programs.size(); ++c) l += pad(cells[r][c]);
+    line(l);
   }
   bool any = false;
   for (std::size_t c = 0; c < marker.size() && c < s.programs.size(); ++c) {

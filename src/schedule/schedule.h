@@ -21,26 +21,26 @@ namespace eth {
 enum class ActionKind : std::uint8_t {
   Forward,
   Backward,
-  SendActivation,  // to stage + 1, after Forward of the same micro-batch
-  RecvActivation,  // from stage - 1, before Forward of the same micro-batch
-  SendGradient,    // to stage - 1, after Backward of the same micro-batch
-  RecvGradient,    // from stage + 1, before Backward of the same micro-batch
-  ReduceGradients, // join the collective of gradient block `block` (asynchronous, see below)
-  OptimizerStep,   // after every reduction of the stage's devices
+  SendActivation,   // to stage + 1, after Forward of the same micro-batch
+  RecvActivation,   // from stage - 1, before Forward of the same micro-batch
+  SendGradient,     // to stage - 1, after Backward of the same micro-batch
+  RecvGradient,     // from stage + 1, before Backward of the same micro-batch
+  ReduceGradients,  // join the collective of gradient block `block` (asynchronous, see below)
+  OptimizerStep,    // after every reduction of the stage's devices
 };
 inline constexpr int kNumActionKinds = 8;
 
 // Short names used by the text form: F B SA RA SG RG RD OPT.
 std::string_view action_kind_token(ActionKind k);
 std::string_view action_kind_name(ActionKind k);  // "forward", "send_activation", ...
-bool is_compute(ActionKind k);  // Forward, Backward, OptimizerStep
+bool is_compute(ActionKind k);                    // Forward, Backward, OptimizerStep
 
 // One step of a stage's program. `microbatch` is -1 for ReduceGradients and OptimizerStep;
 // `block` is -1 except for ReduceGradients, where it indexes the caller's collective list.
 struct Action {
   ActionKind kind = ActionKind::Forward;
-  std::int64_t stage = 0;       // 0-based stage of the pipeline
-  std::int64_t microbatch = -1; // 0-based
+  std::int64_t stage = 0;        // 0-based stage of the pipeline
+  std::int64_t microbatch = -1;  // 0-based
   std::int64_t block = -1;
   bool operator==(const Action&) const = default;
 };

@@ -1,0 +1,317 @@
+// plan_bench: the planner's figures. For every paper scenario (Table 2's six models on their
+// 910B2/910B4 and A100/RTX3090 cluster presets) the search time and the predicted iteration time
+// of eth, layer and uniform with speedups and eth's fraction of the ideal bound; the search
+// ablation (Fig. 13a), alpha sensitivity (Fig. 13b), 13B scalability in devices, global batch and
+// sequence length (Fig. 11), and eth on Metis's own inputs beside Metis's recorded figures.
+// Usage: plan_bench [scenarios|ablation|alpha|scale|metis|all] [--shared DIR]. Asserts nothing.
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.h"
+#include "core/error.h"
+#include "model/model_spec.h"
+#include "profile/analytic.h"
+#include "profile/metis_format.h"
+#include "search/planner.h"
+
+namespace {
+
+using namespace eth;
+
+// Wall and process CPU seconds of one call (the machine is shared: CPU time is the stable one).
+struct Timed {
+  std::optional<PlannerResult> result;
+  std::string error;
+  double wall_s = 0, cpu_s = 0;
+};
+
+Timed timed_plan(PlanMethod m, const ModelSpec& model, const ClusterSpec& c, const ProfileDb& db,
+                 std::int64_t gbs, std::int64_t seq, const PlannerOptions& o) {
+  Timed t;
+  const auto w0 = std::chrono::steady_clock::now();
+  const std::clock_t c0 = std::clock();
+  try {
+    t.result = plan_training(m, model, c, db, gbs, seq, o);
+  } catch (const InputError& e) {
+    t.error = e.what();
+  }
+  t.cpu_s = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+  t.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  return t;
+}
+
+ProfileDb analytic_for(const ModelSpec& m, const ClusterSpec& c, std::int64_t seq) {
+  std::vector<std::int64_t> tps;
+  for (std::int64_t t : {1, 2, 4, 8}) {
+    if (m.heads % t == 0 && m.ffn % t == 0) tps.push_back(t);
+  }
+  return analytic_profile_db(m, c, tps, {1, 2, 4, 8, 16}, seq);
+}
+
+double ms(const Timed& t) { return t.result ? t.result->prediction.iteration_ms : 0.0; }
+
+struct Scenario {
+  const char* model;
+  const char* cluster_tag;
+  std::int64_t gbs;
+};
+
+// Table 2's models on their cluster shapes. Global batch: 512 up to 6.7B, 1024 for 13B and 70B
+// (the Metis inputs use the same sizes for 6.7B, 13B and 70B).
+std::vector<Scenario> paper_scenarios() {
+  std::vector<Scenario> out;
+  const std::pair<const char*, const char*> models[] = {
+      {"gpt3-350m", "350m"}, {"gpt3-1.3b", "1.3b"}, {"gpt3-2.6b", "2.6b"},
+      {"gpt3-6.7b", "6.7b"}, {"gpt3-13b", "13b"},   {"gpt3-70b", "70b"}};
+  for (const char* pair : {"910b2-910b4", "a100-rtx3090"}) {
+    for (const auto& [model, tag] : models) {
+      const std::string t(tag);
+      out.push_back({model, nullptr, t == "13b" || t == "70b" ? 1024 : 512});
+      out.back().cluster_tag = pair;
+    }
+  }
+  return out;
+}
+
+std::string cluster_name(const Scenario& s) {
+  std::string m(s.model);
+  return m.substr(std::string("gpt3-").size()) + "-" + s.cluster_tag;
+}
+
+void run_scenarios() {
+  std::printf("== Paper scenarios (analytic profile, default options: alpha 0, all optimizations)\n");
+  std::printf("%-22s %5s %5s %9s %9s %8s %10s %10s %10s %7s %7s %6s %5s\n", "cluster", "devs",
+              "gbs", "search s", "cpu s", "cands", "eth ms", "layer ms", "uniform ms", "x layer",
+              "x unif", "ideal", "pipes");
+  for (const Scenario& s : paper_scenarios()) {
+    const ModelSpec model = model_preset(s.model);
+    const ClusterSpec c = load_cluster(cluster_name(s));
+    const ProfileDb db = analytic_for(model, c, model.seq_len);
+    const PlannerOptions o;
+    const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, s.gbs, model.seq_len, o);
+    const Timed layer = timed_plan(PlanMethod::Layer, model, c, db, s.gbs, model.seq_len, o);
+    const Timed uni = timed_plan(PlanMethod::Uniform, model, c, db, s.gbs, model.seq_len, o);
+    if (!eth.result) {
+      std::printf("%-22s eth: %s\n", cluster_name(s).c_str(), eth.error.c_str());
+      continue;
+    }
+    const auto& pr = eth.result->prediction;
+    auto ratio = [&](const Timed& t) { return t.result ? ms(t) / ms(eth) : 0.0; };
+    std::printf("%-22s %5lld %5lld %9.3f %9.3f %8lld %10.1f %10.1f %10.1f %7.3f %7.3f %6.3f %5zu\n",
+                cluster_name(s).c_str(), static_cast<long long>(c.num_devices()),
+                static_cast<long long>(s.gbs), eth.wall_s, eth.cpu_s,
+                static_cast<long long>(eth.result->stats.generated), ms(eth), ms(layer), ms(uni),
+                ratio(layer), ratio(uni), pr.ideal_iteration_ms / pr.iteration_ms,
+                eth.result->plan.pipelines.size());
+  }
+  std::printf("(x layer / x unif: that method's iteration time over eth's; ideal: ideal bound over "
+              "eth's iteration time; 0 = no plan fits)\n\n");
+}
+
+struct Variant {
+  const char* name;
+  bool cpc, ses, oso, dpo;
+};
+
+void ablation_on(const char* model_name, const char* cluster, std::int64_t gbs,
+                 const std::vector<Variant>& variants) {
+  const ModelSpec model = model_preset(model_name);
+  const ClusterSpec c = load_cluster(cluster);
+  const ProfileDb db = analytic_for(model, c, model.seq_len);
+  std::printf("-- %s on %s, gbs %lld\n", model_name, cluster, static_cast<long long>(gbs));
+  std::printf("%-24s %9s %9s %9s %9s %9s %11s %12s %8s\n", "variant", "search s", "cpu s", "cands",
+              "evaluated", "splits", "cache hits", "objective ms", "quality");
+  double reference = 0;
+  for (const Variant& v : variants) {
+    PlannerOptions o;
+    o.cpc = v.cpc;
+    o.ses = v.ses;
+    o.oso = v.oso;
+    o.dpo = v.dpo;
+    o.max_enumerated_splits = 1e12;  // the enumeration really enumerates here
+    const Timed t = timed_plan(PlanMethod::Eth, model, c, db, gbs, model.seq_len, o);
+    if (!t.result) {
+      std::printf("%-24s %s\n", v.name, t.error.c_str());
+      continue;
+    }
+    const auto& st = t.result->stats;
+    if (reference == 0) reference = t.result->best_objective_ms;
+    std::printf("%-24s %9.3f %9.3f %9lld %9lld %9lld %11lld %12.1f %8.4f\n", v.name, t.wall_s,
+                t.cpu_s, static_cast<long long>(st.generated), static_cast<long long>(st.evaluated),
+                static_cast<long long>(st.unit_splits), static_cast<long long>(st.cache_hits),
+                t.result->best_objective_ms, reference / t.result->best_objective_ms);
+  }
+}
+
+void run_ablation() {
+  std::printf("== Search ablation (Fig. 13a): optimizations added one at a time, alpha 0\n");
+  std::printf("(quality: the first row's best objective over this row's; 1 = the same plan "
+              "quality)\n");
+  const std::vector<Variant> full = {{"none (enumerate)", false, false, false, false},
+                                     {"+CPC", true, false, false, false},
+                                     {"+CPC+SES", true, true, false, false},
+                                     {"+CPC+SES+OSO", true, true, true, false},
+                                     {"+CPC+SES+OSO+DPO (eth)", true, true, true, true}};
+  ablation_on("gpt3-350m", "350m-a100-rtx3090", 512, full);
+  ablation_on("gpt3-1.3b", "1.3b-910b2-910b4", 512, full);
+  // Enumeration is out of reach for deep pipelines of a 42-unit model: the same steps on DPO.
+  const std::vector<Variant> dp = {{"DPO", false, false, false, true},
+                                   {"DPO+CPC", true, false, false, true},
+                                   {"DPO+CPC+SES", true, true, false, true},
+                                   {"DPO+CPC+SES+OSO (eth)", true, true, true, true}};
+  ablation_on("gpt3-13b", "13b-910b2-910b4", 1024, dp);
+  std::printf("\n");
+}
+
+void run_alpha() {
+  std::printf("== Alpha sensitivity (Fig. 13b): SES tolerance vs search time and plan quality\n");
+  for (const auto& [model_name, cluster] :
+       {std::pair{"gpt3-13b", "13b-910b2-910b4"}, std::pair{"gpt3-70b", "70b-910b2-910b4"}}) {
+    const ModelSpec model = model_preset(model_name);
+    const ClusterSpec c = load_cluster(cluster);
+    const ProfileDb db = analytic_for(model, c, model.seq_len);
+    std::printf("-- %s on %s, gbs 1024\n", model_name, cluster);
+    std::printf("%6s %9s %9s %9s %9s %12s %12s %8s\n", "alpha", "search s", "cpu s", "evaluated",
+                "splits", "objective ms", "predicted ms", "quality");
+    double reference = 0;
+    for (double alpha : {0.0, 0.01, 0.02, 0.05, 0.1, 0.2}) {
+      PlannerOptions o;
+      o.alpha = alpha;
+      const Timed t = timed_plan(PlanMethod::Eth, model, c, db, 1024, model.seq_len, o);
+      if (!t.result) continue;
+      if (reference == 0) reference = t.result->best_objective_ms;
+      std::printf("%6.2f %9.3f %9.3f %9lld %9lld %12.1f %12.1f %8.4f\n", alpha, t.wall_s, t.cpu_s,
+                  static_cast<long long>(t.result->stats.evaluated),
+                  static_cast<long long>(t.result->stats.unit_splits), t.result->best_objective_ms,
+                  ms(t), reference / t.result->best_objective_ms);
+    }
+  }
+  std::printf("\n");
+}
+
+// The 13B cluster shape (nodes of 8 910B2 and nodes of 8 910B4) with `nodes` nodes per type.
+ClusterSpec scaled_13b(std::int64_t nodes) {
+  ClusterSpec c = load_cluster("13b-910b2-910b4");
+  c.name = "13b-" + std::to_string(nodes * 16) + "dev";
+  c.nodes.clear();
+  for (const char* type : {"910B2", "910B4"}) {
+    for (std::int64_t n = 0; n < nodes; ++n) c.nodes.push_back(NodeSpec{type, 8});
+  }
+  return c;
+}
+
+void run_scale() {
+  std::printf("== Scalability for GPT-3 13B (Fig. 11)\n");
+  const ModelSpec model = model_preset("gpt3-13b");
+  auto row = [&](const std::string& what, const ClusterSpec& c, std::int64_t gbs, std::int64_t seq) {
+    const ProfileDb db = analytic_for(model, c, seq);
+    const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, gbs, seq, PlannerOptions{});
+    const Timed layer = timed_plan(PlanMethod::Layer, model, c, db, gbs, seq, PlannerOptions{});
+    if (!eth.result) {
+      std::printf("%-26s %s\n", what.c_str(), eth.error.c_str());
+      return;
+    }
+    const auto& pr = eth.result->prediction;
+    std::printf("%-26s %9.3f %9.3f %8lld %12.1f %12.1f %7.3f %6.3f\n", what.c_str(), eth.wall_s,
+                eth.cpu_s, static_cast<long long>(eth.result->stats.generated), ms(eth), ms(layer),
+                layer.result ? ms(layer) / ms(eth) : 0.0, pr.ideal_iteration_ms / pr.iteration_ms);
+  };
+  std::printf("%-26s %9s %9s %8s %12s %12s %7s %6s\n", "setting", "search s", "cpu s", "cands",
+              "eth ms", "layer ms", "x layer", "ideal");
+  for (std::int64_t nodes : {1, 2, 4, 8, 16}) {
+    row("devices " + std::to_string(nodes * 16) + " (gbs 1024)", scaled_13b(nodes), 1024, 2048);
+  }
+  for (std::int64_t gbs : {256, 512, 2048, 4096}) {
+    row("gbs " + std::to_string(gbs) + " (64 devices)", scaled_13b(4), gbs, 2048);
+  }
+  for (std::int64_t seq : {512, 1024}) {
+    row("seq " + std::to_string(seq) + " (64 devices)", scaled_13b(4), 1024, seq);
+  }
+  std::printf("\n");
+}
+
+struct MetisCase {
+  const char* dir;
+  const char* model;
+  std::int64_t gbs;
+  double metis_search_s;  // -1: over the 600 s limit
+  double metis_best_ms;   // Metis's own estimate of its best plan
+};
+
+void run_metis(const std::filesystem::path& shared) {
+  std::printf("== Metis's inputs (shared/peers/metis-inputs): eth beside Metis's recorded figures\n");
+  std::printf("(Metis figures from shared/peers/README.md: its own cost estimate, and some of its "
+              "picks do not fit one device's memory; eth's are the predictor's, every device fits)\n");
+  const MetisCase cases[] = {
+      {"s1_350m_2a100_2rtx3090", "gpt3-350m", 64, 0.6, 1177},
+      {"s1_350m_2a100_2rtx3090", "gpt3-350m", 256, 0.5, 4422},
+      {"s2_1.3b_4a100_4rtx3090", "gpt3-1.3b", 256, 0.5, 7016},
+      {"s3_6.7b_16b2_16b4", "gpt3-6.7b", 512, 137, 10212},
+      {"s4_13b_32b2_32b4", "gpt3-13b", 1024, -1, 20130},
+      {"s5_70b_256b2_256b4", "gpt3-70b", 1024, 112, 13596},
+  };
+  std::printf("%-24s %5s %9s %9s %8s %11s %12s %12s %10s %6s\n", "inputs", "gbs", "search s",
+              "cpu s", "cands", "metis s", "eth ms", "metis ms", "layer ms", "ideal");
+  for (const MetisCase& m : cases) {
+    const auto dir = shared / "peers" / "metis-inputs" / m.dir;
+    try {
+      const ModelSpec model = model_preset(m.model);
+      const ClusterSpec c = read_metis_cluster(dir / "hostfile", dir / "clusterfile.json");
+      const ProfileDb db = read_metis_profile_dir(dir / "profile", model, &c);
+      const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, m.gbs, model.seq_len, {});
+      const Timed layer = timed_plan(PlanMethod::Layer, model, c, db, m.gbs, model.seq_len, {});
+      if (!eth.result) {
+        std::printf("%-24s %s\n", m.dir, eth.error.c_str());
+        continue;
+      }
+      const auto& pr = eth.result->prediction;
+      const std::string metis_s =
+          m.metis_search_s < 0 ? std::string(">600") : std::to_string(m.metis_search_s).substr(0, 5);
+      std::printf("%-24s %5lld %9.3f %9.3f %8lld %11s %12.1f %12.1f %10.1f %6.3f\n", m.dir,
+                  static_cast<long long>(m.gbs), eth.wall_s, eth.cpu_s,
+                  static_cast<long long>(eth.result->stats.generated), metis_s.c_str(), ms(eth),
+                  m.metis_best_ms, ms(layer), pr.ideal_iteration_ms / pr.iteration_ms);
+    } catch (const InputError& e) {
+      std::printf("%-24s cannot read the inputs: %s\n", m.dir, e.what());
+    }
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string what = "all";
+  // bench/plan_bench.cpp -> the repository -> its parent holds shared/.
+  std::filesystem::path shared =
+      std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "shared";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--shared" && i + 1 < argc) {
+      shared = argv[++i];
+    } else {
+      what = a;
+    }
+  }
+  const std::vector<std::pair<const char*, std::function<void()>>> sections = {
+      {"scenarios", run_scenarios}, {"ablation", run_ablation}, {"alpha", run_alpha},
+      {"scale", run_scale},         {"metis", [&] { run_metis(shared); }}};
+  bool ran = false;
+  for (const auto& [name, fn] : sections) {
+    if (what == "all" || what == name) {
+      fn();
+      ran = true;
+    }
+  }
+  if (!ran) {
+    std::fprintf(stderr, "usage: plan_bench [scenarios|ablation|alpha|scale|metis|all] [--shared DIR]\n");
+    return 1;
+  }
+  return 0;
+}

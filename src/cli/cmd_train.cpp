@@ -1,0 +1,240 @@
+// `eth train`: single-process training of a model on a token file, with a progress line on
+// stderr, JSON-lines logging (--log), checkpoints and resume. The loop itself lives in
+// train/trainer.h; this file parses flags, decides when to report and checkpoint, and prints.
+// Not the distributed runtime (one process, all units, one micro-batch at a time).
+#include <chrono>
+#include <cstdio>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "core/error.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace eth::cli {
+
+namespace {
+
+struct TrainArgs {
+  std::string model;
+  std::string data;
+  std::int64_t steps = 100;
+  std::int64_t batch = 8;
+  std::int64_t micro_batch = 0;  // 0: the whole batch at once
+  std::int64_t seq_len = 0;      // 0: the model's
+  double lr = 3e-4;
+  double lr_min = -1;  // < 0: lr / 10
+  std::int64_t warmup = 0;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;
+  double dropout = 0;
+  std::string recompute = "none";
+  std::uint64_t seed = 1;
+  std::string checkpoint_dir;
+  std::int64_t checkpoint_every = 0;
+  std::string resume;
+  std::string log;
+  std::int64_t print_every = 1;
+  std::int64_t stop_at = 0;  // 0: run to --steps
+  Format format = Format::Text;
+};
+
+RecomputeSet parse_recompute_list(const std::string& text) {
+  RecomputeSet rc;
+  if (text.empty() || text == "none") return rc;
+  std::stringstream ss(text);
+  std::string name;
+  while (std::getline(ss, name, ',')) {
+    const auto op = parse_recompute_op(name);
+    if (!op) {
+      throw InputError("cli", "--recompute", "",
+                       "unknown operator \"" + name + "\"; expected a comma-separated list of: " +
+                           recompute_op_names() + " (or none)");
+    }
+    rc.add(*op);
+  }
+  return rc;
+}
+
+std::string fmt_sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", v);
+  return buf;
+}
+
+std::string fmt_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const auto total = static_cast<long long>(s + 0.5);
+  std::ostringstream o;
+  if (total >= 3600) o << total / 3600 << "h" << (total % 3600) / 60 << "m";
+  else if (total >= 60) o << total / 60 << "m" << total % 60 << "s";
+  else o << total << "s";
+  return o.str();
+}
+
+std::optional<std::filesystem::path> resolve_resume(const std::string& arg) {
+  if (arg.empty()) return std::nullopt;
+  std::error_code ec;
+  if (std::filesystem::is_directory(arg, ec)) {
+    auto latest = latest_checkpoint(arg);
+    if (!latest) {
+      throw InputError("cli", "--resume", "", "no step_*.safetensors checkpoint in " + arg);
+    }
+    return latest;
+  }
+  return std::filesystem::path(arg);
+}
+
+TrainConfig make_config(const TrainArgs& a) {
+  TrainConfig c;
+  c.model = load_model(a.model);
+  c.data = a.data;
+  c.steps = a.steps;
+  c.global_batch = a.batch;
+  c.micro_batch = a.micro_batch == 0 ? a.batch : a.micro_batch;
+  c.seq_len = a.seq_len;
+  c.lr = LrSchedule{a.lr, a.lr_min < 0 ? a.lr / 10 : a.lr_min, a.warmup, a.steps};
+  c.adamw.weight_decay = static_cast<float>(a.weight_decay);
+  c.adamw.grad_clip = static_cast<float>(a.grad_clip);
+  c.recompute = parse_recompute_list(a.recompute);
+  c.dropout = static_cast<float>(a.dropout);
+  c.seed = a.seed;
+  return c;
+}
+
+int run_train(const TrainArgs& a) {
+  const TrainConfig cfg = make_config(a);
+  Trainer trainer(cfg, resolve_resume(a.resume));
+  std::ofstream log;
+  if (!a.log.empty()) {
+    log.open(a.log, std::ios::app);
+    if (!log) throw InputError("cli", "--log", "", "cannot open " + a.log + " for appending");
+  }
+  const std::int64_t first = trainer.next_step();
+  const double held = trainer.compute().held_bytes_per_slot();
+  std::cerr << "training " << cfg.model.name << " (" << fmt_num(static_cast<double>(trainer.state().numel()) / 1e6, 2)
+            << " M parameters) on " << cfg.data.string() << ": steps " << first << ".." << cfg.steps - 1 << " of " << cfg.steps
+            << ", batch " << cfg.global_batch << " x " << trainer.tokens_per_step() / cfg.global_batch
+            << " tokens in micro-batches of " << cfg.micro_batch << ", activations held "
+            << fmt_bytes(held) << "\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  StepStats last;
+  double tokens = 0;
+  std::string checkpoint;
+  const std::int64_t end = a.stop_at > 0 ? std::min(a.stop_at, cfg.steps) : cfg.steps;
+  auto finished = [&] { return trainer.next_step() >= end; };
+  while (!finished()) {
+    last = trainer.step();
+    tokens += static_cast<double>(trainer.tokens_per_step());
+    if (!std::isfinite(last.loss)) {
+      throw InputError("train", "--lr", "",
+                       "the loss became " + std::to_string(last.loss) + " at step " +
+                           std::to_string(last.step) + "; try a smaller learning rate (" +
+                           std::to_string(cfg.lr.lr_max) + ")");
+    }
+    if (log) {
+      log << Json{{"step", last.step}, {"loss", last.loss}, {"lr", last.lr},
+                  {"grad_norm", last.grad_norm}, {"tokens_per_s", last.tokens_per_s},
+                  {"seconds", last.seconds}}.dump()
+          << "\n" << std::flush;
+    }
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto done_steps = static_cast<double>(trainer.next_step() - first);
+    if (a.print_every > 0 && (last.step % a.print_every == 0 || finished())) {
+      const double eta = elapsed / done_steps * static_cast<double>(end - trainer.next_step());
+      std::cerr << "step " << last.step << "/" << cfg.steps << "  loss " << fmt_num(last.loss, 4)
+                << "  lr " << fmt_sci(last.lr) << "  grad_norm "
+                << fmt_num(last.grad_norm, 3) << "  " << fmt_num(last.tokens_per_s, 0)
+                << " tok/s  ETA " << fmt_duration(eta) << "\n";
+    }
+    const bool periodic = a.checkpoint_every > 0 && trainer.next_step() % a.checkpoint_every == 0;
+    if (!a.checkpoint_dir.empty() && (periodic || finished())) {
+      checkpoint = trainer.save_checkpoint(a.checkpoint_dir).string();
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double tok_s = seconds > 0 ? tokens / seconds : 0;
+  if (a.format == Format::Json) {
+    print_json(Json{{"model", cfg.model.name},
+                    {"params", trainer.state().numel()},
+                    {"first_step", first},
+                    {"next_step", trainer.next_step()},
+                    {"steps", cfg.steps},
+                    {"final_loss", first < end ? Json(last.loss) : Json(nullptr)},
+                    {"tokens_per_s", tok_s},
+                    {"seconds", seconds},
+                    {"activation_bytes_per_micro_batch", held},
+                    {"checkpoint", checkpoint.empty() ? Json(nullptr) : Json(checkpoint)}});
+  } else if (first >= end) {
+    std::cout << "nothing to do: the run is already at step " << first << " of " << end << "\n";
+  } else {
+    std::cout << "trained steps " << first << ".." << end - 1 << " in " << fmt_duration(seconds)
+              << ": final loss " << fmt_num(last.loss, 4) << ", " << fmt_num(tok_s, 0)
+              << " tokens/s";
+    if (!checkpoint.empty()) std::cout << ", checkpoint " << checkpoint;
+    std::cout << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, Registry& r) {
+  auto* sub = app.add_subcommand(
+      "train", "Train a model on a token file in this process (all units, gradient accumulation "
+               "over micro-batches, AdamW, warm-up + cosine schedule, checkpoints)");
+  auto a = std::make_shared<TrainArgs>();
+  sub->add_option("--model", a->model, "Model preset name or JSON file (see `eth models`)")->required();
+  sub->add_option("--data", a->data, "Token file (llm.c format; see `eth data`)")->required();
+  sub->add_option("--steps", a->steps, "Total optimizer steps (the schedule's length)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--batch", a->batch, "Global batch: samples per step")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--micro-batch-size", a->micro_batch,
+                  "Samples per forward/backward (default: the whole batch)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--seq-len", a->seq_len, "Tokens per sample (default: the model's seq_len)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--lr", a->lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--lr-min", a->lr_min, "Final learning rate of the cosine (default: lr / 10)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--warmup", a->warmup, "Linear warm-up steps")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay (matrices only)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--grad-clip", a->grad_clip, "Max global gradient norm (0: no clipping)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--dropout", a->dropout, "Dropout probability (embedding, attention, residual)")
+      ->check(CLI::Range(0.0, 0.95))->capture_default_str();
+  sub->add_option("--recompute", a->recompute,
+                  "Operators to recompute in backward, comma-separated: " + recompute_op_names() +
+                      ", or none")
+      ->capture_default_str();
+  sub->add_option("--seed", a->seed, "Seed of initialization, data order and dropout")
+      ->capture_default_str();
+  sub->add_option("--checkpoint-dir", a->checkpoint_dir,
+                  "Write step_<N>.safetensors here at the end (and every --checkpoint-every steps)");
+  sub->add_option("--checkpoint-every", a->checkpoint_every, "Checkpoint period in steps (0: end only)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--resume", a->resume,
+                  "Continue from a checkpoint file, or the latest one in a directory");
+  sub->add_option("--log", a->log, "Append one JSON line per step (step, loss, lr, grad_norm, "
+                                   "tokens_per_s, seconds) to this file");
+  sub->add_option("--print-every", a->print_every, "Progress line period in steps (0: none)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--stop-at", a->stop_at,
+                  "Stop (and checkpoint) once this step is reached, keeping the --steps schedule; "
+                  "--resume continues from there")
+      ->check(CLI::PositiveNumber);
+  add_format_option(sub, &a->format);
+  r.on(sub, [a] { return run_train(*a); });
+}
+
+}  // namespace eth::cli

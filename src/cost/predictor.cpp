@@ -1,0 +1,371 @@
+// The closed-form predictor: stage costs combined into pipeline times (the 1F1B approximation
+// with the partial last micro-batch priced at its own size), memory peaks, gradient
+// synchronization (ring model, in-order list schedule) and the ideal bound. No simulation here.
+#include "cost/predictor.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+#include "model/arithmetic.h"
+
+namespace eth {
+
+namespace {
+
+constexpr double kGradBytesPerElement = 2.0;  // 16-bit gradients
+
+double max_of(const std::vector<StageCost>& v, double (*f)(const StageCost&)) {
+  double m = 0;
+  for (const auto& c : v) m = std::max(m, f(c));
+  return m;
+}
+
+double fb(const StageCost& c) { return c.forward_ms + c.backward_ms; }
+double fwd(const StageCost& c) { return c.forward_ms; }
+double bwd(const StageCost& c) { return c.backward_ms; }
+
+// Where every device of the plan sits.
+struct Seat {
+  std::size_t pipeline = 0, stage = 0;
+  std::int64_t dp_rank = 0, tp_rank = 0;
+  bool used = false;
+};
+
+std::vector<Seat> seats_of(const Plan& plan, const ClusterSpec& cluster) {
+  std::vector<Seat> seats(static_cast<std::size_t>(cluster.num_devices()));
+  for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const auto& stages = plan.pipelines[p].stages;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      for (std::int64_t d = 0; d < stages[s].dp; ++d) {
+        for (std::int64_t t = 0; t < stages[s].tp; ++t) {
+          const std::int64_t id = stage_device(stages[s], d, t);
+          ETH_CHECK(id >= 0 && id < cluster.num_devices(), "plan device outside the cluster");
+          seats[static_cast<std::size_t>(id)] = Seat{p, s, d, t, true};
+        }
+      }
+    }
+  }
+  return seats;
+}
+
+// When the last backward of pipeline p has passed unit `u` of stage s (pipeline start = 0).
+// The last micro-batch's backward leaves stage 0 at T_p; it left stage s earlier by the
+// backward work and gradient sends of stages 0..s-1; inside stage s, units run last to first,
+// so unit u is done once units first..u-1 alone remain.
+double backward_passed_ms(const PipelineCosts& pc, const StagePlan& st, std::size_t s,
+                          std::int64_t u, double t_p) {
+  double t = t_p;
+  for (std::size_t j = 0; j < s; ++j) t -= pc.last[j].backward_ms + pc.last[j].send_ms;
+  const auto& ub = pc.last[s].unit_backward_ms;
+  for (std::int64_t v = st.first_unit; v < u; ++v) {
+    t -= ub[static_cast<std::size_t>(v - st.first_unit)];
+  }
+  return t;
+}
+
+SyncPrediction predict_sync(const Plan& plan, const ClusterSpec& cluster,
+                            const std::vector<PipelineCosts>& costs,
+                            const std::vector<double>& t_p, double pipeline_ms,
+                            const std::vector<Seat>& seats, AggregationMode mode,
+                            const PredictOptions& opt) {
+  SyncPrediction sp;
+  sp.mode = mode;
+  const std::vector<GradBlock> blocks = aggregation_collectives(plan, mode);
+  sp.stats = aggregation_stats(blocks, kGradBytesPerElement);
+  // In-order list schedule: every device issues the collectives in the one global order, one
+  // at a time; a collective starts once it is ready on every holder and every holder is done
+  // with its previous one. Disjoint groups therefore run in parallel.
+  std::map<std::int64_t, double> free_at, busy;
+  for (const GradBlock& b : blocks) {
+    if (b.holders.size() < 2) continue;
+    double start = opt.overlap ? 0.0 : pipeline_ms;
+    for (std::int64_t h : b.holders) {
+      const Seat& seat = seats[static_cast<std::size_t>(h)];
+      const StagePlan& st = plan.pipelines[seat.pipeline].stages[seat.stage];
+      if (opt.overlap) {
+        const std::int64_t lowest = std::max(b.lowest_unit(), st.first_unit);
+        start = std::max(start, backward_passed_ms(costs[seat.pipeline], st, seat.stage, lowest,
+                                                   t_p[seat.pipeline]));
+      }
+      start = std::max(start, free_at[h]);
+    }
+    const double dur = ring_allreduce_ms(
+        cluster, b.holders, static_cast<double>(b.elements) * kGradBytesPerElement,
+        opt.collective_latency_ms);
+    for (std::int64_t h : b.holders) {
+      free_at[h] = start + dur;
+      busy[h] += dur;
+    }
+    sp.end_ms = std::max(sp.end_ms, start + dur);
+  }
+  for (const auto& [device, ms] : busy) sp.busy_ms = std::max(sp.busy_ms, ms);
+  sp.exposed_ms = std::max(0.0, sp.end_ms - pipeline_ms);
+  return sp;
+}
+
+double held_activations(const PipelineCosts& pc, std::size_t s, std::int64_t in_flight,
+                        std::int64_t k) {
+  // The in-flight window holds the last micro-batch only when it holds all k of them.
+  if (in_flight == k) {
+    return static_cast<double>(k - 1) * pc.full[s].activation_bytes + pc.last[s].activation_bytes;
+  }
+  return static_cast<double>(in_flight) * pc.full[s].activation_bytes;
+}
+
+StagePrediction predict_stage(const Plan& plan, const ClusterSpec& cluster,
+                              const PipelinePlan& pipe, const PipelineCosts& pc, std::size_t s) {
+  const StagePlan& st = pipe.stages[s];
+  const std::int64_t k = pipe.num_microbatches();
+  const std::int64_t num_stages = static_cast<std::int64_t>(pipe.stages.size());
+  StagePrediction sp;
+  sp.device_type = st.device_type;
+  sp.first_unit = st.first_unit;
+  sp.last_unit = st.last_unit;
+  sp.tp = st.tp;
+  sp.dp = st.dp;
+  sp.devices = st.devices;
+  sp.forward_ms = pc.full[s].forward_ms;
+  sp.backward_ms = pc.full[s].backward_ms;
+  sp.send_ms = pc.full[s].send_ms;
+  sp.last_forward_ms = pc.last[s].forward_ms;
+  sp.last_backward_ms = pc.last[s].backward_ms;
+  sp.last_send_ms = pc.last[s].send_ms;
+  // 1F1B: stage s (0-based) runs S - s warm-up-plus-one forwards before its first backward.
+  sp.in_flight = plan.schedule == "gpipe"
+                     ? k
+                     : std::min(num_stages - static_cast<std::int64_t>(s), k);
+  const StageStaticMemory& m = pc.memory[s];
+  sp.memory.weights = m.weight_bytes;
+  sp.memory.gradients = m.gradient_bytes;
+  sp.memory.optimizer_state = m.optimizer_bytes;
+  sp.memory.workspace = m.workspace_bytes;
+  sp.memory.activations = held_activations(pc, s, sp.in_flight, k);
+  sp.capacity_bytes = cluster.type(st.device_type).memory_bytes();
+  sp.fits = sp.memory.total() <= sp.capacity_bytes;
+  sp.optimizer_ms = pc.optimizer_ms[s];
+  return sp;
+}
+
+double effective_flops(const ProfileDb& profile, const std::string& type, std::int64_t seq) {
+  const ModelSpec& m = profile.model();
+  ETH_CHECK(m.layers >= 1, "the ideal bound needs at least one transformer block");
+  double best = 0;
+  for (const auto& [key, e] : profile.entries()) {
+    if (key.device_type != type) continue;
+    const UnitProfile& block = e.units[1];
+    const double ms = block.forward_ms + block.backward_ms;
+    if (ms <= 0) continue;
+    const std::int64_t s = e.seq_len > 0 ? e.seq_len : seq;
+    // Model FLOPs of one block (forward + 2x backward) per tp rank, over its measured time.
+    const double flops = 3.0 * unit_forward_flops(m, 1, key.mbs, s) / static_cast<double>(key.tp);
+    best = std::max(best, flops / (ms * 1e-3));
+  }
+  if (best <= 0) {
+    throw InputError("profile", "", "",
+                     "no transformer-block timing for device type " + type +
+                         " (needed by the ideal bound)");
+  }
+  return best;
+}
+
+Json memory_to_json(const MemoryBreakdown& m) {
+  return Json{{"weights_bytes", m.weights},          {"gradients_bytes", m.gradients},
+              {"optimizer_state_bytes", m.optimizer_state}, {"activations_bytes", m.activations},
+              {"workspace_bytes", m.workspace},      {"total_bytes", m.total()}};
+}
+
+Json sync_to_json(const SyncPrediction& s) {
+  return Json{{"mode", std::string(aggregation_mode_name(s.mode))},
+              {"collectives", s.stats.collectives},
+              {"communicators", s.stats.communicators},
+              {"bytes_total", s.stats.bytes_total},
+              {"bytes_per_device_max", s.stats.bytes_per_device_max},
+              {"busy_ms", s.busy_ms},
+              {"end_ms", s.end_ms},
+              {"exposed_ms", s.exposed_ms}};
+}
+
+}  // namespace
+
+double ring_allreduce_ms(const ClusterSpec& cluster, const std::vector<std::int64_t>& holders,
+                         double bytes, double latency_ms) {
+  const std::size_t n = holders.size();
+  if (n < 2) return 0.0;
+  double bw = cluster.link_bytes_per_s(holders[n - 1], holders[0]);
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    bw = std::min(bw, cluster.link_bytes_per_s(holders[i], holders[i + 1]));
+  }
+  const double nn = static_cast<double>(n);
+  return 2.0 * (nn - 1.0) / nn * bytes / bw * 1e3 + latency_ms;
+}
+
+// 1F1B, k >= 2: the first micro-batch (always full) fills and drains the pipeline, forward
+// activations and backward gradients both crossing every boundary (C_s = 2 x send); each later
+// micro-batch i adds one slot of the bottleneck at its own size:
+//   T = sum_s (F_s + B_s + 2 send_s) + (k - 2) max_s (F_s + B_s) + max_s (F'_s + B'_s)
+// where primes are the last micro-batch. With a full last micro-batch this is DESIGN.md's
+// sum_s (F + B + C) + (k - 1) max_s (F + B). k = 1: T = sum_s (F'_s + B'_s + 2 send'_s).
+// For uniform stages and free communication the exact 1F1B makespan is
+// max((S + k - 2)(f + b) + b', (S - 1) f + (k - 1)(f + b) + f' + b' + (S - 1) b'), so this
+// over-estimates by at most f' (one forward of the last micro-batch). Communication in the
+// steady state is not modelled (the usual approximation): the simulator charges it.
+// GPipe: the same reasoning applied to the all-forward and the all-backward phases.
+double pipeline_time_ms(const PipelineCosts& c, std::int64_t k, const std::string& schedule) {
+  ETH_CHECK(k >= 1 && !c.full.empty(), "a pipeline needs stages and micro-batches");
+  if (schedule != "1f1b" && schedule != "gpipe") {
+    throw InputError("plan", "", "schedule",
+                     "unknown schedule \"" + schedule + "\"; expected one of: 1f1b, gpipe");
+  }
+  const std::vector<StageCost>& first = k == 1 ? c.last : c.full;
+  double fill = 0;
+  for (const auto& s : first) fill += s.forward_ms + s.backward_ms + 2.0 * s.send_ms;
+  if (k == 1) return fill;
+  const double rest = static_cast<double>(k - 2);
+  if (schedule == "gpipe") {
+    return fill + rest * (max_of(c.full, fwd) + max_of(c.full, bwd)) + max_of(c.last, fwd) +
+           max_of(c.last, bwd);
+  }
+  return fill + rest * max_of(c.full, fb) + max_of(c.last, fb);
+}
+
+double ideal_iteration_ms(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile) {
+  std::map<std::string, double> per_type;
+  double aggregate = 0;
+  for (std::int64_t id : plan.device_ids()) {
+    const std::string& type = cluster.device(id).device_type;
+    auto it = per_type.find(type);
+    if (it == per_type.end()) {
+      it = per_type.emplace(type, effective_flops(profile, type, plan.seq_len)).first;
+    }
+    aggregate += it->second;
+  }
+  ETH_CHECK(aggregate > 0, "a plan without devices has no ideal bound");
+  return 3.0 * model_forward_flops(plan.model, plan.gbs, plan.seq_len) / aggregate * 1e3;
+}
+
+Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
+                   const PredictOptions& options) {
+  const std::vector<PipelineCosts> costs =
+      compute_stage_costs(plan, cluster, profile, options.p2p_latency_ms);
+  Prediction out;
+  std::vector<double> t_p;
+  for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const PipelinePlan& pipe = plan.pipelines[p];
+    PipelinePrediction pp;
+    pp.micro_batch_size = pipe.micro_batch_size;
+    pp.local_batch = pipe.local_batch;
+    pp.num_microbatches = pipe.num_microbatches();
+    pp.last_microbatch_size = pipe.last_microbatch_size();
+    pp.time_ms = pipeline_time_ms(costs[p], pp.num_microbatches, plan.schedule);
+    double worst = -1;
+    for (std::size_t s = 0; s < pipe.stages.size(); ++s) {
+      pp.stages.push_back(predict_stage(plan, cluster, pipe, costs[p], s));
+      if (fb(costs[p].full[s]) > worst) {
+        worst = fb(costs[p].full[s]);
+        pp.bottleneck_stage = static_cast<std::int64_t>(s);
+      }
+      out.optimizer_ms = std::max(out.optimizer_ms, costs[p].optimizer_ms[s]);
+    }
+    t_p.push_back(pp.time_ms);
+    out.pipeline_ms = std::max(out.pipeline_ms, pp.time_ms);
+    out.pipelines.push_back(std::move(pp));
+  }
+
+  const std::vector<Seat> seats = seats_of(plan, cluster);
+  for (std::size_t id = 0; id < seats.size(); ++id) {
+    const Seat& seat = seats[id];
+    if (!seat.used) continue;
+    const StagePrediction& sp = out.pipelines[seat.pipeline].stages[seat.stage];
+    DevicePrediction d;
+    d.device = static_cast<std::int64_t>(id);
+    d.pipeline = static_cast<std::int64_t>(seat.pipeline);
+    d.stage = static_cast<std::int64_t>(seat.stage);
+    d.dp_rank = seat.dp_rank;
+    d.tp_rank = seat.tp_rank;
+    d.peak_bytes = sp.memory.total();
+    d.capacity_bytes = cluster.type_of(d.device).memory_bytes();
+    d.fits = d.peak_bytes <= d.capacity_bytes;
+    if (!d.fits) out.oversubscribed.push_back(d.device);
+    out.devices.push_back(d);
+  }
+  out.fits = out.oversubscribed.empty();
+
+  for (auto mode : {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
+    out.sync_all_modes.push_back(
+        predict_sync(plan, cluster, costs, t_p, out.pipeline_ms, seats, mode, options));
+    if (mode == options.aggregation) out.sync = out.sync_all_modes.back();
+  }
+
+  out.iteration_ms = out.pipeline_ms + out.sync.exposed_ms + out.optimizer_ms;
+  const double tokens = static_cast<double>(plan.gbs) * static_cast<double>(plan.seq_len);
+  out.tokens_per_s = tokens / (out.iteration_ms * 1e-3);
+  out.model_flops = 3.0 * model_forward_flops(plan.model, plan.gbs, plan.seq_len);
+  double peak = 0;
+  for (std::int64_t id = 0; id < cluster.num_devices(); ++id) {
+    peak += cluster.type_of(id).peak_flops();
+  }
+  out.mfu = out.model_flops / (out.iteration_ms * 1e-3) / peak;
+  out.ideal_iteration_ms = ideal_iteration_ms(plan, cluster, profile);
+  return out;
+}
+
+Json prediction_to_json(const Prediction& p) {
+  Json j;
+  j["iteration_ms"] = p.iteration_ms;
+  j["ideal_iteration_ms"] = p.ideal_iteration_ms;
+  j["pipeline_ms"] = p.pipeline_ms;
+  j["sync_exposed_ms"] = p.sync.exposed_ms;
+  j["optimizer_ms"] = p.optimizer_ms;
+  j["tokens_per_s"] = p.tokens_per_s;
+  j["model_flops"] = p.model_flops;
+  j["mfu"] = p.mfu;
+  j["fits"] = p.fits;
+  j["oversubscribed_devices"] = p.oversubscribed;
+  j["sync"] = sync_to_json(p.sync);
+  j["sync_all_modes"] = Json::array();
+  for (const auto& s : p.sync_all_modes) j["sync_all_modes"].push_back(sync_to_json(s));
+  j["pipelines"] = Json::array();
+  for (const auto& pp : p.pipelines) {
+    Json jp{{"micro_batch_size", pp.micro_batch_size},
+            {"local_batch", pp.local_batch},
+            {"num_microbatches", pp.num_microbatches},
+            {"last_microbatch_size", pp.last_microbatch_size},
+            {"time_ms", pp.time_ms},
+            {"bottleneck_stage", pp.bottleneck_stage}};
+    jp["stages"] = Json::array();
+    for (const auto& s : pp.stages) {
+      jp["stages"].push_back(Json{{"device_type", s.device_type},
+                                  {"units", {s.first_unit, s.last_unit}},
+                                  {"tp", s.tp},
+                                  {"dp", s.dp},
+                                  {"devices", s.devices},
+                                  {"forward_ms", s.forward_ms},
+                                  {"backward_ms", s.backward_ms},
+                                  {"send_ms", s.send_ms},
+                                  {"last_forward_ms", s.last_forward_ms},
+                                  {"last_backward_ms", s.last_backward_ms},
+                                  {"last_send_ms", s.last_send_ms},
+                                  {"in_flight", s.in_flight},
+                                  {"memory", memory_to_json(s.memory)},
+                                  {"capacity_bytes", s.capacity_bytes},
+                                  {"fits", s.fits},
+                                  {"optimizer_ms", s.optimizer_ms}});
+    }
+    j["pipelines"].push_back(std::move(jp));
+  }
+  j["devices"] = Json::array();
+  for (const auto& d : p.devices) {
+    j["devices"].push_back(Json{{"device", d.device},
+                                {"pipeline", d.pipeline},
+                                {"stage", d.stage},
+                                {"dp_rank", d.dp_rank},
+                                {"tp_rank", d.tp_rank},
+                                {"peak_bytes", d.peak_bytes},
+                                {"capacity_bytes", d.capacity_bytes},
+                                {"fits", d.fits}});
+  }
+  return j;
+}
+
+}  // namespace eth

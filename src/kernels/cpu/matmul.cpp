@@ -1,0 +1,66 @@
+// Matrix products with bias: the products go to sgemm; the bias broadcast and the bias
+// gradient (column sums, channel blocks per thread, rows in order) are OpenMP loops here.
+#include "kernels/cpu/matmul.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/gemm.h"
+
+namespace eth::cpu {
+namespace {
+
+constexpr std::int64_t kChannelBlock = 64;
+
+// out[n,:] = bias for every row, so the product can accumulate onto it (beta = 1).
+void broadcast_rows(float* out, const float* bias, std::int64_t N, std::int64_t OC) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t n = 0; n < N; ++n) std::copy(bias, bias + OC, out + n * OC);
+}
+
+// dbias[o] += sum_n dout[n,o]
+void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t OC) {
+  const std::int64_t blocks = (OC + kChannelBlock - 1) / kChannelBlock;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    const std::int64_t o0 = blk * kChannelBlock, o1 = std::min(OC, o0 + kChannelBlock);
+    float acc[kChannelBlock] = {};
+    for (std::int64_t n = 0; n < N; ++n) {
+      const float* d = dout + n * OC;
+#pragma omp simd
+      for (std::int64_t o = o0; o < o1; ++o) acc[o - o0] += d[o];
+    }
+    for (std::int64_t o = o0; o < o1; ++o) dbias[o] += acc[o - o0];
+  }
+}
+
+}  // namespace
+
+void matmul_nt_forward(float* out, const float* inp, const float* weight, const float* bias,
+                       std::int64_t N, std::int64_t C, std::int64_t OC) {
+  if (bias) broadcast_rows(out, bias, N, OC);
+  sgemm(Trans::No, Trans::Yes, N, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
+}
+
+void matmul_nt_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, std::int64_t N, std::int64_t C,
+                        std::int64_t OC) {
+  sgemm(Trans::No, Trans::No, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+  sgemm(Trans::Yes, Trans::No, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  if (dbias) bias_backward(dbias, dout, N, OC);
+}
+
+void matmul_nn_forward(float* out, const float* inp, const float* weight, const float* bias,
+                       std::int64_t N, std::int64_t C, std::int64_t OC) {
+  if (bias) broadcast_rows(out, bias, N, OC);
+  sgemm(Trans::No, Trans::No, N, OC, C, 1.0f, inp, C, weight, OC, bias ? 1.0f : 0.0f, out, OC);
+}
+
+void matmul_nn_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, std::int64_t N, std::int64_t C,
+                        std::int64_t OC) {
+  sgemm(Trans::No, Trans::Yes, N, C, OC, 1.0f, dout, OC, weight, OC, 0.0f, dinp, C);
+  sgemm(Trans::Yes, Trans::No, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, OC);
+  if (dbias) bias_backward(dbias, dout, N, OC);
+}
+
+}  // namespace eth::cpu

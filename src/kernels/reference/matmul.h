@@ -1,0 +1,92 @@
+// Naive matrix products with bias, templated on the scalar so tests run them in double. The
+// obviously-correct twins of cpu/matmul.h; never used for training.
+#pragma once
+
+#include <cstdint>
+
+namespace eth::ref {
+
+// "nt": weight stored (OC, C) (qkv_w, fc_w, lm_head_w). out = inp W^T + bias.
+//   out (N,OC), inp (N,C), weight (OC,C), bias (OC) or nullptr
+template <typename Real>
+void matmul_nt_forward(Real* out, const Real* inp, const Real* weight, const Real* bias,
+                       std::int64_t N, std::int64_t C, std::int64_t OC) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t o = 0; o < OC; ++o) {
+      Real acc = bias ? bias[o] : Real(0);
+      for (std::int64_t c = 0; c < C; ++c) acc += inp[n * C + c] * weight[o * C + c];
+      out[n * OC + o] = acc;
+    }
+  }
+}
+
+// dinp = dout W (=); dweight += dout^T inp; dbias += column sums of dout (if dbias).
+//   dinp (N,C), dweight (OC,C), dbias (OC) or nullptr, dout (N,OC), inp (N,C), weight (OC,C)
+template <typename Real>
+void matmul_nt_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                        const Real* weight, std::int64_t N, std::int64_t C, std::int64_t OC) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t c = 0; c < C; ++c) {
+      Real acc = 0;
+      for (std::int64_t o = 0; o < OC; ++o) acc += dout[n * OC + o] * weight[o * C + c];
+      dinp[n * C + c] = acc;
+    }
+  }
+  for (std::int64_t o = 0; o < OC; ++o) {
+    for (std::int64_t c = 0; c < C; ++c) {
+      Real acc = 0;
+      for (std::int64_t n = 0; n < N; ++n) acc += dout[n * OC + o] * inp[n * C + c];
+      dweight[o * C + c] += acc;
+    }
+    if (dbias) {
+      Real acc = 0;
+      for (std::int64_t n = 0; n < N; ++n) acc += dout[n * OC + o];
+      dbias[o] += acc;
+    }
+  }
+}
+
+// "nn": weight stored (C, OC), i.e. transposed (proj_w, fcproj_w: the row-parallel matmuls,
+// so a tp shard is a contiguous range of rows). out = inp W + bias.
+//   out (N,OC), inp (N,C), weight (C,OC), bias (OC) or nullptr
+template <typename Real>
+void matmul_nn_forward(Real* out, const Real* inp, const Real* weight, const Real* bias,
+                       std::int64_t N, std::int64_t C, std::int64_t OC) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t o = 0; o < OC; ++o) {
+      Real acc = bias ? bias[o] : Real(0);
+      for (std::int64_t c = 0; c < C; ++c) acc += inp[n * C + c] * weight[c * OC + o];
+      out[n * OC + o] = acc;
+    }
+  }
+}
+
+// dinp = dout W^T (=); dweight += inp^T dout; dbias += column sums of dout (if dbias).
+//   dinp (N,C), dweight (C,OC), dbias (OC) or nullptr, dout (N,OC), inp (N,C), weight (C,OC)
+template <typename Real>
+void matmul_nn_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                        const Real* weight, std::int64_t N, std::int64_t C, std::int64_t OC) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t c = 0; c < C; ++c) {
+      Real acc = 0;
+      for (std::int64_t o = 0; o < OC; ++o) acc += dout[n * OC + o] * weight[c * OC + o];
+      dinp[n * C + c] = acc;
+    }
+  }
+  for (std::int64_t c = 0; c < C; ++c) {
+    for (std::int64_t o = 0; o < OC; ++o) {
+      Real acc = 0;
+      for (std::int64_t n = 0; n < N; ++n) acc += inp[n * C + c] * dout[n * OC + o];
+      dweight[c * OC + o] += acc;
+    }
+  }
+  if (dbias) {
+    for (std::int64_t o = 0; o < OC; ++o) {
+      Real acc = 0;
+      for (std::int64_t n = 0; n < N; ++n) acc += dout[n * OC + o];
+      dbias[o] += acc;
+    }
+  }
+}
+
+}  // namespace eth::ref

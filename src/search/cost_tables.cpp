@@ -1,0 +1,171 @@
+// Building the planner's per-unit prefix tables from profile entries, and pricing a unit range
+// on one stage with its cheapest fitting recompute set.
+#include "search/cost_tables.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "model/arithmetic.h"
+
+namespace eth::search {
+
+const std::array<RecomputeSet, kNumRecomputeCandidates>& recompute_candidates() {
+  static const std::array<RecomputeSet, kNumRecomputeCandidates> sets = [] {
+    using Op = RecomputeOp;
+    auto make = [](std::initializer_list<Op> ops) {
+      RecomputeSet s;
+      for (Op op : ops) s.add(op);
+      return s;
+    };
+    return std::array<RecomputeSet, kNumRecomputeCandidates>{
+        make({}),
+        make({Op::MlpAct}),
+        make({Op::AttnDropout}),
+        make({Op::AttnDropout, Op::AttnScore}),
+        make({Op::AttnDropout, Op::AttnScore, Op::AttnSoftmax}),
+        make({Op::AttnDropout, Op::AttnScore, Op::AttnSoftmax, Op::Qkv}),
+        RecomputeSet::all_ops(),
+        make({Op::Unit}),
+    };
+  }();
+  return sets;
+}
+
+UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
+                           std::int64_t seq_len) {
+  const std::size_t n = entry.units.size();
+  UnitTable t;
+  t.device_type = entry.key.device_type;
+  t.tp = entry.key.tp;
+  t.mbs = entry.key.mbs;
+  t.forward_prefix.assign(n + 1, 0.0);
+  t.static_prefix.assign(n + 1, 0.0);
+  for (auto& v : t.backward_prefix) v.assign(n + 1, 0.0);
+  for (auto& v : t.held_prefix) v.assign(n + 1, 0.0);
+  t.workspace.resize(n);
+  t.compute_ms.resize(n);
+  const auto& sets = recompute_candidates();
+  for (std::size_t u = 0; u < n; ++u) {
+    const UnitProfile& p = entry.units[u];
+    t.forward_prefix[u + 1] = t.forward_prefix[u] + p.forward_ms;
+    // Parameters as cost/stage_costs.cpp counts them: the model's table at this tp.
+    const double params = static_cast<double>(
+        unit_params(model, static_cast<std::int64_t>(u), entry.key.tp));
+    t.static_prefix[u + 1] = t.static_prefix[u] + kStaticBytesPerParam * params;
+    for (int r = 0; r < kNumRecomputeCandidates; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      t.backward_prefix[ri][u + 1] =
+          t.backward_prefix[ri][u] + p.backward_with_recompute_ms(sets[ri]);
+      t.held_prefix[ri][u + 1] = t.held_prefix[ri][u] + p.activation.held(sets[ri]);
+    }
+    t.workspace[u] = p.activation.total();
+    t.compute_ms[u] = p.forward_ms + p.backward_ms;
+  }
+  // The hidden state of one micro-batch in 16-bit: mbs x seq x hidden x 2 bytes.
+  t.boundary_bytes = 2.0 * static_cast<double>(entry.key.mbs) * static_cast<double>(seq_len) *
+                     static_cast<double>(model.hidden);
+  order_recompute_candidates(t);
+  return t;
+}
+
+void order_recompute_candidates(UnitTable& t) {
+  const std::size_t n = t.workspace.size();
+  auto unit = [](const std::vector<double>& prefix, std::size_t u) {
+    return prefix[u + 1] - prefix[u];
+  };
+  std::vector<int> order(kNumRecomputeCandidates);
+  for (int r = 0; r < kNumRecomputeCandidates; ++r) order[static_cast<std::size_t>(r)] = r;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return t.backward_prefix[static_cast<std::size_t>(a)][n] <
+           t.backward_prefix[static_cast<std::size_t>(b)][n];
+  });
+  bool monotone = true;
+  for (std::size_t k = 1; k < order.size() && monotone; ++k) {
+    const auto& prev = t.backward_prefix[static_cast<std::size_t>(order[k - 1])];
+    const auto& cur = t.backward_prefix[static_cast<std::size_t>(order[k])];
+    for (std::size_t u = 0; u < n && monotone; ++u) monotone = unit(prev, u) <= unit(cur, u);
+  }
+  t.rc_first_fit = monotone;
+  t.rc_order.clear();
+  for (int r : order) {
+    bool dominated = false;
+    for (int kept : t.rc_order) {
+      if (!monotone) break;
+      bool holds_more = true;
+      for (std::size_t u = 0; u < n && holds_more; ++u) {
+        holds_more = unit(t.held_prefix[static_cast<std::size_t>(r)], u) >=
+                     unit(t.held_prefix[static_cast<std::size_t>(kept)], u);
+      }
+      dominated = dominated || holds_more;
+    }
+    if (!dominated) t.rc_order.push_back(r);
+  }
+}
+
+CostTables::CostTables(const ProfileDb& profile, std::int64_t seq_len)
+    : profile_(&profile), seq_len_(seq_len), num_units_(profile.model().num_units()) {}
+
+bool CostTables::covers(const std::string& device_type, std::int64_t tp, std::int64_t mbs) const {
+  const auto& entries = profile_->entries();
+  auto it = entries.lower_bound(ProfileKey{device_type, tp, 0});
+  return it != entries.end() && it->first.device_type == device_type && it->first.tp == tp &&
+         it->first.mbs <= mbs;
+}
+
+const UnitTable& CostTables::get(const std::string& device_type, std::int64_t tp,
+                                 std::int64_t mbs) {
+  const ProfileKey key{device_type, tp, mbs};
+  auto it = tables_.find(key);
+  if (it != tables_.end()) return *it->second;
+  ETH_CHECK(covers(device_type, tp, mbs), "cost table requested for an uncovered profile key");
+  const ProfileLookup lk = profile_->lookup(device_type, tp, mbs);
+  auto table = std::make_unique<UnitTable>(build_unit_table(lk.entry, profile_->model(), seq_len_));
+  const UnitTable& ref = *table;
+  tables_.emplace(key, std::move(table));
+  return ref;
+}
+
+double range_memory(const UnitTable& t, std::int64_t in_flight, std::int64_t first,
+                    std::int64_t last, int rc) {
+  const auto i = static_cast<std::size_t>(first), j = static_cast<std::size_t>(last);
+  const auto r = static_cast<std::size_t>(rc);
+  double ws = 0;
+  for (std::size_t u = i; u < j; ++u) ws = std::max(ws, t.workspace[u]);
+  return t.static_prefix[j] - t.static_prefix[i] + ws +
+         static_cast<double>(in_flight) * (t.held_prefix[r][j] - t.held_prefix[r][i]);
+}
+
+RangeCost range_cost(const UnitTable& t, double capacity_bytes, std::int64_t in_flight,
+                     std::int64_t first, std::int64_t last) {
+  const auto i = static_cast<std::size_t>(first), j = static_cast<std::size_t>(last);
+  double ws = 0;
+  for (std::size_t u = i; u < j; ++u) ws = std::max(ws, t.workspace[u]);
+  return range_cost_ws(t, capacity_bytes, static_cast<double>(in_flight), i, j, ws);
+}
+
+RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double q, std::size_t i,
+                        std::size_t j, double ws) {
+  const double fixed = t.static_prefix[j] - t.static_prefix[i] + ws;
+  const double fwd = t.forward_prefix[j] - t.forward_prefix[i];
+  RangeCost best;
+  auto consider = [&](int r) {
+    const auto ri = static_cast<std::size_t>(r);
+    const double mem = fixed + q * (t.held_prefix[ri][j] - t.held_prefix[ri][i]);
+    if (mem > capacity_bytes) return false;
+    const double time = fwd + (t.backward_prefix[ri][j] - t.backward_prefix[ri][i]);
+    if (!best.fits || time < best.time_ms) best = RangeCost{true, time, r, mem};
+    return true;
+  };
+  if (t.rc_order.empty()) {
+    for (int r = 0; r < kNumRecomputeCandidates; ++r) consider(r);
+  } else if (t.rc_first_fit) {
+    for (int r : t.rc_order) {
+      if (consider(r)) break;
+    }
+  } else {
+    for (int r : t.rc_order) consider(r);
+  }
+  return best;
+}
+
+}  // namespace eth::search

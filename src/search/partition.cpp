@@ -1,0 +1,329 @@
+// Generating the planner's template families and packing partitions onto devices.
+#include "search/partition.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace eth::search {
+
+std::vector<TypeInfo> cluster_types(const ClusterSpec& cluster) {
+  std::map<std::string, TypeInfo> by_name;
+  for (std::size_t n = 0; n < cluster.nodes.size(); ++n) {
+    const NodeSpec& node = cluster.nodes[n];
+    if (node.devices <= 0) continue;
+    TypeInfo& t = by_name[node.device_type];
+    t.name = node.device_type;
+    t.devices += node.devices;
+    t.nodes.push_back(static_cast<std::int64_t>(n));
+    t.max_node_devices = std::max(t.max_node_devices, node.devices);
+  }
+  std::vector<TypeInfo> out;
+  for (auto& [name, t] : by_name) {
+    const DeviceType& d = cluster.type(name);
+    t.capacity_bytes = d.memory_bytes();
+    t.intra_bytes_per_s = d.intra_node_bandwidth_gbps * 1e9 / 8.0;
+    t.inter_bytes_per_s =
+        d.inter_node_bandwidth_gbps.value_or(cluster.inter_node_bandwidth_gbps) * 1e9 / 8.0;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::int64_t PipelineTemplate::num_stages() const {
+  std::int64_t n = 0;
+  for (const auto& g : groups) n += g.count;
+  return n;
+}
+
+std::int64_t PipelineTemplate::devices_of(int type) const {
+  std::int64_t n = 0;
+  for (const auto& g : groups) {
+    if (g.type == type) n += g.count * g.tp;
+  }
+  return n;
+}
+
+std::string describe_template(const PipelineTemplate& t, const std::vector<TypeInfo>& types) {
+  std::string s;
+  for (const auto& g : t.groups) {
+    if (!s.empty()) s += " + ";
+    s += std::to_string(g.count) + "x" + types[static_cast<std::size_t>(g.type)].name;
+    if (g.tp > 1) s += "/tp" + std::to_string(g.tp);
+  }
+  return s;
+}
+
+int TemplateSet::intern(const PipelineTemplate& t) {
+  auto [it, inserted] = ids_.emplace(t, static_cast<int>(list_.size()));
+  if (inserted) list_.push_back(t);
+  return it->second;
+}
+
+std::string_view family_name(Family f) {
+  switch (f) {
+    case Family::Pure:
+      return "pure";
+    case Family::Mixed:
+      return "mixed";
+    case Family::Layer:
+      return "layer";
+  }
+  return "unknown";
+}
+
+std::int64_t Partition::num_pipelines() const {
+  std::int64_t n = 0;
+  for (const auto& p : parts) n += p.count;
+  return n;
+}
+
+std::int64_t Partition::num_idle() const {
+  return std::accumulate(idle.begin(), idle.end(), std::int64_t{0});
+}
+
+namespace {
+
+// How `remaining` devices of one type become pure pipelines: `count` pipelines of `stages`
+// stages at `tp` (count 0: all of them idle).
+struct PureOption {
+  std::int64_t tp = 1, stages = 0, count = 0;
+};
+
+std::vector<PureOption> pure_options(const TypeInfo& t, std::int64_t remaining,
+                                     const GenerateOptions& opt) {
+  std::vector<PureOption> out;
+  if (remaining == 0) return {PureOption{1, 0, 0}};
+  for (std::int64_t tp : t.tps) {
+    for (std::int64_t s = 1; s <= opt.num_units && s * tp <= remaining; ++s) {
+      const std::int64_t per = s * tp;
+      if (remaining % per == 0 || opt.allow_idle) out.push_back({tp, s, remaining / per});
+    }
+  }
+  if (opt.allow_idle) out.push_back(PureOption{1, 0, 0});
+  return out;
+}
+
+// Every combination of one pure option per type, on top of `base` (the mixed part, if any).
+std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
+                               const std::vector<std::int64_t>& remaining,
+                               const GenerateOptions& opt, const Partition& base,
+                               TemplateSet& templates, std::vector<Partition>& out) {
+  std::vector<std::vector<PureOption>> options;
+  for (std::size_t x = 0; x < types.size(); ++x) {
+    options.push_back(pure_options(types[x], remaining[x], opt));
+    if (options.back().empty()) return 0;  // this remainder has no cover at all
+  }
+  std::int64_t too_many = 0;
+  Partition cur = base;
+  cur.idle.assign(types.size(), 0);
+  std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t x, std::int64_t pipes) {
+    if (x == types.size()) {
+      if (cur.parts.empty()) return;
+      if (pipes > opt.max_pipelines) {
+        ++too_many;
+        return;
+      }
+      out.push_back(cur);
+      return;
+    }
+    for (const PureOption& o : options[x]) {
+      const std::size_t mark = cur.parts.size();
+      if (o.count > 0) {
+        PipelineTemplate t;
+        t.groups.push_back(StageGroup{static_cast<int>(x), o.tp, o.stages});
+        cur.parts.push_back(PartitionPart{templates.intern(t), o.count});
+      }
+      cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
+      rec(x + 1, pipes + o.count);
+      cur.parts.resize(mark);
+    }
+  };
+  rec(0, base.num_pipelines());
+  return too_many;
+}
+
+}  // namespace
+
+std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const GenerateOptions& opt,
+                                 TemplateSet& templates, std::vector<Partition>& out) {
+  std::vector<std::int64_t> all;
+  for (const auto& t : types) all.push_back(t.devices);
+  std::int64_t too_many = 0;
+  // Pure family: each type on its own.
+  too_many += add_pure_products(types, all, opt, Partition{}, templates, out);
+  // Mixed family: c copies of (a stages of X at tp1, then b stages of Y at tp2) using every
+  // device of X or every device of Y; the rest as pure pipelines.
+  for (std::size_t x = 0; x < types.size(); ++x) {
+    for (std::size_t y = 0; y < types.size(); ++y) {
+      if (x == y) continue;
+      const TypeInfo& X = types[x];
+      const TypeInfo& Y = types[y];
+      for (std::int64_t t1 : X.tps) {
+        for (std::int64_t t2 : Y.tps) {
+          for (std::int64_t c = 1; c * (t1 + t2) <= X.devices + Y.devices; ++c) {
+            for (std::int64_t a = 1; c * a * t1 <= X.devices && a < opt.num_units; ++a) {
+              const bool x_full = c * a * t1 == X.devices;
+              for (std::int64_t b = 1; c * b * t2 <= Y.devices && a + b <= opt.num_units; ++b) {
+                const bool y_full = c * b * t2 == Y.devices;
+                if (!x_full && !y_full) continue;
+                PipelineTemplate tpl;
+                tpl.groups = {StageGroup{static_cast<int>(x), t1, a},
+                              StageGroup{static_cast<int>(y), t2, b}};
+                Partition base;
+                base.family = Family::Mixed;
+                base.parts.push_back(PartitionPart{templates.intern(tpl), c});
+                std::vector<std::int64_t> rem = all;
+                rem[x] -= c * a * t1;
+                rem[y] -= c * b * t2;
+                too_many += add_pure_products(types, rem, opt, base, templates, out);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return too_many;
+}
+
+std::int64_t layer_partitions(const std::vector<TypeInfo>& types, const GenerateOptions& opt,
+                              TemplateSet& templates, std::vector<Partition>& out) {
+  std::vector<int> order(types.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<std::vector<int>> orders;
+  if (types.size() <= 4) {
+    do orders.push_back(order);
+    while (std::next_permutation(order.begin(), order.end()));
+  } else {
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return types[static_cast<std::size_t>(a)].capacity_bytes >
+             types[static_cast<std::size_t>(b)].capacity_bytes;
+    });
+    orders.push_back(order);
+  }
+  std::int64_t too_many = 0;
+  std::int64_t max_c = 0;
+  for (const auto& t : types) max_c = std::max(max_c, t.devices);
+  for (std::int64_t c = 1; c <= max_c; ++c) {
+    // Per type, every (stages, tp) with c * stages * tp == devices.
+    std::vector<std::vector<StageGroup>> per_type;
+    bool possible = true;
+    for (std::size_t x = 0; x < types.size() && possible; ++x) {
+      std::vector<StageGroup> gs;
+      for (std::int64_t tp : types[x].tps) {
+        if (types[x].devices % (c * tp) != 0) continue;
+        gs.push_back(StageGroup{static_cast<int>(x), tp, types[x].devices / (c * tp)});
+      }
+      possible = !gs.empty();
+      per_type.push_back(std::move(gs));
+    }
+    if (!possible) continue;
+    if (c > opt.max_pipelines) {
+      ++too_many;
+      continue;
+    }
+    std::vector<StageGroup> pick(types.size());
+    std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t x, std::int64_t stages) {
+      if (stages > opt.num_units) return;
+      if (x == types.size()) {
+        for (const auto& ord : orders) {
+          PipelineTemplate tpl;
+          for (int o : ord) tpl.groups.push_back(pick[static_cast<std::size_t>(o)]);
+          Partition p;
+          p.family = Family::Layer;
+          p.parts.push_back(PartitionPart{templates.intern(tpl), c});
+          p.idle.assign(types.size(), 0);
+          out.push_back(std::move(p));
+        }
+        return;
+      }
+      for (const StageGroup& g : per_type[x]) {
+        pick[x] = g;
+        rec(x + 1, stages + g.count);
+      }
+    };
+    rec(0, 0);
+  }
+  return too_many;
+}
+
+bool pack_feasible(const ClusterSpec& cluster, const std::vector<TypeInfo>& types,
+                   const TemplateSet& templates, const Partition& partition,
+                   std::vector<std::int64_t>& scratch) {
+  std::vector<std::int64_t>& free = scratch;
+  free.resize(cluster.nodes.size());
+  for (std::size_t n = 0; n < cluster.nodes.size(); ++n) free[n] = cluster.nodes[n].devices;
+  // Distinct tp degrees, largest first (the order pack_devices places stages in).
+  std::int64_t tp = std::numeric_limits<std::int64_t>::max();
+  for (;;) {
+    std::int64_t next = 0;
+    for (const auto& part : partition.parts) {
+      for (const auto& g : templates.at(part.tpl).groups) {
+        if (g.tp < tp) next = std::max(next, g.tp);
+      }
+    }
+    if (next == 0) return true;
+    tp = next;
+    for (std::size_t x = 0; x < types.size(); ++x) {
+      std::int64_t stages = 0;
+      for (const auto& part : partition.parts) {
+        for (const auto& g : templates.at(part.tpl).groups) {
+          if (g.tp == tp && g.type == static_cast<int>(x)) stages += part.count * g.count;
+        }
+      }
+      for (std::int64_t n : types[x].nodes) {
+        if (stages == 0) break;
+        const auto ni = static_cast<std::size_t>(n);
+        const std::int64_t take = std::min(stages, free[ni] / tp);
+        free[ni] -= take * tp;
+        stages -= take;
+      }
+      if (stages > 0) return false;
+    }
+  }
+}
+
+std::vector<std::vector<std::vector<std::int64_t>>> pack_devices(
+    const ClusterSpec& cluster, const std::vector<TypeInfo>& types, const TemplateSet& templates,
+    const Partition& partition) {
+  struct Slot {
+    std::size_t pipeline, stage;
+    int type;
+    std::int64_t tp;
+  };
+  std::vector<Slot> slots;
+  std::vector<std::vector<std::vector<std::int64_t>>> out;
+  for (const auto& part : partition.parts) {
+    const PipelineTemplate& t = templates.at(part.tpl);
+    for (std::int64_t i = 0; i < part.count; ++i) {
+      std::size_t s = 0;
+      for (const auto& g : t.groups) {
+        for (std::int64_t k = 0; k < g.count; ++k) slots.push_back({out.size(), s++, g.type, g.tp});
+      }
+      out.emplace_back(s);
+    }
+  }
+  std::stable_sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) { return a.tp > b.tp; });
+  const std::vector<std::int64_t> first = cluster.node_first_device();
+  std::vector<std::int64_t> used(cluster.nodes.size(), 0);  // devices taken, lowest first
+  for (const Slot& sl : slots) {
+    bool placed = false;
+    for (std::int64_t n : types[static_cast<std::size_t>(sl.type)].nodes) {
+      const auto ni = static_cast<std::size_t>(n);
+      if (cluster.nodes[ni].devices - used[ni] < sl.tp) continue;
+      auto& ids = out[sl.pipeline][sl.stage];
+      for (std::int64_t k = 0; k < sl.tp; ++k) ids.push_back(first[ni] + used[ni] + k);
+      used[ni] += sl.tp;
+      placed = true;
+      break;
+    }
+    if (!placed) return {};
+  }
+  return out;
+}
+
+}  // namespace eth::search

@@ -1,0 +1,105 @@
+// The planner's search space: pipeline templates (ordered groups of stages, each group one device
+// type and tp degree), cluster partitions (templates with repeat counts that together use the
+// cluster's devices), and packing a partition's stages onto real devices, node by node.
+// docs/planner.md defines the families generated here. No costs: see search/planner.cpp.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.h"
+
+namespace eth::search {
+
+// One device type of the cluster as the planner sees it.
+struct TypeInfo {
+  std::string name;
+  std::int64_t devices = 0;
+  std::vector<std::int64_t> nodes;  // indices into ClusterSpec::nodes, ascending
+  std::int64_t max_node_devices = 0;
+  double capacity_bytes = 0;
+  double intra_bytes_per_s = 0;  // between two devices of one node
+  double inter_bytes_per_s = 0;  // leaving the node
+  std::vector<std::int64_t> tps;  // tp degrees the planner may give a stage of this type
+};
+// Every type some node uses, in name order (tps left empty for the caller to fill).
+std::vector<TypeInfo> cluster_types(const ClusterSpec& cluster);
+
+// `count` consecutive stages of one type, each with `tp` devices.
+struct StageGroup {
+  int type = 0;  // index into the TypeInfo list
+  std::int64_t tp = 1;
+  std::int64_t count = 1;
+  auto operator<=>(const StageGroup&) const = default;
+};
+
+struct PipelineTemplate {
+  std::vector<StageGroup> groups;  // in pipeline order
+  std::int64_t num_stages() const;
+  std::int64_t devices_of(int type) const;
+  auto operator<=>(const PipelineTemplate&) const = default;
+};
+// "4x910B2/tp2 + 2x910B4"
+std::string describe_template(const PipelineTemplate& t, const std::vector<TypeInfo>& types);
+
+// Interned templates: equal templates get one id (and so one cache entry).
+class TemplateSet {
+ public:
+  int intern(const PipelineTemplate& t);
+  const PipelineTemplate& at(int id) const { return list_[static_cast<std::size_t>(id)]; }
+  int size() const { return static_cast<int>(list_.size()); }
+
+ private:
+  std::map<PipelineTemplate, int> ids_;
+  std::vector<PipelineTemplate> list_;
+};
+
+enum class Family : std::uint8_t { Pure, Mixed, Layer };
+std::string_view family_name(Family f);
+
+struct PartitionPart {
+  int tpl = 0;
+  std::int64_t count = 1;  // identical pipelines of this template
+};
+
+struct Partition {
+  Family family = Family::Pure;
+  std::vector<PartitionPart> parts;
+  std::vector<std::int64_t> idle;  // per type: devices left unused
+  std::int64_t num_pipelines() const;
+  std::int64_t num_idle() const;
+};
+
+struct GenerateOptions {
+  std::int64_t num_units = 0;
+  std::int64_t max_pipelines = 0;  // the most pipelines a partition may have (>= 1)
+  bool allow_idle = false;         // inexact covers: devices of a type may stay unused
+};
+
+// Appends the pure and mixed families (docs/planner.md) to `out`; returns the number of
+// partitions dropped for having more than max_pipelines pipelines.
+std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const GenerateOptions& opt,
+                                 TemplateSet& templates, std::vector<Partition>& out);
+// The layer family: one template holding every type (one group per type, in every order of the
+// types; types by capacity descending only when more than four), repeated to use every device.
+std::int64_t layer_partitions(const std::vector<TypeInfo>& types, const GenerateOptions& opt,
+                              TemplateSet& templates, std::vector<Partition>& out);
+
+// Whether pack_devices would succeed, without building the assignment: first fit places
+// stages of equal tp node after node, so counts suffice. `scratch` is reused between calls.
+bool pack_feasible(const ClusterSpec& cluster, const std::vector<TypeInfo>& types,
+                   const TemplateSet& templates, const Partition& partition,
+                   std::vector<std::int64_t>& scratch);
+
+// Global device ids per pipeline (parts expanded in order, `count` pipelines each), per stage,
+// tp ids each; empty when first-fit packing fails. Stages are placed in decreasing tp order
+// (stable), each into the first node of its type with enough free devices, taking that node's
+// lowest free devices.
+std::vector<std::vector<std::vector<std::int64_t>>> pack_devices(
+    const ClusterSpec& cluster, const std::vector<TypeInfo>& types, const TemplateSet& templates,
+    const Partition& partition);
+
+}  // namespace eth::search

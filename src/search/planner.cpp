@@ -1,0 +1,204 @@
+// plan_training: checks the options, runs one method's search, turns its best candidates into
+// plans, prices them with the predictor and keeps the fastest. Also the statistics' JSON form.
+#include "search/planner.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "model/model_spec.h"
+#include "search/engine.h"
+
+namespace eth {
+
+std::string_view plan_method_name(PlanMethod m) {
+  switch (m) {
+    case PlanMethod::Eth:
+      return "eth";
+    case PlanMethod::Layer:
+      return "layer";
+    case PlanMethod::Uniform:
+      return "uniform";
+  }
+  return "unknown";
+}
+
+std::optional<PlanMethod> parse_plan_method(std::string_view name) {
+  for (auto m : {PlanMethod::Eth, PlanMethod::Layer, PlanMethod::Uniform}) {
+    if (plan_method_name(m) == name) return m;
+  }
+  return std::nullopt;
+}
+
+std::int64_t SearchStats::skipped_total() const {
+  std::int64_t n = 0;
+  for (const auto& [reason, count] : skipped) n += count;
+  return n;
+}
+
+Json SearchStats::to_json() const {
+  Json j;
+  j["generated"] = generated;
+  j["evaluated"] = evaluated;
+  j["skipped"] = skipped_total();
+  Json by = Json::object();
+  for (const auto& [reason, count] : skipped) by[reason] = count;
+  j["skipped_by_reason"] = by;
+  j["cache_hits"] = cache_hits;
+  j["unit_splits"] = unit_splits;
+  Json rej = Json::object();
+  for (const auto& [reason, count] : rejected_options) rej[reason] = count;
+  j["rejected_template_options"] = rej;
+  j["predicted"] = predicted;
+  return j;
+}
+
+namespace {
+
+void check_options(const ModelSpec& model, std::int64_t gbs, std::int64_t seq_len,
+                   const PlannerOptions& o) {
+  auto bad = [](const std::string& flag, const std::string& what) {
+    throw InputError("planner", flag, "", what);
+  };
+  if (gbs < 1) bad("--gbs", "expected a global batch >= 1, got " + std::to_string(gbs));
+  if (seq_len < 1 || seq_len > model.seq_len) {
+    bad("--seq", "expected a sequence length in [1, " + std::to_string(model.seq_len) +
+                     "] (the model's), got " + std::to_string(seq_len));
+  }
+  if (o.micro_batch_sizes.empty()) bad("--micro-batch-sizes", "expected at least one size");
+  for (auto m : o.micro_batch_sizes) {
+    if (m < 1) bad("--micro-batch-sizes", "expected sizes >= 1, got " + std::to_string(m));
+  }
+  if (o.tp.empty()) bad("--tp", "expected at least one tp degree");
+  for (auto t : o.tp) {
+    if (t < 1) bad("--tp", "expected tp degrees >= 1, got " + std::to_string(t));
+  }
+  if (o.max_pipelines < 0) bad("--max-pipelines", "expected a count >= 0 (0: no limit)");
+  if (!(o.alpha >= 0 && o.alpha < 1)) bad("--alpha", "expected a tolerance in [0, 1)");
+  if (o.v_inter && !(*o.v_inter >= 0)) bad("--v-inter", "expected a threshold >= 0");
+  if (o.v_intra && !(*o.v_intra >= 0)) bad("--v-intra", "expected a threshold >= 0");
+}
+
+bool is_preset(const ModelSpec& m) {
+  for (const auto& p : model_presets()) {
+    if (p == m) return true;
+  }
+  return false;
+}
+
+Plan to_plan(const search::Context& ctx, const search::Candidate& c) {
+  Plan plan;
+  plan.model = ctx.model;
+  plan.model_is_preset = is_preset(ctx.model);
+  plan.gbs = ctx.gbs;
+  plan.seq_len = ctx.seq_len;
+  plan.cluster = ctx.cluster;
+  plan.schedule = "1f1b";
+  for (const auto& p : c.pipelines) {
+    PipelinePlan pp;
+    pp.micro_batch_size = p.mbs;
+    pp.local_batch = p.batch;
+    for (const auto& s : p.stages) {
+      StagePlan sp;
+      sp.device_type = s.device_type;
+      sp.devices = s.devices;
+      sp.tp = s.tp;
+      sp.dp = 1;
+      sp.first_unit = s.first_unit;
+      sp.last_unit = s.last_unit;
+      sp.recompute = s.recompute;
+      pp.stages.push_back(std::move(sp));
+    }
+    plan.pipelines.push_back(std::move(pp));
+  }
+  return plan;
+}
+
+}  // namespace
+
+PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const ClusterSpec& cluster,
+                            const ProfileDb& profile, std::int64_t gbs, std::int64_t seq_len,
+                            const PlannerOptions& options) {
+  check_options(model, gbs, seq_len, options);
+  if (!(profile.model() == model)) {
+    throw InputError("planner", "--profile", "",
+                     "the profile describes model " + profile.model().name + ", not " + model.name);
+  }
+  search::Context ctx(model, cluster, profile, gbs, seq_len, options);
+  std::string diagnosis;
+  std::vector<search::Candidate> cands;
+  switch (method) {
+    case PlanMethod::Eth: {
+      cands = search::search_eth(ctx, diagnosis);
+      // The layer baseline's plans belong to eth's space (equal data is one data split), so eth
+      // prices them too and is never slower than layer.
+      std::string ignored;
+      for (auto& c : search::search_layer(ctx, ignored)) cands.push_back(std::move(c));
+      break;
+    }
+    case PlanMethod::Layer:
+      cands = search::search_layer(ctx, diagnosis);
+      break;
+    case PlanMethod::Uniform:
+      cands = search::search_uniform(ctx, diagnosis);
+      break;
+  }
+  if (cands.empty()) {
+    throw InputError("planner", "", "",
+                     std::string("no ") + std::string(plan_method_name(method)) +
+                         " plan fits memory: " + diagnosis);
+  }
+  PlannerResult best;
+  best.method = method;
+  best.best_objective_ms = std::numeric_limits<double>::infinity();
+  for (const auto& c : cands) best.best_objective_ms = std::min(best.best_objective_ms, c.objective_ms);
+  double best_ms = std::numeric_limits<double>::infinity();
+  std::string overflow;
+  for (const auto& c : cands) {
+    Plan plan = to_plan(ctx, c);
+    Prediction pred = predict(plan, cluster, profile);
+    ++ctx.stats.predicted;
+    if (!pred.fits) {
+      // The search's memory model is the predictor's with every stage's in-flight count at its
+      // maximum, so this is a bug unless the profile is inconsistent across micro-batch sizes.
+      ++ctx.stats.skipped["predictor_overflow"];
+      if (overflow.empty()) overflow = "device " + std::to_string(pred.oversubscribed.front());
+      continue;
+    }
+    if (pred.iteration_ms < best_ms) {
+      best_ms = pred.iteration_ms;
+      best.plan = std::move(plan);
+      best.prediction = std::move(pred);
+      best.objective_ms = c.objective_ms;
+      best.family = c.family;
+      best.idle_devices = c.idle_devices;
+    }
+  }
+  if (best_ms == std::numeric_limits<double>::infinity()) {
+    throw InputError("planner", "", "",
+                     "no plan fits memory under the predictor (first overflow: " + overflow + ")");
+  }
+  // Per-stage predicted peaks and the plan-level prediction travel in the plan file.
+  for (std::size_t p = 0; p < best.plan.pipelines.size(); ++p) {
+    auto& stages = best.plan.pipelines[p].stages;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      stages[s].predicted_peak_memory_bytes =
+          best.prediction.pipelines[p].stages[s].memory.total();
+    }
+  }
+  best.plan.predicted = Json{{"method", std::string(plan_method_name(method))},
+                             {"iteration_ms", best.prediction.iteration_ms},
+                             {"ideal_iteration_ms", best.prediction.ideal_iteration_ms},
+                             {"pipeline_ms", best.prediction.pipeline_ms},
+                             {"sync_exposed_ms", best.prediction.sync.exposed_ms},
+                             {"optimizer_ms", best.prediction.optimizer_ms},
+                             {"tokens_per_s", best.prediction.tokens_per_s},
+                             {"mfu", best.prediction.mfu},
+                             {"search_objective_ms", best.objective_ms},
+                             {"idle_devices", best.idle_devices}};
+  best.stats = ctx.stats;
+  best.plan.search = best.stats.to_json();
+  return best;
+}
+
+}  // namespace eth

@@ -1,0 +1,296 @@
+// Safetensors-layout checkpoints: writing (hash, header, data, rename) and strict reading.
+#include "train/checkpoint.h"
+
+#include <bit>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <unistd.h>
+#include <vector>
+
+#include "core/error.h"
+#include "core/json_file.h"
+
+namespace eth {
+
+static_assert(std::endian::native == std::endian::little,
+              "checkpoints store little-endian tensors verbatim");
+
+namespace {
+
+constexpr const char* kFormat = "eth-checkpoint";
+constexpr const char* kVersion = "1";
+// Safetensors caps the header at 100 MB; anything larger is a damaged length field.
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+
+[[noreturn]] void bad(const std::filesystem::path& path, const std::string& where,
+                      const std::string& detail) {
+  throw InputError("checkpoint", path.string(), where, detail);
+}
+
+// The three tensors stored per parameter tensor: the parameter and its two AdamW moments.
+constexpr const char* kPartSuffix[] = {"", ".adam_m", ".adam_v"};
+const float* part_buffer(const ModelState& s, int k) {
+  return k == 0 ? s.params() : k == 1 ? s.adam_m() : s.adam_v();
+}
+float* part_buffer(ModelState& s, int k) {
+  return k == 0 ? s.params() : k == 1 ? s.adam_m() : s.adam_v();
+}
+
+std::string tensor_name(std::int64_t unit, const std::string& name, const char* suffix) {
+  return "unit" + std::to_string(unit) + "." + name + suffix;
+}
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+struct Entry {
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0, end = 0;  // byte offsets in the data section
+  std::string checksum;
+};
+
+struct Header {
+  std::uint64_t data_start = 0;  // 8 + header length
+  std::map<std::string, Entry> tensors;
+  CheckpointMeta meta;
+};
+
+Json parse_meta_json(const std::filesystem::path& path, const JsonCursor& md, const char* key) {
+  const std::string text = md.at(key).as_string();
+  try {
+    return Json::parse(text);
+  } catch (const nlohmann::json::parse_error&) {
+    bad(path, std::string("__metadata__.") + key, "not valid JSON");
+  }
+}
+
+Header read_header(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) bad(path, "", "no such checkpoint file");
+  const std::uint64_t size = std::filesystem::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) bad(path, "", "cannot open for reading");
+  if (size < 8) {
+    bad(path, "", "truncated: " + std::to_string(size) +
+                      " bytes, expected at least the 8-byte header length");
+  }
+  std::uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  if (n > kMaxHeaderBytes || n > size - 8) {
+    bad(path, "", "truncated or corrupt: the header length field says " + std::to_string(n) +
+                      " bytes but the file has " + std::to_string(size - 8) + " after it");
+  }
+  std::string text(n, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(n));
+  if (!in) bad(path, "", "cannot read the header");
+  Header h;
+  h.data_start = 8 + n;
+  const Json j = parse_json_text(text, path.string(), "checkpoint");
+  const JsonCursor root(j, {"checkpoint", path.string(), ""});
+  root.require_object();
+  const JsonCursor md = root.at("__metadata__");
+  md.require_object();
+  if (md.at("format").as_string() != kFormat) md.at("format").fail("\"eth-checkpoint\"");
+  if (md.at("version").as_string() != kVersion) md.at("version").fail("\"1\"");
+  const Json model = parse_meta_json(path, md, "model");
+  h.meta.model = parse_model(JsonCursor(model, {"checkpoint", path.string(), "__metadata__.model"}));
+  const std::string step = md.at("step").as_string();
+  try {
+    std::size_t used = 0;
+    h.meta.step = std::stoll(step, &used);
+    if (used != step.size() || h.meta.step < 0) throw std::invalid_argument(step);
+  } catch (const std::exception&) {
+    md.at("step").fail("a non-negative integer in a string");
+  }
+  h.meta.schedule = parse_meta_json(path, md, "schedule");
+  h.meta.data = parse_meta_json(path, md, "data");
+  h.meta.run = parse_meta_json(path, md, "run");
+  const Json sums = parse_meta_json(path, md, "checksums");
+  std::uint64_t data_end = 0;
+  for (const std::string& key : root.keys()) {
+    if (key == "__metadata__") continue;
+    const JsonCursor t = root.at(key);
+    t.require_object();
+    t.allow_only({"dtype", "shape", "data_offsets"});
+    if (t.at("dtype").as_string() != "F32") t.at("dtype").fail("\"F32\" (ETH stores fp32)");
+    Entry e;
+    std::int64_t numel = 1;
+    const JsonCursor shape = t.at("shape");
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      e.shape.push_back(shape[i].as_int(0, INT64_MAX / 8));
+      numel *= e.shape.back();
+    }
+    const JsonCursor off = t.at("data_offsets");
+    if (off.size() != 2) off.fail("[begin, end]");
+    e.begin = static_cast<std::uint64_t>(off[0].as_int(0));
+    e.end = static_cast<std::uint64_t>(off[1].as_int(0));
+    if (e.end < e.begin || e.end - e.begin != static_cast<std::uint64_t>(numel) * 4) {
+      off.fail_detail("spans " + std::to_string(e.end - e.begin) + " bytes, but shape needs " +
+                      std::to_string(numel * 4));
+    }
+    if (!sums.is_object() || !sums.contains(key) || !sums[key].is_string()) {
+      bad(path, "__metadata__.checksums", "no checksum for tensor \"" + key + "\"");
+    }
+    e.checksum = sums[key].get<std::string>();
+    data_end = std::max(data_end, e.end);
+    h.tensors.emplace(key, std::move(e));
+  }
+  const std::uint64_t have = size - h.data_start;
+  if (have != data_end) {
+    bad(path, "", std::string(have < data_end ? "truncated" : "trailing bytes") +
+                      ": the header's tensors need " + std::to_string(data_end) +
+                      " data bytes, the file has " + std::to_string(have));
+  }
+  return h;
+}
+
+}  // namespace
+
+std::uint64_t checkpoint_hash(const void* data, std::size_t bytes) {
+  // Four independent multiply-xor lanes over 8-byte words (fast enough to check gigabytes),
+  // then the tail bytes and the length.
+  constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::uint64_t lane[4] = {1, 2, 3, 4};
+  std::size_t i = 0;
+  for (; i + 32 <= bytes; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      std::uint64_t w;
+      std::memcpy(&w, p + i + 8 * k, 8);
+      lane[k] = (std::rotl(lane[k], 29) ^ w) * kMul;
+    }
+  }
+  std::uint64_t h = bytes;
+  for (std::uint64_t l : lane) h = (std::rotl(h, 31) ^ l) * kMul;
+  for (; i < bytes; ++i) h = (h ^ p[i]) * kMul;
+  return h ^ (h >> 32);
+}
+
+void write_checkpoint(const std::filesystem::path& path, const ModelState& state,
+                      const CheckpointMeta& meta) {
+  struct Out {
+    const float* data;
+    std::int64_t numel;
+  };
+  std::vector<Out> order;
+  Json header = Json::object();
+  Json sums = Json::object();
+  header["__metadata__"] = Json::object();
+  std::uint64_t offset = 0;
+  for (const UnitSlot& u : state.layout().units()) {
+    for (const TensorSlot& t : u.tensors) {
+      for (int k = 0; k < 3; ++k) {
+        const float* data = part_buffer(state, k) + u.offset + t.offset;
+        const std::int64_t n = t.desc.numel();
+        const std::string name = tensor_name(u.unit, t.desc.name, kPartSuffix[k]);
+        const std::uint64_t bytes = static_cast<std::uint64_t>(n) * 4;
+        header[name] = Json{{"dtype", "F32"},
+                            {"shape", t.desc.shape},
+                            {"data_offsets", {offset, offset + bytes}}};
+        sums[name] = hex64(checkpoint_hash(data, bytes));
+        order.push_back({data, n});
+        offset += bytes;
+      }
+    }
+  }
+  header["__metadata__"] = Json{{"format", kFormat},
+                                {"version", kVersion},
+                                {"model", model_to_json(meta.model).dump()},
+                                {"step", std::to_string(meta.step)},
+                                {"schedule", meta.schedule.dump()},
+                                {"data", meta.data.dump()},
+                                {"run", meta.run.dump()},
+                                {"checksums", sums.dump()}};
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  const std::uint64_t n = text.size();
+
+  const std::filesystem::path dir = path.parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir);
+  std::filesystem::path tmp = path;
+  tmp += ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError("checkpoint", path.string(), "", "cannot open for writing");
+    out.write(reinterpret_cast<const char*>(&n), 8);
+    out.write(text.data(), static_cast<std::streamsize>(n));
+    for (const Out& o : order) {
+      out.write(reinterpret_cast<const char*>(o.data), static_cast<std::streamsize>(o.numel * 4));
+    }
+    out.flush();
+    if (!out) {
+      std::filesystem::remove(tmp);
+      throw InputError("checkpoint", path.string(), "", "write failed (disk full?)");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    throw InputError("checkpoint", path.string(), "", "cannot rename into place: " + ec.message());
+  }
+}
+
+CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path) {
+  return read_header(path).meta;
+}
+
+CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& state) {
+  Header h = read_header(path);
+  if (h.meta.model.layers != state.model().layers || h.meta.model.hidden != state.model().hidden ||
+      h.meta.model.heads != state.model().heads || h.meta.model.vocab != state.model().vocab ||
+      h.meta.model.ffn != state.model().ffn || h.meta.model.seq_len != state.model().seq_len) {
+    bad(path, "__metadata__.model",
+        "the checkpoint's model " + model_to_json(h.meta.model).dump() +
+            " differs from the one being trained " + model_to_json(state.model()).dump());
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) bad(path, "", "cannot open for reading");
+  for (const UnitSlot& u : state.layout().units()) {
+    for (const TensorSlot& t : u.tensors) {
+      for (int k = 0; k < 3; ++k) {
+        const std::string name = tensor_name(u.unit, t.desc.name, kPartSuffix[k]);
+        auto it = h.tensors.find(name);
+        if (it == h.tensors.end()) bad(path, name, "missing tensor");
+        const Entry& e = it->second;
+        if (e.shape != t.desc.shape) bad(path, name + ".shape", "does not match the model");
+        float* dst = part_buffer(state, k) + u.offset + t.offset;
+        in.seekg(static_cast<std::streamoff>(h.data_start + e.begin));
+        in.read(reinterpret_cast<char*>(dst), static_cast<std::streamsize>(e.end - e.begin));
+        if (!in) bad(path, name, "cannot read the tensor's bytes");
+        if (hex64(checkpoint_hash(dst, e.end - e.begin)) != e.checksum) {
+          bad(path, name, "checksum mismatch: the file is corrupt");
+        }
+      }
+    }
+  }
+  return h.meta;
+}
+
+std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int64_t step) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "step_%08lld.safetensors", static_cast<long long>(step));
+  return dir / buf;
+}
+
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return std::nullopt;
+  std::optional<std::filesystem::path> best;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step_", 0) == 0 && entry.path().extension() == ".safetensors" &&
+        (!best || name > best->filename().string())) {
+      best = entry.path();
+    }
+  }
+  return best;
+}
+
+}  // namespace eth

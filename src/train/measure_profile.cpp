@@ -1,0 +1,146 @@
+// Per-unit timing with StageCompute over one-unit ranges. See measure_profile.h.
+#include "train/measure_profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "core/error.h"
+#include "data/tokenize.h"
+#include "kernels/rng.h"
+#include "model/arithmetic.h"
+#include "train/kernel_set.h"
+#include "train/optimizer.h"
+#include "train/stage_compute.h"
+
+namespace eth {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Timing {
+  double forward_ms = 0;
+  double backward_ms = 0;
+};
+
+// Inputs of one unit: tokens and targets for the ends, a random activation in between.
+struct UnitInputs {
+  std::vector<std::int32_t> tokens, targets;
+  std::vector<float> x, dy, dx;
+};
+
+Timing time_unit(StageCompute<CpuKernels>& sc, ModelState& st, UnitInputs& in,
+                 const MeasureOptions& opt, std::int64_t T) {
+  MicroBatch mb;
+  mb.size = opt.micro_batch;
+  mb.tokens = in.tokens.data();
+  mb.targets = in.targets.data();
+  mb.loss_scale = 1.0 / static_cast<double>(opt.micro_batch * T);
+  const bool has_head = sc.config().last_unit == st.model().num_units() - 1;
+  const bool has_embed = sc.config().first_unit == 0;
+  std::vector<float> out(in.x.size());
+  std::vector<double> fwd, bwd;
+  for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
+    auto t0 = Clock::now();
+    sc.forward(0, st.params(), mb, has_embed ? nullptr : in.x.data(), has_head ? nullptr : out.data());
+    const double f = ms_since(t0);
+    t0 = Clock::now();
+    sc.backward(0, st.params(), st.grads(), mb, has_head ? nullptr : in.dy.data(),
+                has_embed ? nullptr : in.dx.data());
+    const double b = ms_since(t0);
+    if (r >= opt.warmup) {
+      fwd.push_back(f);
+      bwd.push_back(b);
+    }
+  }
+  return {median(fwd), median(bwd)};
+}
+
+}  // namespace
+
+ProfileEntry measure_profile(const MeasureOptions& opt) {
+  const ModelSpec& m = opt.model;
+  const std::int64_t T = opt.seq_len == 0 ? m.seq_len : opt.seq_len;
+  if (opt.micro_batch < 1) {
+    throw InputError("profile", "--micro-batch-sizes", "", "expected sizes >= 1");
+  }
+  if (T < 1 || T > m.seq_len) {
+    throw InputError("profile", "--seq", "", "expected 1.." + std::to_string(m.seq_len) +
+                                                 ", got " + std::to_string(T));
+  }
+  ETH_CHECK(opt.repeats >= 1 && opt.warmup >= 0, "measure_profile: need at least one repeat");
+  ProfileEntry e;
+  e.key = ProfileKey{opt.device_type, 1, opt.micro_batch};
+  e.seq_len = T;
+  e.source = "measured";
+  const std::int64_t n = opt.micro_batch * T;
+  UnitInputs in;
+  SplitMix64 rng(opt.seed);
+  in.tokens.resize(static_cast<std::size_t>(n));
+  in.targets.resize(static_cast<std::size_t>(n));
+  for (auto& t : in.tokens) t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
+  for (auto& t : in.targets) t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
+  in.x.resize(static_cast<std::size_t>(n * m.hidden));
+  in.dy.resize(in.x.size());
+  in.dx.resize(in.x.size());
+  normal_fill(in.x.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1.0f, 0, 0, n * m.hidden);
+  normal_fill(in.dy.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1e-3f, 1, 0, n * m.hidden);
+
+  for (std::int64_t u = 0; u < m.num_units(); ++u) {
+    ModelState st(m, u, u);
+    st.init(opt.seed);
+    StageComputeConfig cfg;
+    cfg.first_unit = cfg.last_unit = u;
+    cfg.max_micro_batch = opt.micro_batch;
+    cfg.seq_len = T;
+    cfg.dropout = opt.dropout;
+    cfg.seed = opt.seed;
+    UnitProfile up;
+    up.params = unit_params(m, u);
+    {
+      StageCompute<CpuKernels> sc(m, cfg);
+      const Timing base = time_unit(sc, st, in, opt, T);
+      up.forward_ms = base.forward_ms;
+      up.backward_ms = base.backward_ms;
+      up.activation = sc.activation_bytes(u);
+      if (opt.recompute_times) {
+        for (int k = 0; k < kNumRecomputeOps; ++k) {
+          const auto op = static_cast<RecomputeOp>(k);
+          // Classes that hold nothing here (all of them outside blocks except the full unit,
+          // the dropout classes without dropout) cost nothing to recompute.
+          const bool holds = op == RecomputeOp::Unit ||
+                             up.activation.op[static_cast<std::size_t>(k)] > 0;
+          if (!holds) continue;
+          StageComputeConfig rc_cfg = cfg;
+          rc_cfg.recompute.add(op);
+          StageCompute<CpuKernels> rc(m, rc_cfg);
+          const Timing t = time_unit(rc, st, in, opt, T);
+          up.recompute_ms[static_cast<std::size_t>(k)] = std::max(0.0, t.backward_ms - base.backward_ms);
+        }
+      }
+    }
+    // The optimizer step of this unit (AdamW over its parameters), summed over the model.
+    std::vector<double> opt_ms;
+    for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
+      const auto t0 = Clock::now();
+      adamw_update(st, AdamWConfig{}, 1e-4, r, 1.0);
+      if (r >= opt.warmup) opt_ms.push_back(ms_since(t0));
+    }
+    e.optimizer_ms += median(opt_ms);
+    e.units.push_back(up);
+  }
+  return e;
+}
+
+}  // namespace eth

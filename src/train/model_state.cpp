@@ -1,0 +1,99 @@
+// Parameter layout, the arena-backed state buffers, and keyed GPT-2 initialization.
+#include "train/model_state.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/rng.h"
+
+namespace eth {
+
+namespace {
+
+// The tensor names the index enums in model_state.h stand for, per unit kind.
+const std::vector<std::string>& expected_names(UnitKind k) {
+  static const std::vector<std::string> embed = {"wte", "wpe"};
+  static const std::vector<std::string> block = {"ln1_w", "ln1_b", "qkv_w",  "qkv_b",
+                                                 "proj_w", "proj_b", "ln2_w", "ln2_b",
+                                                 "fc_w",  "fc_b",  "fcproj_w", "fcproj_b"};
+  static const std::vector<std::string> head = {"lnf_w", "lnf_b", "lm_head_w"};
+  return k == UnitKind::Embedding ? embed : k == UnitKind::Block ? block : head;
+}
+
+}  // namespace
+
+ParamLayout::ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit)
+    : first_unit_(first_unit), last_unit_(last_unit) {
+  ETH_CHECK(first_unit >= 0 && first_unit <= last_unit && last_unit < model.num_units(),
+            "ParamLayout: unit range out of the model");
+  for (std::int64_t u = first_unit; u <= last_unit; ++u) {
+    UnitSlot s;
+    s.unit = u;
+    s.kind = unit_kind(model, u);
+    s.offset = numel_;
+    const auto& names = expected_names(s.kind);
+    const auto descs = unit_tensors(model, u);
+    ETH_CHECK(descs.size() == names.size(), "unit_tensors changed: update model_state.h");
+    for (std::size_t i = 0; i < descs.size(); ++i) {
+      ETH_CHECK(descs[i].name == names[i], "unit_tensors changed order: update model_state.h");
+      s.tensors.push_back({descs[i], s.numel, descs[i].shape.size() >= 2});
+      s.numel += descs[i].numel();
+    }
+    numel_ += s.numel;
+    units_.push_back(std::move(s));
+  }
+}
+
+const UnitSlot& ParamLayout::unit(std::int64_t u) const {
+  ETH_CHECK(u >= first_unit_ && u <= last_unit_, "ParamLayout: unit outside the range");
+  return units_[static_cast<std::size_t>(u - first_unit_)];
+}
+
+std::int64_t ParamLayout::offset(std::int64_t u, int t) const {
+  const UnitSlot& s = unit(u);
+  return s.offset + s.tensors[static_cast<std::size_t>(t)].offset;
+}
+
+ModelState::ModelState(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit)
+    : model_(model), layout_(model, first_unit, last_unit) {
+  const std::int64_t n = layout_.numel();
+  arena_ = Arena(4 * arena_bytes<float>(n));
+  params_ = arena_.take<float>(n);
+  grads_ = arena_.take<float>(n);
+  adam_m_ = arena_.take<float>(n);
+  adam_v_ = arena_.take<float>(n);
+}
+
+void ModelState::zero_grads() { std::fill(grads_, grads_ + numel(), 0.0f); }
+
+void ModelState::init(std::uint64_t seed) {
+  for (const UnitSlot& s : layout_.units()) init_unit_params(params_ + s.offset, model_, s, seed);
+  std::fill(grads_, grads_ + numel(), 0.0f);
+  std::fill(adam_m_, adam_m_ + numel(), 0.0f);
+  std::fill(adam_v_, adam_v_ + numel(), 0.0f);
+}
+
+void init_unit_params(float* unit_params, const ModelSpec& model, const UnitSlot& slot,
+                      std::uint64_t seed) {
+  const RngStream stream{seed, 0, slot.unit, RngOp::Init};
+  const float stddev = 0.02f;
+  const float resid_stddev = stddev / static_cast<float>(std::sqrt(2.0 * static_cast<double>(model.layers)));
+  for (std::size_t i = 0; i < slot.tensors.size(); ++i) {
+    const TensorSlot& t = slot.tensors[i];
+    float* p = unit_params + t.offset;
+    const std::int64_t n = t.desc.numel();
+    const std::string& name = t.desc.name;
+    const bool is_bias = name.size() > 2 && name.compare(name.size() - 2, 2, "_b") == 0;
+    if (is_bias) {
+      std::fill(p, p + n, 0.0f);
+    } else if (t.desc.shape.size() == 1) {  // layer-norm weights
+      std::fill(p, p + n, 1.0f);
+    } else {
+      const bool resid = name == "proj_w" || name == "fcproj_w";
+      normal_fill(p, stream, resid ? resid_stddev : stddev, static_cast<std::int64_t>(i), 0, n);
+    }
+  }
+}
+
+}  // namespace eth

@@ -1,0 +1,94 @@
+// Model state of a unit range: the parameter layout (one contiguous span per unit, tensors back
+// to back in model/arithmetic.h's unit_tensors order, so a range of units is one contiguous
+// range, the address consistency block-wise gradient reduction needs), the four flat fp32
+// buffers (parameters, gradients, AdamW m and v) taken from one pre-faulted arena, and
+// parameter initialization keyed only by (seed, unit, tensor). Not the optimizer (optimizer.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/arithmetic.h"
+#include "model/model_spec.h"
+#include "train/arena.h"
+
+namespace eth {
+
+// Tensor indices within a unit, in unit_tensors order (ParamLayout checks the names agree).
+enum EmbedTensor : int { kWte, kWpe };
+enum BlockTensor : int {
+  kLn1W, kLn1B, kQkvW, kQkvB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcprojW, kFcprojB
+};
+enum HeadTensor : int { kLnfW, kLnfB, kLmHeadW };
+
+struct TensorSlot {
+  TensorDesc desc;
+  std::int64_t offset = 0;  // elements from the start of the unit
+  bool decay = false;       // AdamW weight decay: matrices only (2-D tensors)
+};
+
+struct UnitSlot {
+  std::int64_t unit = 0;
+  UnitKind kind = UnitKind::Block;
+  std::int64_t offset = 0;  // elements from the start of the range buffer
+  std::int64_t numel = 0;
+  std::vector<TensorSlot> tensors;
+};
+
+// Units [first_unit, last_unit] (inclusive, as in a plan's stage).
+class ParamLayout {
+ public:
+  ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit);
+
+  std::int64_t first_unit() const { return first_unit_; }
+  std::int64_t last_unit() const { return last_unit_; }
+  std::int64_t numel() const { return numel_; }
+  const std::vector<UnitSlot>& units() const { return units_; }
+  const UnitSlot& unit(std::int64_t u) const;  // ETH_CHECKs u is in the range
+  // Element offset of tensor `t` of unit `u` in the range buffer.
+  std::int64_t offset(std::int64_t u, int t) const;
+
+ private:
+  std::int64_t first_unit_ = 0, last_unit_ = 0, numel_ = 0;
+  std::vector<UnitSlot> units_;
+};
+
+class ModelState {
+ public:
+  ModelState(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit);
+
+  const ModelSpec& model() const { return model_; }
+  const ParamLayout& layout() const { return layout_; }
+  std::int64_t numel() const { return layout_.numel(); }
+  // Flat buffers of numel() floats each.
+  float* params() { return params_; }
+  const float* params() const { return params_; }
+  float* grads() { return grads_; }
+  const float* grads() const { return grads_; }
+  float* adam_m() { return adam_m_; }
+  const float* adam_m() const { return adam_m_; }
+  float* adam_v() { return adam_v_; }
+  const float* adam_v() const { return adam_v_; }
+
+  void zero_grads();
+  // GPT-2 initialization, each tensor a pure function of (seed, unit, tensor index): matrices
+  // and embeddings N(0, 0.02^2), the residual projections (proj_w, fcproj_w) N(0, (0.02 /
+  // sqrt(2 L))^2), layer-norm weights 1, biases 0. Optimizer state is zeroed.
+  void init(std::uint64_t seed);
+
+ private:
+  ModelSpec model_;
+  ParamLayout layout_;
+  Arena arena_;
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
+  float* adam_m_ = nullptr;
+  float* adam_v_ = nullptr;
+};
+
+// Initializes one unit's parameters (the span at `unit_params`, UnitSlot::numel floats).
+void init_unit_params(float* unit_params, const ModelSpec& model, const UnitSlot& slot,
+                      std::uint64_t seed);
+
+}  // namespace eth

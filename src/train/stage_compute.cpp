@@ -1,0 +1,462 @@
+// Forward/backward of a unit range with operator-level recompute. Every saved tensor is a
+// pointer into either the micro-batch's slot (held until its backward) or the shared workspace
+// (recomputed in backward); the kernel sequence is the same either way, which is what makes the
+// gradients bitwise identical. Instantiated for CpuKernels (training) and RefKernels<double>.
+#include "train/stage_compute.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/rng.h"
+#include "train/kernel_set.h"
+
+namespace eth {
+
+namespace {
+
+// Hands out buffers: from the arena, or (arena == nullptr) only counts bytes, for sizing it.
+class Carver {
+ public:
+  explicit Carver(Arena* arena) : arena_(arena) {}
+  template <typename T>
+  T* take(std::int64_t n) {
+    size_.add<T>(n);
+    return arena_ ? arena_->take<T>(n) : nullptr;
+  }
+  std::size_t bytes() const { return size_.bytes(); }
+
+ private:
+  Arena* arena_;
+  ArenaSize size_;
+};
+
+std::size_t op_index(RecomputeOp op) { return static_cast<std::size_t>(op); }
+
+}  // namespace
+
+template <class K>
+struct StageCompute<K>::Impl {
+  using R = typename K::Real;
+
+  struct EmbedActs {
+    std::int32_t* tokens = nullptr;  // (N) unit input
+    std::uint8_t* mask = nullptr;    // (N,C) embedding dropout, null when p = 0
+  };
+  struct BlockActs {
+    R* x = nullptr;  // (N,C) unit input
+    R *ln1 = nullptr, *ln1_mean = nullptr, *ln1_rstd = nullptr;  // (N,C), (N), (N)
+    R* qkv = nullptr;                                             // (N,3C)
+    R* P = nullptr;                                               // (B,NH,T,T) softmax out
+    std::uint8_t* attn_mask = nullptr;                            // (B,NH,T,T), p > 0
+    R* Pd = nullptr;  // (B,NH,T,T) dropped-out P; == P when p = 0
+    R* atty = nullptr;                                            // (N,C)
+    std::uint8_t* resid1_mask = nullptr;                          // (N,C), p > 0
+    R* x2 = nullptr;                                              // (N,C)
+    R *ln2 = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;  // (N,C), (N), (N)
+    R* fch = nullptr;                                             // (N,F) GELU input
+    R* gelu = nullptr;                                            // (N,F) GELU output
+    std::uint8_t* resid2_mask = nullptr;                          // (N,C), p > 0
+  };
+  struct HeadActs {
+    R* x = nullptr;  // (N,C) unit input
+    R *lnf = nullptr, *mean = nullptr, *rstd = nullptr;  // (N,C), (N), (N)
+    R* logits = nullptr;                                  // (N,V), dlogits in backward
+    R *lse = nullptr, *losses = nullptr;                  // (N), (N)
+  };
+  struct UnitActs {
+    UnitKind kind = UnitKind::Block;
+    EmbedActs e;
+    BlockActs b;
+    HeadActs h;
+  };
+
+  const ModelSpec& m;
+  const StageComputeConfig& cfg;
+  std::int64_t C, F, V, NH, T, Bmax, N;  // N = Bmax * T
+  bool dropout;
+
+  std::vector<std::vector<UnitActs>> slots;  // [slot][unit - first_unit]
+  UnitActs scratch;  // recomputed tensors of one unit of each kind (workspace)
+  // Workspace: forward transients and backward gradients.
+  R *attproj = nullptr, *fcproj = nullptr, *dummy_out = nullptr;
+  R *dres[2] = {nullptr, nullptr};
+  R *dx2 = nullptr, *dbranch = nullptr, *dF = nullptr, *dln = nullptr, *dqkv = nullptr;
+  R* dTT = nullptr;
+  double slot_bytes = 0;
+  std::vector<ActivationBytes> bytes;  // per unit, nothing recomputed
+
+  Impl(const ModelSpec& model, const StageComputeConfig& c)
+      : m(model), cfg(c), C(model.hidden), F(model.ffn), V(model.vocab), NH(model.heads),
+        T(c.seq_len), Bmax(c.max_micro_batch), N(c.max_micro_batch * c.seq_len),
+        dropout(c.dropout > 0) {}
+
+  // Places one saved tensor: in the slot (held) or in the workspace (`dropped`: recomputed in
+  // backward; the workspace copy is made once and shared by all units and slots). Tallies its
+  // bytes under class `cls` (or `other` when cls is Unit) for slot 0.
+  template <typename T_>
+  T_* place(Carver& cv, int slot, std::int64_t unit_idx, std::int64_t n, RecomputeOp cls,
+            bool dropped, T_*& scratch_ptr, bool& scratch_made) {
+    const double b = static_cast<double>(n) * sizeof(T_);
+    if (slot == 0) {
+      ActivationBytes& ab = bytes[static_cast<std::size_t>(unit_idx)];
+      if (cls == RecomputeOp::Unit) ab.other += b;
+      else ab.op[op_index(cls)] += b;
+    }
+    if (dropped) {
+      if (!scratch_made) {
+        scratch_ptr = cv.take<T_>(n);
+        scratch_made = true;
+      }
+      return scratch_ptr;
+    }
+    if (slot == 0) slot_bytes += b;
+    return cv.take<T_>(n);
+  }
+
+  void assign(Carver& cv, std::int64_t first, std::int64_t last) {
+    const RecomputeSet& rc = cfg.recompute;
+    const bool full = rc.full_unit();
+    const auto other = RecomputeOp::Unit;  // tally marker for "no operator class"
+    const std::int64_t TT = Bmax * NH * T * T;
+    // One "made" flag per workspace copy (the pointers themselves are null while sizing).
+    struct Made {
+      bool tokens, emask, x, ln1, ln1m, ln1r, qkv, P, am, Pd, atty, r1, x2, ln2, ln2m, ln2r, fch,
+          gelu, r2, hx, lnf, hm, hr, logits, lse, losses;
+    } made{};
+    bytes.assign(static_cast<std::size_t>(last - first + 1), ActivationBytes{});
+    slots.assign(static_cast<std::size_t>(cfg.num_slots),
+                 std::vector<UnitActs>(static_cast<std::size_t>(last - first + 1)));
+    for (int s = 0; s < cfg.num_slots; ++s) {
+      for (std::int64_t u = first; u <= last; ++u) {
+        const std::int64_t i = u - first;
+        UnitActs& a = slots[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+        a.kind = unit_kind(m, u);
+        auto& sc = scratch;
+        if (a.kind == UnitKind::Embedding) {
+          a.e.tokens = place(cv, s, i, N, other, false, sc.e.tokens, made.tokens);
+          if (s == 0) bytes[static_cast<std::size_t>(i)].unit_input = static_cast<double>(N) * 4;
+          if (dropout) a.e.mask = place(cv, s, i, N * C, other, full, sc.e.mask, made.emask);
+        } else if (a.kind == UnitKind::Block) {
+          BlockActs& b = a.b;
+          BlockActs& w = sc.b;
+          auto held_or = [&](RecomputeOp op) { return full || rc.has(op); };
+          b.x = place(cv, s, i, N * C, other, false, w.x, made.x);
+          if (s == 0) bytes[static_cast<std::size_t>(i)].unit_input = static_cast<double>(N * C) * sizeof(R);
+          b.ln1 = place(cv, s, i, N * C, other, full, w.ln1, made.ln1);
+          b.ln1_mean = place(cv, s, i, N, other, full, w.ln1_mean, made.ln1m);
+          b.ln1_rstd = place(cv, s, i, N, other, full, w.ln1_rstd, made.ln1r);
+          b.qkv = place(cv, s, i, 3 * N * C, RecomputeOp::Qkv, held_or(RecomputeOp::Qkv), w.qkv,
+                        made.qkv);
+          b.P = place(cv, s, i, TT, RecomputeOp::AttnSoftmax, held_or(RecomputeOp::AttnSoftmax),
+                      w.P, made.P);
+          if (dropout) {
+            b.attn_mask = place(cv, s, i, TT, RecomputeOp::AttnDropout,
+                                held_or(RecomputeOp::AttnDropout), w.attn_mask, made.am);
+            b.Pd = place(cv, s, i, TT, RecomputeOp::AttnScore, held_or(RecomputeOp::AttnScore),
+                         w.Pd, made.Pd);
+          } else {
+            b.Pd = b.P;
+          }
+          b.atty = place(cv, s, i, N * C, other, full, w.atty, made.atty);
+          if (dropout) b.resid1_mask = place(cv, s, i, N * C, other, full, w.resid1_mask, made.r1);
+          b.x2 = place(cv, s, i, N * C, other, full, w.x2, made.x2);
+          b.ln2 = place(cv, s, i, N * C, other, full, w.ln2, made.ln2);
+          b.ln2_mean = place(cv, s, i, N, other, full, w.ln2_mean, made.ln2m);
+          b.ln2_rstd = place(cv, s, i, N, other, full, w.ln2_rstd, made.ln2r);
+          b.fch = place(cv, s, i, N * F, other, full, w.fch, made.fch);
+          b.gelu = place(cv, s, i, N * F, RecomputeOp::MlpAct, held_or(RecomputeOp::MlpAct),
+                         w.gelu, made.gelu);
+          if (dropout) b.resid2_mask = place(cv, s, i, N * C, other, full, w.resid2_mask, made.r2);
+        } else {
+          HeadActs& h = a.h;
+          HeadActs& w = sc.h;
+          h.x = place(cv, s, i, N * C, other, false, w.x, made.hx);
+          if (s == 0) bytes[static_cast<std::size_t>(i)].unit_input = static_cast<double>(N * C) * sizeof(R);
+          h.lnf = place(cv, s, i, N * C, other, full, w.lnf, made.lnf);
+          h.mean = place(cv, s, i, N, other, full, w.mean, made.hm);
+          h.rstd = place(cv, s, i, N, other, full, w.rstd, made.hr);
+          h.logits = place(cv, s, i, N * V, other, full, w.logits, made.logits);
+          h.lse = place(cv, s, i, N, other, full, w.lse, made.lse);
+          h.losses = place(cv, s, i, N, other, full, w.losses, made.losses);
+        }
+      }
+    }
+    // Workspace of the forward transients and the backward gradients, sized for the largest
+    // unit kind in the range.
+    bool has_block = false, has_embed = first == 0, has_head = last == m.layers + 1;
+    for (std::int64_t u = first; u <= last; ++u) has_block |= unit_kind(m, u) == UnitKind::Block;
+    if (has_block) {
+      attproj = cv.template take<R>(N * C);
+      fcproj = cv.template take<R>(N * C);
+      if (full) dummy_out = cv.template take<R>(N * C);
+      dx2 = cv.template take<R>(N * C);
+      dF = cv.template take<R>(N * F);
+      dqkv = cv.template take<R>(3 * N * C);
+      dTT = cv.template take<R>(TT);
+    }
+    if (has_block || (has_embed && dropout)) dbranch = cv.template take<R>(N * C);
+    if (has_block || has_head) dln = cv.template take<R>(N * C);
+    if (last > first) {
+      dres[0] = cv.template take<R>(N * C);
+      dres[1] = cv.template take<R>(N * C);
+    }
+  }
+
+  // ---- embedding --------------------------------------------------------------------------
+
+  RngStream stream(const MicroBatch& mb, std::int64_t unit, RngOp op) const {
+    return RngStream{cfg.seed, mb.step, unit, op};
+  }
+
+  void embed_mask(const EmbedActs& a, const MicroBatch& mb, std::int64_t B) const {
+    dropout_mask_fill(a.mask, stream(mb, 0, RngOp::EmbedDropout), cfg.dropout, mb.first_sample,
+                      0, B, T * C);
+  }
+
+  void embed_forward(const EmbedActs& a, const R* const* w, const MicroBatch& mb, R* out) const {
+    const std::int64_t B = mb.size;
+    ETH_CHECK(mb.tokens != nullptr, "stage forward: unit 0 needs tokens");
+    std::copy(mb.tokens, mb.tokens + B * T, a.tokens);
+    K::encoder_forward(out, a.tokens, w[kWte], w[kWpe], B, T, C, V);
+    if (dropout) {
+      embed_mask(a, mb, B);
+      K::dropout_forward(out, out, a.mask, cfg.dropout, B * T * C);
+    }
+  }
+
+  void embed_backward(const EmbedActs& a, R* const* g, const MicroBatch& mb, const R* dout) {
+    const std::int64_t B = mb.size;
+    if (dropout) {
+      if (cfg.recompute.full_unit()) embed_mask(a, mb, B);
+      K::dropout_backward(dbranch, dout, a.mask, cfg.dropout, B * T * C);
+      dout = dbranch;
+    }
+    K::encoder_backward(g[kWte], g[kWpe], dout, a.tokens, B, T, C, V);
+  }
+
+  // ---- transformer block ------------------------------------------------------------------
+
+  // scores -> softmax (in place) -> dropout mask -> dropped-out probabilities.
+  void attention_probs(const BlockActs& a, const MicroBatch& mb, std::int64_t unit,
+                       bool softmax, bool mask, bool drop) const {
+    const std::int64_t B = mb.size;
+    if (softmax) {
+      K::attention_scores_forward(a.P, a.qkv, B, T, C, NH);
+      K::attention_softmax_forward(a.P, a.P, B, NH, T);
+    }
+    if (!dropout) return;
+    if (mask) {
+      dropout_mask_fill(a.attn_mask, stream(mb, unit, RngOp::AttnDropout), cfg.dropout,
+                        mb.first_sample, 0, B, NH * T * T);
+    }
+    if (drop) K::dropout_forward(a.Pd, a.P, a.attn_mask, cfg.dropout, B * NH * T * T);
+  }
+
+  void resid_mask(std::uint8_t* mask, const MicroBatch& mb, std::int64_t unit, RngOp op) const {
+    dropout_mask_fill(mask, stream(mb, unit, op), cfg.dropout, mb.first_sample, 0, mb.size,
+                      T * C);
+  }
+
+  void block_forward(const BlockActs& a, const R* const* w, const MicroBatch& mb,
+                     std::int64_t unit, R* out) const {
+    const std::int64_t B = mb.size, n = B * T;
+    K::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.x, w[kLn1W], w[kLn1B], n, C);
+    K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], n, C, 3 * C);
+    attention_probs(a, mb, unit, true, true, true);
+    K::attention_av_forward(a.atty, a.Pd, a.qkv, B, T, C, NH);
+    K::matmul_nn_forward(attproj, a.atty, w[kProjW], w[kProjB], n, C, C);
+    if (dropout) {
+      resid_mask(a.resid1_mask, mb, unit, RngOp::AttnResidDropout);
+      K::dropout_forward(attproj, attproj, a.resid1_mask, cfg.dropout, n * C);
+    }
+    K::residual_forward(a.x2, a.x, attproj, n * C);
+    K::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, w[kLn2W], w[kLn2B], n, C);
+    K::matmul_nt_forward(a.fch, a.ln2, w[kFcW], w[kFcB], n, C, F);
+    K::gelu_forward(a.gelu, a.fch, n * F);
+    K::matmul_nn_forward(fcproj, a.gelu, w[kFcprojW], w[kFcprojB], n, F, C);
+    if (dropout) {
+      resid_mask(a.resid2_mask, mb, unit, RngOp::MlpResidDropout);
+      K::dropout_forward(fcproj, fcproj, a.resid2_mask, cfg.dropout, n * C);
+    }
+    K::residual_forward(out, a.x2, fcproj, n * C);
+  }
+
+  // Recomputes, in forward order, exactly the tensors the recompute set dropped.
+  void block_recompute(const BlockActs& a, const R* const* w, const MicroBatch& mb,
+                       std::int64_t unit) const {
+    const RecomputeSet& rc = cfg.recompute;
+    if (rc.full_unit()) {
+      block_forward(a, w, mb, unit, dummy_out);
+      return;
+    }
+    const std::int64_t n = mb.size * T;
+    if (rc.has(RecomputeOp::Qkv)) K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], n, C, 3 * C);
+    attention_probs(a, mb, unit, rc.has(RecomputeOp::AttnSoftmax),
+                    rc.has(RecomputeOp::AttnDropout), rc.has(RecomputeOp::AttnScore));
+    if (rc.has(RecomputeOp::MlpAct)) K::gelu_forward(a.gelu, a.fch, n * F);
+  }
+
+  // dx (=) from dout; parameter gradients +=.
+  void block_backward(const BlockActs& a, const R* const* w, R* const* g, const MicroBatch& mb,
+                      const R* dout, R* dx) {
+    const std::int64_t B = mb.size, n = B * T;
+    const float p = cfg.dropout;
+    std::fill(dx, dx + n * C, R(0));
+    std::fill(dx2, dx2 + n * C, R(0));
+    // out = x2 + dropout(fcproj(gelu(fc(ln2(x2)))))
+    K::residual_backward(dx2, dbranch, dout, n * C);
+    if (dropout) K::dropout_backward(dbranch, dbranch, a.resid2_mask, p, n * C);
+    K::matmul_nn_backward(dF, g[kFcprojW], g[kFcprojB], dbranch, a.gelu, w[kFcprojW], n, F, C);
+    K::gelu_backward(dF, dF, a.fch, n * F);
+    K::matmul_nt_backward(dln, g[kFcW], g[kFcB], dF, a.ln2, w[kFcW], n, C, F);
+    K::layernorm_backward(dx2, g[kLn2W], g[kLn2B], dln, a.x2, w[kLn2W], a.ln2_mean, a.ln2_rstd,
+                          n, C);
+    // x2 = x + dropout(proj(attention(qkv(ln1(x)))))
+    K::residual_backward(dx, dbranch, dx2, n * C);
+    if (dropout) K::dropout_backward(dbranch, dbranch, a.resid1_mask, p, n * C);
+    R* datty = dln;
+    K::matmul_nn_backward(datty, g[kProjW], g[kProjB], dbranch, a.atty, w[kProjW], n, C, C);
+    K::attention_av_backward(dTT, dqkv, datty, a.Pd, a.qkv, B, T, C, NH);
+    if (dropout) K::dropout_backward(dTT, dTT, a.attn_mask, p, B * NH * T * T);
+    K::attention_softmax_backward(dTT, dTT, a.P, B, NH, T);
+    K::attention_scores_backward(dqkv, dTT, a.qkv, B, T, C, NH);
+    K::matmul_nt_backward(dln, g[kQkvW], g[kQkvB], dqkv, a.ln1, w[kQkvW], n, C, 3 * C);
+    K::layernorm_backward(dx, g[kLn1W], g[kLn1B], dln, a.x, w[kLn1W], a.ln1_mean, a.ln1_rstd,
+                          n, C);
+  }
+
+  // ---- head -------------------------------------------------------------------------------
+
+  double head_forward(const HeadActs& a, const R* const* w, const MicroBatch& mb) const {
+    const std::int64_t n = mb.size * T;
+    ETH_CHECK(mb.targets != nullptr, "stage forward: the head needs targets");
+    K::layernorm_forward(a.lnf, a.mean, a.rstd, a.x, w[kLnfW], w[kLnfB], n, C);
+    K::matmul_nt_forward(a.logits, a.lnf, w[kLmHeadW], nullptr, n, C, V);
+    double loss = 0;
+    K::crossentropy_forward(&loss, a.losses, a.lse, a.logits, mb.targets, mb.loss_scale, n, V);
+    return loss;
+  }
+
+  void head_backward(const HeadActs& a, const R* const* w, R* const* g, const MicroBatch& mb,
+                     R* dx) {
+    const std::int64_t n = mb.size * T;
+    if (cfg.recompute.full_unit()) head_forward(a, w, mb);
+    R* dlogits = a.logits;  // overwritten in place: backward runs once per forward
+    K::crossentropy_backward(dlogits, a.logits, a.lse, mb.targets, mb.loss_scale, n, V);
+    K::matmul_nt_backward(dln, g[kLmHeadW], nullptr, dlogits, a.lnf, w[kLmHeadW], n, C, V);
+    std::fill(dx, dx + n * C, R(0));
+    K::layernorm_backward(dx, g[kLnfW], g[kLnfB], dln, a.x, w[kLnfW], a.mean, a.rstd, n, C);
+  }
+
+  // The acts of slot `s`, unit index i, with dropped tensors pointing into the workspace.
+  UnitActs& acts(int s, std::int64_t i) {
+    return slots[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+  }
+};
+
+template <class K>
+StageCompute<K>::StageCompute(const ModelSpec& model, const StageComputeConfig& cfg)
+    : model_(model), cfg_(cfg), layout_(model, cfg.first_unit, cfg.last_unit) {
+  ETH_CHECK(cfg.max_micro_batch >= 1 && cfg.num_slots >= 1, "stage: need B >= 1 and a slot");
+  ETH_CHECK(cfg.seq_len >= 1 && cfg.seq_len <= model.seq_len,
+            "stage: seq_len must be in [1, model seq_len]");
+  ETH_CHECK(cfg.dropout >= 0 && cfg.dropout < 1, "stage: dropout must be in [0, 1)");
+  ETH_CHECK(model.hidden % model.heads == 0, "stage: heads must divide hidden");
+  // Size the arena with a counting pass, then carve it with the same code.
+  Impl sizing(model_, cfg_);
+  Carver counter(nullptr);
+  sizing.assign(counter, cfg.first_unit, cfg.last_unit);
+  arena_ = Arena(counter.bytes());
+  impl_ = std::make_unique<Impl>(model_, cfg_);
+  Carver carver(&arena_);
+  impl_->assign(carver, cfg.first_unit, cfg.last_unit);
+  slot_bytes_ = impl_->slot_bytes;
+  bytes_ = impl_->bytes;
+}
+
+template <class K>
+StageCompute<K>::~StageCompute() = default;
+
+template <class K>
+const ActivationBytes& StageCompute<K>::activation_bytes(std::int64_t u) const {
+  ETH_CHECK(u >= cfg_.first_unit && u <= cfg_.last_unit, "activation_bytes: unit not in range");
+  return bytes_[static_cast<std::size_t>(u - cfg_.first_unit)];
+}
+
+namespace {
+
+// Pointers to the tensors of unit `s` in a range buffer `base`.
+template <typename P>
+std::vector<P> tensor_ptrs(P base, const UnitSlot& s) {
+  std::vector<P> out;
+  for (const auto& t : s.tensors) out.push_back(base + s.offset + t.offset);
+  return out;
+}
+
+}  // namespace
+
+template <class K>
+double StageCompute<K>::forward(int slot, const Real* params, const MicroBatch& mb,
+                                const Real* x_in, Real* x_out) {
+  ETH_CHECK(slot >= 0 && slot < cfg_.num_slots, "stage forward: slot out of range");
+  ETH_CHECK(mb.size >= 1 && mb.size <= cfg_.max_micro_batch, "stage forward: bad micro-batch size");
+  Impl& im = *impl_;
+  const std::int64_t first = cfg_.first_unit, last = cfg_.last_unit;
+  const std::int64_t nc = mb.size * cfg_.seq_len * model_.hidden;
+  double loss = 0;
+  for (std::int64_t u = first; u <= last; ++u) {
+    auto& a = im.acts(slot, u - first);
+    const auto w = tensor_ptrs(params, layout_.unit(u));
+    Real* out = nullptr;
+    if (u < last) {
+      auto& next = im.acts(slot, u + 1 - first);
+      out = next.kind == UnitKind::Head ? next.h.x : next.b.x;
+    } else if (a.kind != UnitKind::Head) {
+      ETH_CHECK(x_out != nullptr, "stage forward: x_out needed (the range has no head)");
+      out = x_out;
+    }
+    if (u == first && a.kind != UnitKind::Embedding) {
+      ETH_CHECK(x_in != nullptr, "stage forward: x_in needed (the range starts after unit 0)");
+      std::copy(x_in, x_in + nc, a.kind == UnitKind::Head ? a.h.x : a.b.x);
+    }
+    switch (a.kind) {
+      case UnitKind::Embedding: im.embed_forward(a.e, w.data(), mb, out); break;
+      case UnitKind::Block: im.block_forward(a.b, w.data(), mb, u, out); break;
+      case UnitKind::Head: loss = im.head_forward(a.h, w.data(), mb); break;
+    }
+  }
+  return loss;
+}
+
+template <class K>
+void StageCompute<K>::backward(int slot, const Real* params, Real* grads, const MicroBatch& mb,
+                               const Real* dx_out, Real* dx_in) {
+  ETH_CHECK(slot >= 0 && slot < cfg_.num_slots, "stage backward: slot out of range");
+  ETH_CHECK(mb.size >= 1 && mb.size <= cfg_.max_micro_batch, "stage backward: bad micro-batch size");
+  Impl& im = *impl_;
+  const std::int64_t first = cfg_.first_unit, last = cfg_.last_unit;
+  const Real* dout = dx_out;
+  for (std::int64_t u = last; u >= first; --u) {
+    auto& a = im.acts(slot, u - first);
+    const auto w = tensor_ptrs(params, layout_.unit(u));
+    const auto g = tensor_ptrs(grads, layout_.unit(u));
+    Real* dx = u == first ? dx_in : im.dres[(last - u) % 2];
+    if (a.kind != UnitKind::Embedding) ETH_CHECK(dx != nullptr, "stage backward: dx_in needed");
+    if (a.kind != UnitKind::Head) ETH_CHECK(dout != nullptr, "stage backward: dx_out needed");
+    switch (a.kind) {
+      case UnitKind::Embedding: im.embed_backward(a.e, g.data(), mb, dout); break;
+      case UnitKind::Block:
+        im.block_recompute(a.b, w.data(), mb, u);
+        im.block_backward(a.b, w.data(), g.data(), mb, dout, dx);
+        break;
+      case UnitKind::Head: im.head_backward(a.h, w.data(), g.data(), mb, dx); break;
+    }
+    dout = dx;
+  }
+}
+
+template class StageCompute<CpuKernels>;
+template class StageCompute<RefKernels<double>>;
+
+}  // namespace eth

@@ -1,0 +1,98 @@
+// Forward and backward of a contiguous unit range over one micro-batch: the code every stage of
+// every plan runs (the single-process trainer is the range of all units). Unit 0 embeds tokens,
+// blocks are pre-norm GPT-2 blocks, the head computes the cross-entropy of the targets.
+// Operator-level recompute: the saved tensors of the operator classes in a RecomputeSet live in
+// a shared workspace instead of the micro-batch's slot and are recomputed in backward by the
+// same kernels from the same inputs, so gradients are bitwise identical with and without it.
+// Not the schedule (which micro-batch when) and not communication.
+//
+// How to use:
+//   StageCompute<CpuKernels> sc(model, cfg);            // allocates slots + workspace once
+//   state.zero_grads();
+//   for each micro-batch mb: loss += sc.forward(0, state.params(), mb, x_in, x_out);
+//                            sc.backward(0, state.params(), state.grads(), mb, dx_out, dx_in);
+// Dimensions: B micro-batch samples, T sequence, C hidden, NH heads, F ffn, V vocabulary,
+// N = B * T tokens.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/arithmetic.h"
+#include "model/model_spec.h"
+#include "model/recompute.h"
+#include "train/arena.h"
+#include "train/model_state.h"
+
+namespace eth {
+
+struct StageComputeConfig {
+  std::int64_t first_unit = 0;  // inclusive
+  std::int64_t last_unit = 0;   // inclusive
+  std::int64_t max_micro_batch = 1;
+  std::int64_t seq_len = 0;  // T, at most the model's seq_len (its position table)
+  std::int64_t num_slots = 1;  // micro-batches whose activations may be held at once
+  RecomputeSet recompute;      // applies to every unit of the range
+  float dropout = 0;           // embedding, attention and residual dropout probability
+  std::uint64_t seed = 0;      // dropout masks: keyed by (seed, step, sample, unit, operator)
+};
+
+struct MicroBatch {
+  std::int64_t step = 0;          // optimizer step (keys dropout masks)
+  std::int64_t first_sample = 0;  // global index of this micro-batch's first sample
+  std::int64_t size = 0;          // B, 1..max_micro_batch
+  const std::int32_t* tokens = nullptr;   // (B,T), needed when the range holds unit 0
+  const std::int32_t* targets = nullptr;  // (B,T), needed when the range holds the head
+  // The head's loss is loss_scale * (sum of token losses); the trainer passes
+  // 1 / (global batch * T) so micro-batch losses and gradients add up to the global mean.
+  double loss_scale = 1;
+};
+
+template <class K>
+class StageCompute {
+ public:
+  using Real = typename K::Real;
+
+  StageCompute(const ModelSpec& model, const StageComputeConfig& cfg);
+  ~StageCompute();
+  StageCompute(const StageCompute&) = delete;
+  StageCompute& operator=(const StageCompute&) = delete;
+
+  const StageComputeConfig& config() const { return cfg_; }
+  const ParamLayout& layout() const { return layout_; }
+
+  // Runs the range forward for `mb` and keeps what backward needs in slot `slot`.
+  //   params: the range's parameter buffer (layout()), x_in (B,T,C) unless the range starts
+  //   at unit 0, x_out (B,T,C) unless it ends with the head (then pass nullptr).
+  // Returns the head's scaled loss (0 when the range has no head).
+  double forward(int slot, const Real* params, const MicroBatch& mb, const Real* x_in,
+                 Real* x_out);
+  // Backward of the micro-batch held in `slot` (the same `mb` as its forward).
+  //   grads += (parameter gradients accumulate over micro-batches), dx_out (B,T,C) unless the
+  //   range ends with the head, dx_in (B,T,C) written (=) unless the range starts at unit 0.
+  void backward(int slot, const Real* params, Real* grads, const MicroBatch& mb,
+                const Real* dx_out, Real* dx_in);
+
+  // Activation bytes of unit u per micro-batch of max_micro_batch samples, per operator class,
+  // when nothing is recomputed (the profile's convention: held(rc) is what a recompute set
+  // keeps). Measured from the buffers this class allocates, in fp32.
+  const ActivationBytes& activation_bytes(std::int64_t u) const;
+  // Bytes one slot actually holds under the configured recompute set (exact buffer sizes,
+  // alignment padding excluded); equals the sum over units of activation_bytes(u).held(rc).
+  double held_bytes_per_slot() const { return slot_bytes_; }
+  std::size_t arena_bytes_total() const { return arena_.capacity(); }
+
+  struct Impl;  // buffer tables and the per-kind code (stage_compute.cpp)
+
+ private:
+  ModelSpec model_;
+  StageComputeConfig cfg_;
+  ParamLayout layout_;
+  Arena arena_;
+  double slot_bytes_ = 0;
+  std::vector<ActivationBytes> bytes_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace eth

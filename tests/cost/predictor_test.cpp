@@ -1,0 +1,256 @@
+// The predictor on the hand-made two-pipeline fixture: T_p to the microsecond, memory peaks,
+// gradient synchronization with and without overlap, the ideal bound and MFU, each with the
+// arithmetic written out; then properties (more bandwidth never slows a plan down).
+#include "cost/predictor.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "cost/fixture.h"
+
+namespace eth {
+namespace {
+
+constexpr double kLat = 0.01;   // p2p latency, ms
+constexpr double kColl = 0.05;  // collective latency, ms
+constexpr double kUs = 1e-3;    // one microsecond, in ms
+
+PredictOptions options(AggregationMode mode, bool overlap) {
+  PredictOptions o;
+  o.aggregation = mode;
+  o.collective_latency_ms = kColl;
+  o.p2p_latency_ms = kLat;
+  o.overlap = overlap;
+  return o;
+}
+
+// T_p = sum_s (F_s + B_s + 2 send_s) + (k - 2) max_s (F_s + B_s) + max_s (F'_s + B'_s).
+// A (fast, m = 2, k = 3, last micro-batch 1 sample = half size):
+//   stage 0: F 2.1, B 4.2, send 1 + lat; stage 1: F 2.5, B 5.0.
+//   fill = (2.1 + 4.2 + 2 (1 + lat)) + (2.5 + 5.0) = 15.8 + 2 lat
+//   + 1 x max(6.3, 7.5) + max(3.15, 3.75)            = 15.8 + 7.5 + 3.75 + 2 lat = 27.07
+// B (slow, m = 1, k = 3, all full): stage 0 F 1.1 B 2.2; stage 1 F 2.0 B 4.6 (recompute 2 x
+// 0.3); stage 2 F 1.5 B 3.0; sends 1 + lat after stages 0 and 1.
+//   fill = 3.3 + 6.6 + 4.5 + 4 (1 + lat) = 18.4 + 4 lat; + 6.6 + 6.6  = 31.6 + 4 lat = 31.64
+constexpr double kTA = 15.8 + 7.5 + 3.75 + 2 * kLat;
+constexpr double kTB = 18.4 + 6.6 + 6.6 + 4 * kLat;
+
+TEST(Predictor, PipelineTimesByHand) {
+  const Prediction p = predict(test::asymmetric_plan(), test::tiny_cluster(), test::tiny_profile(),
+                               options(AggregationMode::Block, false));
+  ASSERT_EQ(p.pipelines.size(), 2u);
+  EXPECT_NEAR(p.pipelines[0].time_ms, kTA, kUs);
+  EXPECT_NEAR(p.pipelines[1].time_ms, kTB, kUs);
+  EXPECT_EQ(p.pipelines[0].bottleneck_stage, 1);
+  EXPECT_EQ(p.pipelines[1].bottleneck_stage, 1);
+  EXPECT_EQ(p.pipelines[0].last_microbatch_size, 1);
+  EXPECT_NEAR(p.pipeline_ms, kTB, kUs);
+}
+
+TEST(Predictor, SingleMicrobatchAndUniformClosedForm) {
+  // k = 1: the pipeline runs the one (last) micro-batch through every stage and back.
+  Plan plan = test::asymmetric_plan();
+  plan.pipelines[0].local_batch = 1;  // m = 2, one micro-batch of 1 sample
+  plan.pipelines.pop_back();
+  plan.gbs = 1;
+  const Prediction p = predict(plan, test::tiny_cluster(), test::tiny_profile(),
+                               options(AggregationMode::Block, false));
+  EXPECT_NEAR(p.pipelines[0].time_ms, 1.05 + 2.1 + 2 * (0.5 + kLat) + 1.25 + 2.5, kUs);
+
+  // Uniform stages, free communication, full micro-batches: the exact 1F1B makespan
+  // (S - 1 + k)(f + b); GPipe (S - 1 + k) f + (S - 1 + k) b. Stage costs built directly.
+  PipelineCosts c;
+  StageCost s;
+  s.forward_ms = 1.0;
+  s.backward_ms = 2.0;
+  c.full = {s, s, s, s};
+  c.last = c.full;
+  EXPECT_NEAR(pipeline_time_ms(c, 5, "1f1b"), (4 - 1 + 5) * 3.0, 1e-12);
+  EXPECT_NEAR(pipeline_time_ms(c, 5, "gpipe"), (4 - 1 + 5) * 1.0 + (4 - 1 + 5) * 2.0, 1e-12);
+}
+
+TEST(Predictor, MemoryPeakIsStaticPlusInFlightActivations) {
+  const Prediction p = predict(test::asymmetric_plan(), test::tiny_cluster(), test::tiny_profile(),
+                               options(AggregationMode::Block, false));
+  // B: S = 3, k = 3; stage s (1-based) keeps min(S - s + 1, k) = 3, 2, 1 micro-batches.
+  // Per micro-batch: stage 1 = embedding 200 + block 1500; stage 2 = 2 blocks at 1000 (mlp_act
+  // recomputed); stage 3 = block 1500 + head 200. Workspace: a block's full 1500.
+  const auto& b = p.pipelines[1].stages;
+  const double static1 = 16 * (test::kEmbParams + test::kBlockParams) + 1500;
+  const double static2 = 16 * (2 * test::kBlockParams) + 1500;
+  const double static3 = 16 * (test::kBlockParams + test::kHeadParams) + 1500;
+  EXPECT_EQ(b[0].in_flight, 3);
+  EXPECT_EQ(b[1].in_flight, 2);
+  EXPECT_EQ(b[2].in_flight, 1);
+  EXPECT_NEAR(b[0].memory.total(), static1 + 3 * 1700.0, 1e-6);
+  EXPECT_NEAR(b[1].memory.total(), static2 + 2 * 2000.0, 1e-6);
+  EXPECT_NEAR(b[2].memory.total(), static3 + 1 * 1700.0, 1e-6);
+  EXPECT_NEAR(b[1].memory.optimizer_state, 12 * 2 * test::kBlockParams, 1e-6);
+  // A: S = 2, k = 3: min(2, 3) = 2 full micro-batches (3200 bytes each) at stage 1, 1 at stage 2.
+  const auto& a = p.pipelines[0].stages;
+  EXPECT_NEAR(a[0].memory.activations, 2 * 3200.0, 1e-6);
+  EXPECT_NEAR(a[1].memory.activations, 1 * 3200.0, 1e-6);
+  // Devices carry their stage's peak; everything fits in 1e5 bytes.
+  ASSERT_EQ(p.devices.size(), 5u);
+  EXPECT_EQ(p.devices[3].device, 3);
+  EXPECT_EQ(p.devices[3].pipeline, 1);
+  EXPECT_EQ(p.devices[3].stage, 1);
+  EXPECT_NEAR(p.devices[3].peak_bytes, static2 + 4000.0, 1e-6);
+  EXPECT_TRUE(p.fits);
+}
+
+TEST(Predictor, GpipeKeepsEveryMicrobatchAndLastOneAtItsSize) {
+  Plan plan = test::asymmetric_plan();
+  plan.schedule = "gpipe";
+  const Prediction p = predict(plan, test::tiny_cluster(), test::tiny_profile(),
+                               options(AggregationMode::Block, false));
+  // A: k = 3, the last micro-batch is half size: 2 x 3200 + 1600 at stage 1.
+  EXPECT_EQ(p.pipelines[0].stages[0].in_flight, 3);
+  EXPECT_NEAR(p.pipelines[0].stages[0].memory.activations, 2 * 3200.0 + 1600.0, 1e-6);
+}
+
+TEST(Predictor, OversubscribedDevicesAreFlagged) {
+  ClusterSpec cluster = test::tiny_cluster();
+  // fast gets 40000 bytes: stage 1 needs 16 * 1904 + 1500 + 2 * 3200 = 38364, stage 2
+  // 16 * 1888 + 1500 + 3200 = 34908: both fit. slow gets 20000 bytes: stage 1 needs
+  // 16 * 1032 + 1500 + 3 * 1700 = 23112 and stage 2 16 * 1744 + 1500 + 2 * 2000 = 33404 (both
+  // overflow), stage 3 16 * 1016 + 1500 + 1700 = 19456 (fits).
+  cluster.device_types["fast"].memory_gb = 40000e-9;
+  cluster.device_types["slow"].memory_gb = 20000e-9;
+  const Prediction p = predict(test::asymmetric_plan(), cluster, test::tiny_profile(),
+                               options(AggregationMode::Block, false));
+  EXPECT_FALSE(p.fits);
+  EXPECT_EQ(p.oversubscribed, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_FALSE(p.pipelines[1].stages[0].fits);
+  EXPECT_TRUE(p.pipelines[1].stages[2].fits);
+}
+
+// Block order [4,5]{1,4}, [3]{1,3}, [2]{0,3}, [0,1]{0,2}; every pair crosses nodes (1e6 B/s).
+// A two-holder ring moves 2 (n-1)/n = 1 x its bytes: 2 bytes per element / 1e6 B/s = 2e-3 ms
+// per element, plus kColl.
+constexpr double d45 = (872 + 144) * 2e-3 + kColl;
+constexpr double d3 = 872 * 2e-3 + kColl;
+constexpr double d2 = 872 * 2e-3 + kColl;
+constexpr double d01 = (160 + 872) * 2e-3 + kColl;
+constexpr double kOptimizer = 3.792 * 1904 / 3792;  // fast stage 0, the largest
+
+TEST(Predictor, SyncWithoutOverlapIsOneChainAfterThePipelines) {
+  const Prediction p = predict(test::asymmetric_plan(), test::tiny_cluster(), test::tiny_profile(),
+                               options(AggregationMode::Block, false));
+  // Each block shares a device with the next, so they run back to back after max T_p.
+  EXPECT_NEAR(p.sync.end_ms, kTB + d45 + d3 + d2 + d01, kUs);
+  EXPECT_NEAR(p.sync.exposed_ms, d45 + d3 + d2 + d01, kUs);
+  EXPECT_NEAR(p.sync.busy_ms, std::max({d45 + d3, d3 + d2, d2 + d01}), kUs);  // devices 1, 3, 0
+  EXPECT_NEAR(p.optimizer_ms, kOptimizer, kUs);
+  EXPECT_NEAR(p.iteration_ms, kTB + d45 + d3 + d2 + d01 + kOptimizer, kUs);
+}
+
+TEST(Predictor, SyncWithOverlapStartsBlocksAsBackwardPassesThem) {
+  const Prediction p = predict(test::asymmetric_plan(), test::tiny_cluster(), test::tiny_profile(),
+                               options(AggregationMode::Block, true));
+  // Last backward leaves stage 0 at T_p, stage s earlier by B'_j + send_j of stages j < s.
+  // Inside a stage, unit u is done once units first..u-1 remain (last micro-batch sizes).
+  // [4,5]: dev 1 (A stage 1, after unit 3's 1.0): kTA - (2.1 + 0.5 + lat) - 1.0
+  //        dev 4 (B stage 2): kTB - (2.2 + 1 + lat) - (4.6 + 1 + lat)
+  const double r45 = std::max(kTA - (2.1 + 0.5 + kLat) - 1.0, kTB - 8.8 - 2 * kLat);
+  const double e45 = r45 + d45;
+  // [3]: dev 1: kTA - (2.1 + 0.5 + lat); dev 3 (B stage 1, after unit 2's 2.3): kTB - 3.2 - lat
+  //      - 2.3; device 1 is free at e45.
+  const double e3 = std::max({kTA - 2.6 - kLat, kTB - 3.2 - kLat - 2.3, e45}) + d3;
+  // [2]: dev 0 (A stage 0, after units 0, 1: 0.1 + 1.0): kTA - 1.1; dev 3: kTB - 3.2 - lat.
+  const double e2 = std::max({kTA - 1.1, kTB - 3.2 - kLat, e3}) + d2;
+  // [0,1]: dev 0: kTA; dev 2: kTB.
+  const double e01 = std::max({kTA, kTB, e2}) + d01;
+  EXPECT_NEAR(p.sync.end_ms, e01, kUs);
+  EXPECT_NEAR(p.sync.exposed_ms, e01 - kTB, kUs);
+  EXPECT_NEAR(p.iteration_ms, kTB + (e01 - kTB) + kOptimizer, kUs);
+  // Overlap only ever hides time.
+  const Prediction no = predict(test::asymmetric_plan(), test::tiny_cluster(),
+                                test::tiny_profile(), options(AggregationMode::Block, false));
+  EXPECT_LT(p.iteration_ms, no.iteration_ms);
+}
+
+TEST(Predictor, RingAllReduceArithmetic) {
+  const ClusterSpec c = test::tiny_cluster();
+  // Three slow devices in one node: 2 (3-1)/3 x 3000 bytes / 64000 B/s = 0.0625 s.
+  EXPECT_NEAR(ring_allreduce_ms(c, {2, 3, 4}, 3000, 0.5), 2.0 * 2 / 3 * 3000 / 64000 * 1e3 + 0.5,
+              1e-9);
+  // Ring 0 -> 1 -> 2 -> 0: links 128000 (fast, intra), 1e6 and 1e6 B/s (inter): the slowest
+  // bounds the ring.
+  EXPECT_NEAR(ring_allreduce_ms(c, {0, 1, 2}, 3000, 0.0), 2.0 * 2 / 3 * 3000 / 128000 * 1e3,
+              1e-9);
+  // Two devices across nodes: only the inter-node link.
+  EXPECT_NEAR(ring_allreduce_ms(c, {1, 2}, 3000, 0.0), 2.0 * 1 / 2 * 3000 / 1e6 * 1e3, 1e-9);
+  EXPECT_EQ(ring_allreduce_ms(c, {3}, 3000, 0.5), 0.0);
+}
+
+TEST(Predictor, ModesDifferAsTheirCountsSay) {
+  const auto plan = test::asymmetric_plan();
+  const auto cluster = test::tiny_cluster();
+  const auto profile = test::tiny_profile();
+  const Prediction dev = predict(plan, cluster, profile, options(AggregationMode::Device, false));
+  // Device-wise: one ring 0-1-2-3-4-0 whose slowest link is slow's intra-node 64000 B/s:
+  // 2 x 4/5 x 3792 x 2 bytes / 64000 B/s.
+  EXPECT_NEAR(dev.sync.exposed_ms, 2.0 * 4 / 5 * 3792 * 2 / 64000 * 1e3 + kColl, kUs);
+  EXPECT_EQ(dev.sync.stats.collectives, 1);
+  const Prediction ten = predict(plan, cluster, profile, options(AggregationMode::Tensor, false));
+  EXPECT_EQ(ten.sync.stats.collectives, 53);
+  ASSERT_EQ(ten.sync_all_modes.size(), 3u);
+  EXPECT_EQ(ten.sync_all_modes[0].mode, AggregationMode::Block);
+  EXPECT_EQ(ten.sync_all_modes[0].stats.collectives, 4);
+}
+
+TEST(Predictor, IdealBoundAndUtilization) {
+  const Prediction p = predict(test::asymmetric_plan(), test::tiny_cluster(), test::tiny_profile(),
+                               options(AggregationMode::Block, true));
+  // Block forward FLOPs per token (C = 8, F = 32, T = 4): 2 (4 C^2 + 2 C F) + 4 T C = 1664;
+  // head 2 C V = 256; embedding 0. Model FLOPs = 3 x 32 tokens x (4 x 1664 + 256) = 663552.
+  const double model_flops = 3.0 * 32 * (4 * 1664 + 256);
+  EXPECT_DOUBLE_EQ(p.model_flops, model_flops);
+  // Effective FLOPS from the block timing: fast mbs 2 = 3 x 8 tokens x 1664 / 3 ms (mbs 1 gives
+  // the same), slow mbs 1 = 3 x 4 x 1664 / 3 ms. Plan devices: 2 fast + 3 slow.
+  const double fast = 3.0 * 8 * 1664 / 3e-3, slow = 3.0 * 4 * 1664 / 3e-3;
+  EXPECT_NEAR(p.ideal_iteration_ms, model_flops / (2 * fast + 3 * slow) * 1e3, 1e-9);
+  EXPECT_LT(p.ideal_iteration_ms, p.iteration_ms);
+  // Tokens: 8 x 4 per iteration; peak 2 x 100 + 3 x 50 TFLOPS.
+  EXPECT_NEAR(p.tokens_per_s, 32 / (p.iteration_ms * 1e-3), 1e-6);
+  EXPECT_NEAR(p.mfu, model_flops / (p.iteration_ms * 1e-3) / 350e12, 1e-18);
+}
+
+TEST(Predictor, MoreBandwidthNeverRaisesPredictedTime) {
+  const auto plan = test::asymmetric_plan();
+  const auto profile = test::tiny_profile();
+  for (auto mode : {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
+    for (bool overlap : {false, true}) {
+      ClusterSpec c = test::tiny_cluster();
+      double prev = predict(plan, c, profile, options(mode, overlap)).iteration_ms;
+      for (int step = 0; step < 6; ++step) {
+        // Alternate which link gets faster: inter-node, then the two intra-node links.
+        if (step % 3 == 0) c.inter_node_bandwidth_gbps *= 2.5;
+        if (step % 3 == 1) c.device_types["fast"].intra_node_bandwidth_gbps *= 2.5;
+        if (step % 3 == 2) c.device_types["slow"].intra_node_bandwidth_gbps *= 2.5;
+        const double t = predict(plan, c, profile, options(mode, overlap)).iteration_ms;
+        EXPECT_LE(t, prev + 1e-12) << aggregation_mode_name(mode) << " overlap " << overlap;
+        prev = t;
+      }
+    }
+  }
+}
+
+TEST(Predictor, JsonCarriesTheHeadlineFigures) {
+  const Prediction p = predict(test::asymmetric_plan(), test::tiny_cluster(), test::tiny_profile(),
+                               options(AggregationMode::Block, true));
+  const Json j = prediction_to_json(p);
+  EXPECT_DOUBLE_EQ(j.at("iteration_ms").get<double>(), p.iteration_ms);
+  EXPECT_DOUBLE_EQ(j.at("ideal_iteration_ms").get<double>(), p.ideal_iteration_ms);
+  ASSERT_EQ(j.at("pipelines").size(), 2u);
+  EXPECT_DOUBLE_EQ(j.at("pipelines")[1].at("time_ms").get<double>(), p.pipelines[1].time_ms);
+  EXPECT_EQ(j.at("pipelines")[1].at("stages").size(), 3u);
+  EXPECT_EQ(j.at("pipelines")[1].at("stages")[1].at("units")[0].get<int>(), 2);
+  EXPECT_EQ(j.at("sync").at("mode").get<std::string>(), "block");
+  EXPECT_EQ(j.at("devices").size(), 5u);
+}
+
+}  // namespace
+}  // namespace eth

@@ -1,0 +1,116 @@
+// compute_stage_costs on the hand-made fixture: times, transfer, activation and static memory,
+// optimizer share and the dp share rule, each derived by hand in the test.
+#include "cost/stage_costs.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "cost/fixture.h"
+
+namespace eth {
+namespace {
+
+constexpr double kLat = 0.01;  // p2p latency passed explicitly below
+constexpr double kTol = 1e-9;
+
+TEST(StageCosts, ParameterTableMatchesTheHandCount) {
+  const ModelSpec m = test::tiny_model();
+  EXPECT_EQ(unit_params(m, 0), test::kEmbParams);
+  EXPECT_EQ(unit_params(m, 1), test::kBlockParams);
+  EXPECT_EQ(unit_params(m, 5), test::kHeadParams);
+  EXPECT_EQ(total_params(m), test::kTotalParams);
+}
+
+TEST(StageCosts, FastPipelineFullAndLastMicrobatch) {
+  const Plan plan = test::asymmetric_plan();
+  const auto costs = compute_stage_costs(plan, test::tiny_cluster(), test::tiny_profile(), kLat);
+  ASSERT_EQ(costs.size(), 2u);
+  const PipelineCosts& a = costs[0];
+  ASSERT_EQ(a.full.size(), 2u);
+  // Stage 0 = units 0..2 at mbs 2 (scale 1): F = 0.1 + 1 + 1, B = 2F.
+  EXPECT_EQ(a.full[0].share_mbs, 2);
+  EXPECT_NEAR(a.full[0].forward_ms, 2.1, kTol);
+  EXPECT_NEAR(a.full[0].backward_ms, 4.2, kTol);
+  ASSERT_EQ(a.full[0].unit_backward_ms.size(), 3u);
+  EXPECT_NEAR(a.full[0].unit_backward_ms[0], 0.2, kTol);
+  EXPECT_NEAR(a.full[0].unit_backward_ms[2], 2.0, kTol);
+  ASSERT_EQ(a.full[0].unit_forward_ms.size(), 3u);
+  EXPECT_NEAR(a.full[0].unit_forward_ms[1], 1.0, kTol);
+  // Message: mbs * T * C * 2 = 2 * 4 * 8 * 2 = 128 bytes at 128000 B/s = 1 ms, plus latency.
+  EXPECT_NEAR(a.full[0].send_bytes, 128.0, kTol);
+  EXPECT_NEAR(a.full[0].send_ms, 1.0 + kLat, kTol);
+  // Activations held: embedding 200 + two blocks (1000 + 500) each.
+  EXPECT_NEAR(a.full[0].activation_bytes, 200 + 2 * 1500, kTol);
+  // The last micro-batch holds B - (k-1) m = 5 - 2*2 = 1 sample: half of everything.
+  EXPECT_EQ(a.last[0].share_mbs, 1);
+  EXPECT_NEAR(a.last[0].forward_ms, 1.05, kTol);
+  EXPECT_NEAR(a.last[0].backward_ms, 2.1, kTol);
+  EXPECT_NEAR(a.last[0].send_ms, 0.5 + kLat, kTol);
+  // The last stage sends nothing.
+  EXPECT_EQ(a.full[1].send_ms, 0.0);
+  EXPECT_EQ(a.full[1].send_bytes, 0.0);
+}
+
+TEST(StageCosts, RecomputeAddsTimeAndDropsActivations) {
+  const Plan plan = test::asymmetric_plan();
+  const auto costs = compute_stage_costs(plan, test::tiny_cluster(), test::tiny_profile(), kLat);
+  const StageCost& mid = costs[1].full[1];  // slow, units 2..3, recomputes mlp_act
+  EXPECT_NEAR(mid.forward_ms, 2.0, kTol);
+  EXPECT_NEAR(mid.backward_ms, 2 * (2.0 + 0.3), kTol);
+  EXPECT_NEAR(mid.unit_backward_ms[0], 2.3, kTol);
+  EXPECT_NEAR(mid.activation_bytes, 2 * 1000.0, kTol);  // mlp_act's 500 per block dropped
+  // 1 sample: 64 bytes at 64000 B/s = 1 ms.
+  EXPECT_NEAR(mid.send_ms, 1.0 + kLat, kTol);
+}
+
+TEST(StageCosts, StaticMemoryIsSixteenBytesPerParameterPlusWorkspace) {
+  const Plan plan = test::asymmetric_plan();
+  const auto costs = compute_stage_costs(plan, test::tiny_cluster(), test::tiny_profile(), kLat);
+  const StageStaticMemory& m = costs[0].memory[0];  // units 0..2
+  const double params = test::kEmbParams + 2 * test::kBlockParams;  // 1904
+  EXPECT_NEAR(m.weight_bytes, 2 * params, kTol);
+  EXPECT_NEAR(m.gradient_bytes, 2 * params, kTol);
+  EXPECT_NEAR(m.optimizer_bytes, 12 * params, kTol);
+  EXPECT_NEAR(m.workspace_bytes, 1500.0, kTol);  // the largest unit's full footprint: a block
+  EXPECT_NEAR(m.total(), 16 * params + 1500, kTol);
+}
+
+TEST(StageCosts, OptimizerIsTheStageShareOrTheBandwidthFallback) {
+  const Plan plan = test::asymmetric_plan();
+  const auto costs = compute_stage_costs(plan, test::tiny_cluster(), test::tiny_profile(), kLat);
+  // fast: 3.792 ms for 3792 parameters, the stage holds 1904 of them.
+  EXPECT_NEAR(costs[0].optimizer_ms[0], 3.792 * 1904 / 3792, kTol);
+  // slow gives no figure: 16 B/param over kOptimizerBytesPerS.
+  const double params = test::kEmbParams + test::kBlockParams;
+  EXPECT_NEAR(costs[1].optimizer_ms[0], 16 * params / kOptimizerBytesPerS * 1e3, 1e-15);
+}
+
+TEST(StageCosts, DataParallelStagePricesTheLargestShare) {
+  Plan plan = test::asymmetric_plan();
+  PipelinePlan p;
+  p.micro_batch_size = 3;
+  p.local_batch = 3;
+  p.stages = {test::stage("fast", {0, 1}, 0, 5, 1, 2)};
+  plan.pipelines = {p};
+  plan.gbs = 3;
+  const auto costs = compute_stage_costs(plan, test::tiny_cluster(), test::tiny_profile(), kLat);
+  // ceil(3 / 2) = 2 samples on the busier replica: the whole model at fast mbs 2.
+  EXPECT_EQ(costs[0].full[0].share_mbs, 2);
+  EXPECT_NEAR(costs[0].full[0].forward_ms, 0.1 + 4 * 1.0 + 0.5, kTol);
+}
+
+TEST(StageCosts, MissingProfileEntryThrowsNamingTheKey) {
+  Plan plan = test::asymmetric_plan();
+  plan.pipelines[0].stages[0].tp = 2;
+  plan.pipelines[0].stages[0].devices = {0, 1};
+  plan.pipelines[0].stages[1].devices = {2};
+  try {
+    compute_stage_costs(plan, test::tiny_cluster(), test::tiny_profile(), kLat);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("fast"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace eth

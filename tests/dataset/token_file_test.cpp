@@ -1,0 +1,166 @@
+// Token files: the llm.c layout byte by byte, atomic round trips, and refusal of damaged files by
+// name; the byte tokenizer and the synthetic sequences' defining properties.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "data/token_file.h"
+#include "data/tokenize.h"
+
+namespace eth {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir() {
+  fs::path d = fs::temp_directory_path() / ("eth_dataset_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void write_bytes(const fs::path& p, const std::string& s) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(s.data(), static_cast<std::streamsize>(s.size()));
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::int32_t int_at(const std::string& bytes, std::size_t i) {
+  std::int32_t v;
+  std::memcpy(&v, bytes.data() + 4 * i, 4);
+  return v;
+}
+
+TEST(TokenFile, LayoutIsLlmcs) {
+  const fs::path p = temp_dir() / "layout.bin";
+  const std::vector<std::uint16_t> tokens = {1, 2, 65535, 0, 300};
+  write_token_file(p, tokens);
+  const std::string bytes = read_bytes(p);
+  // 256 int32 of header, then 2 bytes per token.
+  ASSERT_EQ(bytes.size(), 256u * 4 + tokens.size() * 2);
+  EXPECT_EQ(int_at(bytes, 0), 20240520);
+  EXPECT_EQ(int_at(bytes, 1), 1);
+  EXPECT_EQ(int_at(bytes, 2), 5);
+  for (std::size_t i = 3; i < 256; ++i) EXPECT_EQ(int_at(bytes, i), 0) << i;
+  // Token 2 (65535) little-endian at byte 1024 + 4.
+  EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 4]), 0xFF);
+  EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 8 + 1]), 300 >> 8);
+  EXPECT_FALSE(fs::exists(p.string() + ".tmp." + std::to_string(::getpid())));
+}
+
+TEST(TokenFile, RoundTripAndMove) {
+  const fs::path p = temp_dir() / "round.bin";
+  std::vector<std::uint16_t> tokens(1000);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint16_t>(i * 37 % 4096);
+  write_token_file(p, tokens);
+  TokenFile f = TokenFile::open(p);
+  TokenFile g = std::move(f);
+  ASSERT_EQ(g.size(), 1000);
+  EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), g.tokens().begin()));
+  EXPECT_EQ(g.max_token(), *std::max_element(tokens.begin(), tokens.end()));
+}
+
+TEST(TokenFile, EmptyFileHasNoTokens) {
+  const fs::path p = temp_dir() / "empty.bin";
+  write_token_file(p, {});
+  EXPECT_EQ(TokenFile::open(p).size(), 0);
+}
+
+TEST(TokenFile, DamagedFilesAreRefusedByName) {
+  const fs::path p = temp_dir() / "good.bin";
+  write_token_file(p, std::vector<std::uint16_t>(10, 7));
+  const std::string good = read_bytes(p);
+  const fs::path q = temp_dir() / "damaged.bin";
+  const std::string name = q.string();
+
+  std::string s = good;
+  s[0] = 'X';
+  write_bytes(q, s);
+  std::string e = error_of([&] { TokenFile::open(q); });
+  EXPECT_NE(e.find(name), std::string::npos) << e;
+  EXPECT_NE(e.find("bad magic"), std::string::npos) << e;
+
+  s = good;
+  s[4] = 2;
+  write_bytes(q, s);
+  e = error_of([&] { TokenFile::open(q); });
+  EXPECT_NE(e.find("header[1]: unsupported version: expected 1, got 2"), std::string::npos) << e;
+
+  write_bytes(q, good.substr(0, good.size() - 1));
+  e = error_of([&] { TokenFile::open(q); });
+  EXPECT_NE(e.find(name), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+
+  write_bytes(q, good + "xy");
+  EXPECT_NE(error_of([&] { TokenFile::open(q); }).find("trailing bytes"), std::string::npos);
+
+  write_bytes(q, good.substr(0, 100));
+  e = error_of([&] { TokenFile::open(q); });
+  EXPECT_NE(e.find("truncated: 100 bytes"), std::string::npos) << e;
+
+  e = error_of([&] { TokenFile::open(temp_dir() / "missing.bin"); });
+  EXPECT_NE(e.find("missing.bin"), std::string::npos) << e;
+}
+
+TEST(Tokenize, BytesAreTokens) {
+  const std::vector<std::uint16_t> t = tokenize_bytes("A\xff\n");
+  EXPECT_EQ(t, (std::vector<std::uint16_t>{65, 255, 10}));
+}
+
+TEST(Synthetic, SuccessorIsAFunctionOfThePreviousTokenAndBalanced) {
+  SyntheticSpec spec;
+  spec.num_tokens = 5000;
+  spec.vocab = 50;
+  spec.seed = 3;
+  const auto t = synthetic_tokens(spec);
+  ASSERT_EQ(t.size(), 5000u);
+  std::map<std::uint16_t, std::uint16_t> succ;
+  std::map<std::uint16_t, int> count;
+  for (std::size_t i = 0; i + 1 < t.size(); ++i) {
+    auto [it, fresh] = succ.emplace(t[i], t[i + 1]);
+    EXPECT_EQ(it->second, t[i + 1]) << "token " << t[i] << " has two successors";
+    (void)fresh;
+  }
+  for (auto x : t) ++count[x];
+  // One cycle through all 50 tokens: 5000 / 50 = 100 visits each.
+  ASSERT_EQ(count.size(), 50u);
+  for (auto [tok, n] : count) EXPECT_EQ(n, 100) << tok;
+  EXPECT_EQ(synthetic_tokens(spec), t);
+  spec.seed = 4;
+  EXPECT_NE(synthetic_tokens(spec), t);
+}
+
+TEST(Synthetic, PeriodicRepeats) {
+  SyntheticSpec spec;
+  spec.pattern = SyntheticPattern::Periodic;
+  spec.num_tokens = 100;
+  spec.period = 7;
+  const auto t = synthetic_tokens(spec);
+  for (std::size_t i = 0; i + 7 < t.size(); ++i) EXPECT_EQ(t[i], t[i + 7]);
+  spec.vocab = 1;
+  EXPECT_NE(error_of([&] { synthetic_tokens(spec); }).find("vocab"), std::string::npos);
+  EXPECT_NE(error_of([&] { parse_synthetic_pattern("zigzag"); }).find("successor, periodic"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace eth

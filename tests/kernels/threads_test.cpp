@@ -1,0 +1,161 @@
+// (c) The OpenMP kernels give bit-identical results for 1, 2 and 3 threads: every output
+// element is owned by one thread and summed in a fixed order. Covers every kernel except the
+// matmul products, which are the GEMM library's own (attention's sgemm calls run inside our
+// parallel region, one per thread, so attention is covered).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cstring>
+#include <functional>
+#include <random>
+
+#include "kernel_check.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/crossentropy.h"
+#include "kernels/cpu/encoder.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/pointwise.h"
+#include "kernels/rng.h"
+
+namespace eth {
+namespace {
+
+using test::random_vec;
+using test::to_float;
+using test::VecF;
+
+// C spans three 64-channel blocks so the channel-blocked reductions split between threads.
+constexpr std::int64_t B = 3, T = 70, C = 160, NH = 5, V = 50, N = B * T;
+constexpr auto sz = [](std::int64_t n) { return static_cast<std::size_t>(n); };
+
+// Runs `run` (which writes every output it has into `outputs`) at 1, 2 and 3 threads and
+// expects the same bytes each time.
+void expect_thread_invariant(const std::string& name,
+                             const std::function<std::vector<std::vector<std::uint8_t>>()>& run) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one = run();
+  for (int threads : {2, 3}) {
+    omp_set_num_threads(threads);
+    const auto many = run();
+    ASSERT_EQ(one.size(), many.size());
+    for (std::size_t i = 0; i < one.size(); ++i) {
+      EXPECT_TRUE(one[i] == many[i]) << name << ": output " << i << " differs at " << threads
+                                     << " threads";
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+template <typename X>
+std::vector<std::uint8_t> bytes(const std::vector<X>& v) {
+  std::vector<std::uint8_t> b(v.size() * sizeof(X));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+class ThreadInvariance : public ::testing::Test {
+ protected:
+  std::mt19937_64 gen{30};
+  VecF rand(std::int64_t n, double lo = -1, double hi = 1) {
+    return to_float(random_vec(gen, sz(n), lo, hi));
+  }
+};
+
+TEST_F(ThreadInvariance, Encoder) {
+  const VecF wte = rand(V * C), wpe = rand(T * C), dout = rand(N * C);
+  const auto tokens = test::random_ids(gen, sz(N), V);
+  expect_thread_invariant("encoder", [&] {
+    VecF out(sz(N * C)), dwte(wte.size(), 0.5f), dwpe(wpe.size(), 0.25f);
+    cpu::encoder_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C, V);
+    cpu::encoder_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C, V);
+    return std::vector{bytes(out), bytes(dwte), bytes(dwpe)};
+  });
+}
+
+TEST_F(ThreadInvariance, LayerNorm) {
+  const VecF x = rand(N * C), w = rand(C), b = rand(C), dout = rand(N * C);
+  expect_thread_invariant("layernorm", [&] {
+    VecF out(x.size()), mean(sz(N)), rstd(sz(N)), dx(x.size(), 0.0f), dw(sz(C), 0.0f);
+    VecF db(sz(C), 0.0f);
+    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N,
+                           C);
+    cpu::layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(),
+                            mean.data(), rstd.data(), N, C);
+    return std::vector{bytes(out), bytes(mean), bytes(rstd), bytes(dx), bytes(dw), bytes(db)};
+  });
+}
+
+TEST_F(ThreadInvariance, Attention) {
+  const std::int64_t nP = B * NH * T * T;
+  const VecF qkv = rand(N * 3 * C), dout = rand(N * C);
+  expect_thread_invariant("attention", [&] {
+    VecF P(sz(nP)), out(sz(N * C)), dP(sz(nP)), dqkv(qkv.size());
+    cpu::attention_scores_forward(P.data(), qkv.data(), B, T, C, NH);
+    cpu::attention_softmax_forward(P.data(), P.data(), B, NH, T);
+    cpu::attention_av_forward(out.data(), P.data(), qkv.data(), B, T, C, NH);
+    cpu::attention_av_backward(dP.data(), dqkv.data(), dout.data(), P.data(), qkv.data(), B, T, C,
+                               NH);
+    cpu::attention_softmax_backward(dP.data(), dP.data(), P.data(), B, NH, T);
+    cpu::attention_scores_backward(dqkv.data(), dP.data(), qkv.data(), B, T, C, NH);
+    return std::vector{bytes(P), bytes(out), bytes(dP), bytes(dqkv)};
+  });
+}
+
+TEST_F(ThreadInvariance, Pointwise) {
+  const std::int64_t n = N * C;
+  const VecF x = rand(n, -5, 5), y = rand(n), dout = rand(n);
+  std::vector<std::uint8_t> mask(sz(n));
+  dropout_mask_fill(mask.data(), RngStream{4, 2, 3, RngOp::MlpResidDropout}, 0.2f, 0, 0, 1, n);
+  expect_thread_invariant("pointwise", [&] {
+    VecF g(sz(n)), dg(sz(n)), r(sz(n)), dres(sz(n), 1.0f), dbr(sz(n)), d(sz(n)), dd(sz(n));
+    cpu::gelu_forward(g.data(), x.data(), n);
+    cpu::gelu_backward(dg.data(), dout.data(), x.data(), n);
+    cpu::residual_forward(r.data(), x.data(), y.data(), n);
+    cpu::residual_backward(dres.data(), dbr.data(), dout.data(), n);
+    cpu::dropout_forward(d.data(), x.data(), mask.data(), 0.2f, n);
+    cpu::dropout_backward(dd.data(), dout.data(), mask.data(), 0.2f, n);
+    return std::vector{bytes(g), bytes(dg), bytes(r), bytes(dres), bytes(dbr), bytes(d),
+                       bytes(dd)};
+  });
+}
+
+TEST_F(ThreadInvariance, MatmulBiasGradient) {
+  // Only dbias is ours (column sums); dinp and dweight come from the GEMM library.
+  const std::int64_t OC = 3 * C;
+  const VecF x = rand(N * C), w = rand(OC * C), dout = rand(N * OC);
+  expect_thread_invariant("matmul dbias", [&] {
+    VecF dx(x.size()), dw(w.size(), 0.0f), db(sz(OC), 0.5f);
+    cpu::matmul_nt_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), N,
+                            C, OC);
+    return std::vector<std::vector<std::uint8_t>>{bytes(db)};
+  });
+}
+
+TEST_F(ThreadInvariance, CrossEntropy) {
+  const VecF logits = rand(N * V, -4, 4);
+  const auto targets = test::random_ids(gen, sz(N), V);
+  expect_thread_invariant("crossentropy", [&] {
+    VecF losses(sz(N)), lse(sz(N)), dlogits(logits.size());
+    double loss = 0;
+    cpu::crossentropy_forward(&loss, losses.data(), lse.data(), logits.data(), targets.data(),
+                              0.01, N, V);
+    cpu::crossentropy_backward(dlogits.data(), logits.data(), lse.data(), targets.data(), 0.01, N,
+                               V);
+    return std::vector{bytes(losses), bytes(lse), bytes(dlogits), bytes(std::vector{loss})};
+  });
+}
+
+TEST_F(ThreadInvariance, RandomStreams) {
+  expect_thread_invariant("rng", [&] {
+    std::vector<std::uint8_t> mask(sz(B * 1001));
+    dropout_mask_fill(mask.data(), RngStream{77, 1, 2, RngOp::AttnDropout}, 0.5f, 3, 5, B, 1001);
+    VecF normal(5000);
+    normal_fill(normal.data(), RngStream{77, 0, 2, RngOp::Init}, 0.02f, 4, 0, 5000);
+    return std::vector{mask, bytes(normal)};
+  });
+}
+
+}  // namespace
+}  // namespace eth

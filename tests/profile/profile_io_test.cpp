@@ -1,0 +1,98 @@
+// ETH's profile directory format: write then read gives back an equal database, and every kind
+// of bad file is refused with the file name and the JSON path.
+#include "profile/profile_io.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+
+#include "core/error.h"
+#include "core/json_file.h"
+#include "profile/analytic.h"
+#include "profile/test_dir.h"
+
+namespace eth {
+namespace {
+
+class ProfileIoTest : public ::testing::Test {
+ protected:
+  ModelSpec m = model_preset("tiny");
+  test::TempDir dir;
+  ProfileDb db = analytic_profile_db(m, load_cluster("350m-a100-rtx3090"), {1, 2}, {1, 2, 4}, 64);
+
+  // Writes db, then edits one file's JSON with `edit`; returns that file's path.
+  std::filesystem::path write_and_edit(const std::function<void(Json&)>& edit) {
+    write_profile_dir(db, dir.path());
+    const auto f = dir.path() / profile_file_name(ProfileKey{"A100", 2, 4});
+    Json j = read_json_file(f, "test");
+    edit(j);
+    std::ofstream(f) << j.dump(1);
+    return f;
+  }
+
+  // The InputError reading the directory raises; fails the test when none is raised.
+  InputError read_error() {
+    try {
+      read_profile_dir(dir.path(), m);
+    } catch (const InputError& e) {
+      return e;
+    }
+    ADD_FAILURE() << "expected an InputError";
+    return InputError("", "", "", "");
+  }
+};
+
+TEST_F(ProfileIoTest, RoundTripIsEqual) {
+  EXPECT_EQ(write_profile_dir(db, dir.path()), 2u * 2u * 3u);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "RTX3090_tp2_mbs4.json"));
+  const ProfileDb back = read_profile_dir(dir.path(), m);
+  EXPECT_EQ(back.model(), m);
+  EXPECT_EQ(back.entries(), db.entries());
+}
+
+TEST_F(ProfileIoTest, RefusesUnknownFieldsByPath) {
+  const auto f = write_and_edit([](Json& j) { j["units"][3]["colour"] = 1; });
+  const InputError e = read_error();
+  EXPECT_EQ(e.source(), f.string());
+  EXPECT_EQ(e.path(), "units[3].colour");
+  write_and_edit([](Json& j) { j["units"][2]["activation_bytes"]["qkvv"] = 1; });
+  EXPECT_EQ(read_error().path(), "units[2].activation_bytes.qkvv");
+}
+
+TEST_F(ProfileIoTest, RefusesWrongTypes) {
+  write_and_edit([](Json& j) { j["tp"] = "2"; });
+  EXPECT_EQ(read_error().path(), "tp");
+  write_and_edit([](Json& j) { j["units"][0]["params"] = 1.5; });
+  EXPECT_EQ(read_error().path(), "units[0].params");
+}
+
+TEST_F(ProfileIoTest, RefusesAUnitCountOtherThanTheModels) {
+  write_and_edit([](Json& j) { j["units"].erase(j["units"].size() - 1); });
+  const InputError e = read_error();
+  EXPECT_EQ(e.path(), "units");
+  // tiny has 4 blocks: 6 units.
+  EXPECT_NE(e.detail().find("has 5 units; model tiny has 6"), std::string::npos) << e.what();
+}
+
+TEST_F(ProfileIoTest, RefusesNegativeTimes) {
+  write_and_edit([](Json& j) { j["units"][1]["forward_ms"] = -0.5; });
+  EXPECT_EQ(read_error().path(), "units[1].forward_ms");
+  write_and_edit([](Json& j) { j["units"][1]["recompute_ms"]["mlp_act"] = -1; });
+  EXPECT_EQ(read_error().path(), "units[1].recompute_ms.mlp_act");
+}
+
+TEST_F(ProfileIoTest, RefusesAnotherModelAndAMisnamedFile) {
+  write_and_edit([](Json& j) { j["model"]["layers"] = 5; });
+  EXPECT_EQ(read_error().path(), "model");
+  write_and_edit([](Json& j) { j["micro_batch_size"] = 8; });
+  EXPECT_NE(read_error().detail().find("A100_tp2_mbs8.json"), std::string::npos);
+}
+
+TEST_F(ProfileIoTest, RefusesAnEmptyFolder) {
+  EXPECT_THROW(read_profile_dir(dir.path(), m), InputError);
+  EXPECT_THROW(read_profile_dir(dir.path() / "missing", m), InputError);
+}
+
+}  // namespace
+}  // namespace eth

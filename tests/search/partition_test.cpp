@@ -1,0 +1,132 @@
+// The search space: partitions use every device of every type exactly (or count the idle
+// ones), and first-fit packing agrees with its counting shortcut and places stages correctly.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "search/partition.h"
+
+namespace eth::search {
+namespace {
+
+ClusterSpec cluster(const std::string& nodes) {
+  const Json j = Json::parse(std::string("{\"nodes\": [") + nodes + R"(], "device_types": {
+      "A": {"tflops": 100, "memory_gb": 40, "intra_node_bandwidth_gbps": 800},
+      "B": {"tflops": 50, "memory_gb": 20, "intra_node_bandwidth_gbps": 800},
+      "C": {"tflops": 30, "memory_gb": 10, "intra_node_bandwidth_gbps": 800}}})");
+  return parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "test", ""}));
+}
+
+std::vector<TypeInfo> types_with_tps(const ClusterSpec& c, std::vector<std::int64_t> tps) {
+  auto types = cluster_types(c);
+  for (auto& t : types) {
+    for (auto tp : tps) {
+      if (tp <= t.max_node_devices) t.tps.push_back(tp);
+    }
+  }
+  return types;
+}
+
+TEST(Partition, ClusterTypesCountDevicesPerType) {
+  const ClusterSpec c = cluster(R"({"device_type": "B", "devices": 3}, {"device_type": "A", "devices": 4},
+      {"device_type": "B", "devices": 2})");
+  const auto types = cluster_types(c);
+  ASSERT_EQ(types.size(), 2u);
+  EXPECT_EQ(types[0].name, "A");  // name order
+  EXPECT_EQ(types[0].devices, 4);
+  EXPECT_EQ(types[1].devices, 5);
+  EXPECT_EQ(types[1].nodes, (std::vector<std::int64_t>{0, 2}));
+  EXPECT_EQ(types[1].max_node_devices, 3);
+  EXPECT_DOUBLE_EQ(types[1].capacity_bytes, 20e9);
+}
+
+TEST(Partition, EveryPartitionCoversEveryDeviceExactlyOrCountsIdle) {
+  const ClusterSpec c = cluster(R"({"device_type": "A", "devices": 4}, {"device_type": "A", "devices": 2},
+      {"device_type": "B", "devices": 4}, {"device_type": "C", "devices": 3})");
+  const auto types = types_with_tps(c, {1, 2, 4});
+  for (bool idle : {false, true}) {
+    TemplateSet set;
+    std::vector<Partition> parts;
+    const GenerateOptions opt{10, 12, idle};
+    generate_partitions(types, opt, set, parts);
+    layer_partitions(types, opt, set, parts);
+    ASSERT_FALSE(parts.empty());
+    for (const Partition& p : parts) {
+      EXPECT_LE(p.num_pipelines(), 12);
+      for (std::size_t x = 0; x < types.size(); ++x) {
+        std::int64_t used = 0;
+        for (const auto& part : p.parts) {
+          used += part.count * set.at(part.tpl).devices_of(static_cast<int>(x));
+          EXPECT_LE(set.at(part.tpl).num_stages(), 10);
+        }
+        EXPECT_EQ(used + p.idle[x], types[x].devices);
+        if (!idle) {
+          EXPECT_EQ(p.idle[x], 0);
+        }
+      }
+    }
+  }
+}
+
+TEST(Partition, MixedFamilyHoldsTheLayerShapesOfTwoTypes) {
+  const ClusterSpec c = cluster(R"({"device_type": "A", "devices": 4}, {"device_type": "B", "devices": 4})");
+  const auto types = types_with_tps(c, {1, 2});
+  TemplateSet set;
+  std::vector<Partition> eth_parts, layer_parts;
+  generate_partitions(types, GenerateOptions{12, 64, false}, set, eth_parts);
+  layer_partitions(types, GenerateOptions{12, 64, false}, set, layer_parts);
+  std::set<std::pair<int, std::int64_t>> eth_single;
+  for (const auto& p : eth_parts) {
+    if (p.parts.size() == 1) eth_single.insert({p.parts[0].tpl, p.parts[0].count});
+  }
+  ASSERT_FALSE(layer_parts.empty());
+  for (const auto& p : layer_parts) {
+    EXPECT_TRUE(eth_single.count({p.parts[0].tpl, p.parts[0].count}))
+        << describe_template(set.at(p.parts[0].tpl), types) << " x" << p.parts[0].count;
+  }
+}
+
+TEST(Partition, PackingAgreesWithItsShortcutAndPlacesStagesInOneNode) {
+  // Nodes of different sizes: tp 2 and 4 stages cannot always pack.
+  const ClusterSpec c = cluster(R"({"device_type": "A", "devices": 6}, {"device_type": "A", "devices": 3},
+      {"device_type": "B", "devices": 2}, {"device_type": "B", "devices": 5}, {"device_type": "C", "devices": 1})");
+  const auto types = types_with_tps(c, {1, 2, 4});
+  TemplateSet set;
+  std::vector<Partition> parts;
+  generate_partitions(types, GenerateOptions{8, 64, true}, set, parts);
+  std::vector<std::int64_t> scratch;
+  int packed = 0, refused = 0;
+  for (const Partition& p : parts) {
+    const auto devices = pack_devices(c, types, set, p);
+    EXPECT_EQ(pack_feasible(c, types, set, p, scratch), !devices.empty());
+    if (devices.empty()) {
+      ++refused;
+      continue;
+    }
+    ++packed;
+    std::set<std::int64_t> seen;
+    std::size_t pipe = 0;
+    for (const auto& part : p.parts) {
+      const PipelineTemplate& t = set.at(part.tpl);
+      for (std::int64_t i = 0; i < part.count; ++i, ++pipe) {
+        std::size_t s = 0;
+        for (const auto& g : t.groups) {
+          for (std::int64_t k = 0; k < g.count; ++k, ++s) {
+            const auto& ids = devices[pipe][s];
+            ASSERT_EQ(static_cast<std::int64_t>(ids.size()), g.tp);
+            for (auto id : ids) {
+              EXPECT_TRUE(seen.insert(id).second);
+              EXPECT_EQ(c.device(id).device_type, types[static_cast<std::size_t>(g.type)].name);
+              EXPECT_EQ(c.device(id).node, c.device(ids[0]).node);
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(packed, 0);
+  EXPECT_GT(refused, 0);  // e.g. two tp-4 stages of A: the 3-device node cannot take one
+}
+
+}  // namespace
+}  // namespace eth::search

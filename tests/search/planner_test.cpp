@@ -1,0 +1,219 @@
+// The planner end to end on small clusters: plans checked by a validator written here (not the
+// planner's code path), the optimized search against the exhaustive one, determinism, odd
+// clusters, and the no-fit message.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/error.h"
+#include "cost/predictor.h"
+#include "plan/validate.h"
+#include "profile/analytic.h"
+#include "search/planner.h"
+
+namespace eth {
+namespace {
+
+// 8 blocks of hidden 256: about 12.6 MB of static state (16 B/param) per block, so a device of
+// 50-80 MB holds a few blocks and memory shapes the plans.
+ModelSpec small_model() { return ModelSpec{"small", 8, 256, 8, 128, 1024, 1024}; }
+
+ClusterSpec make_cluster(const std::string& json) {
+  const Json j = Json::parse(json);
+  return parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "test", ""}));
+}
+
+const char* kTypes = R"("device_types": {
+    "fast": {"tflops": 100, "memory_gb": 0.08, "intra_node_bandwidth_gbps": 800},
+    "mid":  {"tflops": 60,  "memory_gb": 0.06, "intra_node_bandwidth_gbps": 400},
+    "slow": {"tflops": 40,  "memory_gb": 0.05, "intra_node_bandwidth_gbps": 400}},
+  "inter_node_bandwidth_gbps": 100)";
+
+ClusterSpec cluster_of(const std::string& nodes) {
+  return make_cluster(std::string("{\"nodes\": [") + nodes + "], " + kTypes + "}");
+}
+
+ProfileDb profile_for(const ModelSpec& m, const ClusterSpec& c) {
+  return analytic_profile_db(m, c, {1, 2, 4}, {1, 2, 4, 8}, m.seq_len);
+}
+
+PlannerOptions small_options() {
+  PlannerOptions o;
+  o.micro_batch_sizes = {1, 2, 4, 8};
+  o.tp = {1, 2, 4};
+  return o;
+}
+
+// The rules every plan obeys, checked from the plan alone, and memory per the predictor.
+void expect_valid(const Plan& plan, const ClusterSpec& c, const ProfileDb& db, std::int64_t gbs) {
+  const std::int64_t U = plan.model.num_units();
+  std::int64_t total = 0;
+  std::set<std::int64_t> seen;
+  for (const auto& p : plan.pipelines) {
+    EXPECT_GE(p.local_batch, 1);
+    EXPECT_GE(p.micro_batch_size, 1);
+    total += p.local_batch;
+    std::int64_t next = 0;
+    for (const auto& s : p.stages) {
+      EXPECT_EQ(s.first_unit, next) << "units must be contiguous from 0";
+      EXPECT_LE(s.first_unit, s.last_unit);
+      next = s.last_unit + 1;
+      EXPECT_EQ(static_cast<std::int64_t>(s.devices.size()), s.tp * s.dp);
+      for (std::int64_t id : s.devices) {
+        ASSERT_GE(id, 0);
+        ASSERT_LT(id, c.num_devices());
+        EXPECT_TRUE(seen.insert(id).second) << "device " << id << " used twice";
+        EXPECT_EQ(c.device(id).device_type, s.device_type);
+        EXPECT_EQ(c.device(id).node, c.device(s.devices.front()).node) << "stage spans nodes";
+      }
+    }
+    EXPECT_EQ(next, U) << "a pipeline must cover every unit exactly once";
+  }
+  EXPECT_EQ(total, gbs);
+  EXPECT_TRUE(validate_plan(plan, c).empty());
+  const Prediction pred = predict(plan, c, db);
+  EXPECT_TRUE(pred.fits);
+  for (const auto& d : pred.devices) EXPECT_LE(d.peak_bytes, d.capacity_bytes) << d.device;
+}
+
+PlannerResult run(PlanMethod m, const ClusterSpec& c, std::int64_t gbs, const PlannerOptions& o) {
+  const ModelSpec model = small_model();
+  const ProfileDb db = profile_for(model, c);
+  PlannerResult r = plan_training(m, model, c, db, gbs, model.seq_len, o);
+  expect_valid(r.plan, c, db, gbs);
+  return r;
+}
+
+TEST(Planner, EveryMethodGivesAValidPlanAndEthIsNeverSlowerThanLayer) {
+  const ClusterSpec c = cluster_of(R"({"device_type": "fast", "devices": 2},
+      {"device_type": "fast", "devices": 2}, {"device_type": "slow", "devices": 2},
+      {"device_type": "slow", "devices": 2})");
+  const PlannerResult eth = run(PlanMethod::Eth, c, 64, small_options());
+  const PlannerResult layer = run(PlanMethod::Layer, c, 64, small_options());
+  const PlannerResult uniform = run(PlanMethod::Uniform, c, 64, small_options());
+  EXPECT_LE(eth.prediction.iteration_ms, layer.prediction.iteration_ms);
+  // Uniform ignores types: nothing here makes it faster than eth.
+  EXPECT_LE(eth.prediction.iteration_ms, uniform.prediction.iteration_ms);
+  // The ideal bound is a bound.
+  EXPECT_LE(eth.prediction.ideal_iteration_ms, eth.prediction.iteration_ms);
+  // Every generated candidate was either evaluated or skipped for a reason.
+  EXPECT_EQ(eth.stats.generated, eth.stats.evaluated + eth.stats.skipped_total());
+  EXPECT_GT(eth.stats.cache_hits, 0);
+  // The plan file carries the prediction and the statistics.
+  EXPECT_DOUBLE_EQ(eth.plan.predicted.at("iteration_ms").get<double>(), eth.prediction.iteration_ms);
+  EXPECT_EQ(eth.plan.search.at("generated").get<std::int64_t>(), eth.stats.generated);
+  for (const auto& p : eth.plan.pipelines) {
+    for (const auto& s : p.stages) EXPECT_TRUE(s.predicted_peak_memory_bytes.has_value());
+  }
+}
+
+TEST(Planner, OptimizedSearchAtAlphaZeroEqualsExhaustiveSearch) {
+  const std::string clusters[] = {
+      R"({"device_type": "fast", "devices": 2}, {"device_type": "slow", "devices": 2})",
+      R"({"device_type": "fast", "devices": 4}, {"device_type": "slow", "devices": 2})",
+      R"({"device_type": "fast", "devices": 2}, {"device_type": "mid", "devices": 2},
+         {"device_type": "slow", "devices": 3})",
+  };
+  for (const auto& nodes : clusters) {
+    const ClusterSpec c = cluster_of(nodes);
+    PlannerOptions fast = small_options();
+    fast.alpha = 0;
+    PlannerOptions slow = fast;
+    slow.cpc = slow.ses = slow.oso = slow.dpo = false;
+    for (std::int64_t gbs : {16, 45}) {
+      const PlannerResult a = run(PlanMethod::Eth, c, gbs, fast);
+      const PlannerResult b = run(PlanMethod::Eth, c, gbs, slow);
+      EXPECT_DOUBLE_EQ(a.best_objective_ms, b.best_objective_ms) << nodes << " gbs " << gbs;
+      // The exhaustive search evaluates everything; the optimized one at most that.
+      EXPECT_LE(a.stats.evaluated, b.stats.evaluated);
+      EXPECT_EQ(b.stats.cache_hits, 0);
+    }
+  }
+}
+
+TEST(Planner, DeterministicAndIndependentOfIdenticalNodeOrder) {
+  const ClusterSpec a = cluster_of(R"({"device_type": "fast", "devices": 2},
+      {"device_type": "slow", "devices": 2}, {"device_type": "fast", "devices": 2},
+      {"device_type": "slow", "devices": 2})");
+  const ClusterSpec b = cluster_of(R"({"device_type": "slow", "devices": 2},
+      {"device_type": "slow", "devices": 2}, {"device_type": "fast", "devices": 2},
+      {"device_type": "fast", "devices": 2})");
+  const PlannerResult a1 = run(PlanMethod::Eth, a, 48, small_options());
+  const PlannerResult a2 = run(PlanMethod::Eth, a, 48, small_options());
+  EXPECT_EQ(plan_to_json(a1.plan).dump(), plan_to_json(a2.plan).dump());
+  const PlannerResult b1 = run(PlanMethod::Eth, b, 48, small_options());
+  EXPECT_DOUBLE_EQ(a1.best_objective_ms, b1.best_objective_ms);
+  EXPECT_NEAR(a1.prediction.iteration_ms, b1.prediction.iteration_ms,
+              1e-9 * a1.prediction.iteration_ms);
+}
+
+TEST(Planner, ThreeTypesUnevenNodesAndOddBatch) {
+  const ClusterSpec c = cluster_of(R"({"device_type": "fast", "devices": 3},
+      {"device_type": "fast", "devices": 1}, {"device_type": "mid", "devices": 2},
+      {"device_type": "slow", "devices": 4}, {"device_type": "slow", "devices": 1})");
+  for (auto m : {PlanMethod::Eth, PlanMethod::Layer}) {
+    const PlannerResult r = run(m, c, 37, small_options());
+    EXPECT_GT(r.prediction.iteration_ms, 0);
+  }
+}
+
+TEST(Planner, NoFitNamesTheOverflowingDevice) {
+  const ClusterSpec c = make_cluster(R"({"nodes": [{"device_type": "tinyfast", "devices": 2},
+      {"device_type": "tinyslow", "devices": 2}], "device_types": {
+      "tinyfast": {"tflops": 100, "memory_gb": 0.03, "intra_node_bandwidth_gbps": 800},
+      "tinyslow": {"tflops": 40, "memory_gb": 0.02, "intra_node_bandwidth_gbps": 800}}})");
+  const ModelSpec model = small_model();
+  const ProfileDb db = profile_for(model, c);
+  try {
+    plan_training(PlanMethod::Eth, model, c, db, 16, model.seq_len, small_options());
+    FAIL() << "a model four times the cluster's memory must not plan";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("no eth plan fits memory"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("overflows stage"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("device type tiny"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("over by"), std::string::npos) << msg;
+  }
+}
+
+TEST(Planner, BadOptionsNameTheFlag) {
+  const ClusterSpec c = cluster_of(R"({"device_type": "fast", "devices": 2})");
+  const ModelSpec model = small_model();
+  const ProfileDb db = profile_for(model, c);
+  auto message = [&](std::int64_t gbs, PlannerOptions o) -> std::string {
+    try {
+      plan_training(PlanMethod::Eth, model, c, db, gbs, model.seq_len, o);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(message(0, small_options()).find("--gbs"), std::string::npos);
+  PlannerOptions o = small_options();
+  o.alpha = 1.5;
+  EXPECT_NE(message(8, o).find("--alpha"), std::string::npos);
+  o = small_options();
+  o.micro_batch_sizes = {0};
+  EXPECT_NE(message(8, o).find("--micro-batch-sizes"), std::string::npos);
+}
+
+TEST(Planner, PaperPresetsPlanAndEthBeatsBaselines) {
+  for (const char* name : {"350m-a100-rtx3090", "1.3b-910b2-910b4"}) {
+    const ClusterSpec c = load_cluster(name);
+    const ModelSpec model = model_preset(name[0] == '3' ? "gpt3-350m" : "gpt3-1.3b");
+    const ProfileDb db = analytic_profile_db(model, c, {1, 2}, {1, 2, 4, 8}, model.seq_len);
+    PlannerOptions o;
+    o.tp = {1, 2};
+    o.micro_batch_sizes = {1, 2, 4, 8};
+    double eth_ms = 0;
+    for (auto m : {PlanMethod::Eth, PlanMethod::Layer, PlanMethod::Uniform}) {
+      const PlannerResult r = plan_training(m, model, c, db, 128, model.seq_len, o);
+      expect_valid(r.plan, c, db, 128);
+      if (m == PlanMethod::Eth) eth_ms = r.prediction.iteration_ms;
+      EXPECT_LE(eth_ms, r.prediction.iteration_ms) << name << " " << plan_method_name(m);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace eth

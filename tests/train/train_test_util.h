@@ -1,0 +1,74 @@
+// Helpers shared by the trainer tests: small models, temporary folders, token files. Test-only.
+#pragma once
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "data/token_file.h"
+#include "data/tokenize.h"
+#include "model/model_spec.h"
+
+namespace eth::test {
+
+// Two blocks, every dimension small but none equal to another (so a swapped dimension shows).
+inline ModelSpec small_model() { return ModelSpec{"small", 2, 16, 2, 8, 32, 48}; }
+
+inline std::filesystem::path temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() /
+           ("eth_train_test_" + std::to_string(::getpid())) / name;
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+inline std::vector<std::int32_t> random_tokens(std::uint64_t seed, std::size_t n, std::int64_t V) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<std::int64_t> d(0, V - 1);
+  std::vector<std::int32_t> v(n);
+  for (auto& x : v) x = static_cast<std::int32_t>(d(gen));
+  return v;
+}
+
+inline std::filesystem::path synthetic_file(const std::filesystem::path& dir, std::int64_t tokens,
+                                            std::int64_t vocab, std::uint64_t seed = 1) {
+  SyntheticSpec s;
+  s.num_tokens = tokens;
+  s.vocab = vocab;
+  s.seed = seed;
+  const auto path = dir / "data.bin";
+  write_token_file(path, synthetic_tokens(s));
+  return path;
+}
+
+// Runs a scope on one OpenMP thread. For the tests that call thousands of tiny kernels: on a
+// shared 2-core machine each parallel region's barrier can wait a whole scheduler slice, which
+// turns seconds into minutes. Results do not depend on the thread count (tests/kernels checks
+// that), so nothing is lost.
+class OneThread {
+ public:
+  OneThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneThread() { omp_set_num_threads(saved_); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace eth::test
