@@ -3,7 +3,9 @@
 // of eth, layer and uniform with speedups and eth's fraction of the ideal bound; the search
 // ablation (Fig. 13a), alpha sensitivity (Fig. 13b), 13B scalability in devices, global batch and
 // sequence length (Fig. 11), and eth on Metis's own inputs beside Metis's recorded figures.
-// Usage: plan_bench [scenarios|ablation|alpha|scale|metis|all] [--shared DIR]. Asserts nothing.
+// Also clusters that are not Table 2's symmetric shapes (`uneven`).
+// Usage: plan_bench [scenarios|uneven|ablation|alpha|scale|metis|all] [--shared DIR]. Asserts
+// nothing.
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -85,7 +87,8 @@ std::string cluster_name(const Scenario& s) {
 }
 
 void run_scenarios() {
-  std::printf("== Paper scenarios (analytic profile, default options: alpha 0, all optimizations)\n");
+  std::printf(
+      "== Paper scenarios (analytic profile, default options: alpha 0, all optimizations)\n");
   std::printf("%-22s %5s %5s %9s %9s %8s %10s %10s %10s %7s %7s %6s %5s\n", "cluster", "devs",
               "gbs", "search s", "cpu s", "cands", "eth ms", "layer ms", "uniform ms", "x layer",
               "x unif", "ideal", "pipes");
@@ -110,8 +113,57 @@ void run_scenarios() {
                 ratio(layer), ratio(uni), pr.ideal_iteration_ms / pr.iteration_ms,
                 eth.result->plan.pipelines.size());
   }
-  std::printf("(x layer / x unif: that method's iteration time over eth's; ideal: ideal bound over "
-              "eth's iteration time; 0 = no plan fits)\n\n");
+  std::printf(
+      "(x layer / x unif: that method's iteration time over eth's; ideal: ideal bound over "
+      "eth's iteration time; 0 = no plan fits)\n\n");
+}
+
+// Clusters that are not Table 2's N x M + N x M: uneven type counts, odd node sizes, three
+// types. One replicated pipeline shape (layer) fits these badly; HPP does not need one.
+void run_uneven() {
+  std::printf("== Uneven clusters (not in the paper's Table 2)\n");
+  struct Case {
+    const char* name;
+    const char* model;
+    std::int64_t gbs;
+    const char* nodes;
+  };
+  const Case cases[] = {
+      {"1.3b: 6 A100 + 8 910B4 + 7 RTX3090", "gpt3-1.3b", 333,
+       R"([{"device_type": "A100", "devices": 4}, {"device_type": "A100", "devices": 2},
+           {"device_type": "910B4", "devices": 8}, {"device_type": "RTX3090", "devices": 4},
+           {"device_type": "RTX3090", "devices": 3}])"},
+      {"13b: 24 A100 + 40 RTX3090", "gpt3-13b", 1024,
+       R"([{"device_type": "A100", "devices": 8}, {"device_type": "A100", "devices": 8},
+           {"device_type": "A100", "devices": 8}, {"device_type": "RTX3090", "devices": 8},
+           {"device_type": "RTX3090", "devices": 8}, {"device_type": "RTX3090", "devices": 8},
+           {"device_type": "RTX3090", "devices": 8}, {"device_type": "RTX3090", "devices": 8}])"},
+      {"6.7b: 20 910B2 + 12 910B4", "gpt3-6.7b", 500,
+       R"([{"device_type": "910B2", "devices": 8}, {"device_type": "910B2", "devices": 8},
+           {"device_type": "910B2", "devices": 4}, {"device_type": "910B4", "devices": 8},
+           {"device_type": "910B4", "devices": 4}])"},
+  };
+  std::printf("%-36s %9s %9s %10s %10s %10s %7s %7s %6s\n", "cluster", "search s", "cpu s",
+              "eth ms", "layer ms", "uniform ms", "x layer", "x unif", "ideal");
+  for (const Case& k : cases) {
+    const ModelSpec model = model_preset(k.model);
+    const Json j = Json::parse(std::string("{\"nodes\": ") + k.nodes + "}");
+    const ClusterSpec c = parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "bench", ""}));
+    const ProfileDb db = analytic_for(model, c, model.seq_len);
+    const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, k.gbs, model.seq_len, {});
+    const Timed layer = timed_plan(PlanMethod::Layer, model, c, db, k.gbs, model.seq_len, {});
+    const Timed uni = timed_plan(PlanMethod::Uniform, model, c, db, k.gbs, model.seq_len, {});
+    if (!eth.result) {
+      std::printf("%-36s eth: %s\n", k.name, eth.error.c_str());
+      continue;
+    }
+    auto ratio = [&](const Timed& t) { return t.result ? ms(t) / ms(eth) : 0.0; };
+    const auto& pr = eth.result->prediction;
+    std::printf("%-36s %9.3f %9.3f %10.1f %10.1f %10.1f %7.3f %7.3f %6.3f\n", k.name, eth.wall_s,
+                eth.cpu_s, ms(eth), ms(layer), ms(uni), ratio(layer), ratio(uni),
+                pr.ideal_iteration_ms / pr.iteration_ms);
+  }
+  std::printf("\n");
 }
 
 struct Variant {
@@ -151,8 +203,9 @@ void ablation_on(const char* model_name, const char* cluster, std::int64_t gbs,
 
 void run_ablation() {
   std::printf("== Search ablation (Fig. 13a): optimizations added one at a time, alpha 0\n");
-  std::printf("(quality: the first row's best objective over this row's; 1 = the same plan "
-              "quality)\n");
+  std::printf(
+      "(quality: the first row's best objective over this row's; 1 = the same plan "
+      "quality)\n");
   const std::vector<Variant> full = {{"none (enumerate)", false, false, false, false},
                                      {"+CPC", true, false, false, false},
                                      {"+CPC+SES", true, true, false, false},
@@ -209,7 +262,8 @@ ClusterSpec scaled_13b(std::int64_t nodes) {
 void run_scale() {
   std::printf("== Scalability for GPT-3 13B (Fig. 11)\n");
   const ModelSpec model = model_preset("gpt3-13b");
-  auto row = [&](const std::string& what, const ClusterSpec& c, std::int64_t gbs, std::int64_t seq) {
+  auto row = [&](const std::string& what, const ClusterSpec& c, std::int64_t gbs,
+                 std::int64_t seq) {
     const ProfileDb db = analytic_for(model, c, seq);
     const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, gbs, seq, PlannerOptions{});
     const Timed layer = timed_plan(PlanMethod::Layer, model, c, db, gbs, seq, PlannerOptions{});
@@ -245,9 +299,11 @@ struct MetisCase {
 };
 
 void run_metis(const std::filesystem::path& shared) {
-  std::printf("== Metis's inputs (shared/peers/metis-inputs): eth beside Metis's recorded figures\n");
-  std::printf("(Metis figures from shared/peers/README.md: its own cost estimate, and some of its "
-              "picks do not fit one device's memory; eth's are the predictor's, every device fits)\n");
+  std::printf(
+      "== Metis's inputs (shared/peers/metis-inputs): eth beside Metis's recorded figures\n");
+  std::printf(
+      "(Metis figures from shared/peers/README.md: its own cost estimate, and some of its "
+      "picks do not fit one device's memory; eth's are the predictor's, every device fits)\n");
   const MetisCase cases[] = {
       {"s1_350m_2a100_2rtx3090", "gpt3-350m", 64, 0.6, 1177},
       {"s1_350m_2a100_2rtx3090", "gpt3-350m", 256, 0.5, 4422},
@@ -271,8 +327,9 @@ void run_metis(const std::filesystem::path& shared) {
         continue;
       }
       const auto& pr = eth.result->prediction;
-      const std::string metis_s =
-          m.metis_search_s < 0 ? std::string(">600") : std::to_string(m.metis_search_s).substr(0, 5);
+      const std::string metis_s = m.metis_search_s < 0
+                                      ? std::string(">600")
+                                      : std::to_string(m.metis_search_s).substr(0, 5);
       std::printf("%-24s %5lld %9.3f %9.3f %8lld %11s %12.1f %12.1f %10.1f %6.3f\n", m.dir,
                   static_cast<long long>(m.gbs), eth.wall_s, eth.cpu_s,
                   static_cast<long long>(eth.result->stats.generated), metis_s.c_str(), ms(eth),
@@ -300,8 +357,8 @@ int main(int argc, char** argv) {
     }
   }
   const std::vector<std::pair<const char*, std::function<void()>>> sections = {
-      {"scenarios", run_scenarios}, {"ablation", run_ablation}, {"alpha", run_alpha},
-      {"scale", run_scale},         {"metis", [&] { run_metis(shared); }}};
+      {"scenarios", run_scenarios}, {"uneven", run_uneven}, {"ablation", run_ablation},
+      {"alpha", run_alpha},         {"scale", run_scale},   {"metis", [&] { run_metis(shared); }}};
   bool ran = false;
   for (const auto& [name, fn] : sections) {
     if (what == "all" || what == name) {
@@ -310,7 +367,9 @@ int main(int argc, char** argv) {
     }
   }
   if (!ran) {
-    std::fprintf(stderr, "usage: plan_bench [scenarios|ablation|alpha|scale|metis|all] [--shared DIR]\n");
+    std::fprintf(
+        stderr,
+        "usage: plan_bench [scenarios|uneven|ablation|alpha|scale|metis|all] [--shared DIR]\n");
     return 1;
   }
   return 0;

@@ -6,18 +6,17 @@
 #include <omp.h>
 #include <sys/resource.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "data/token_file.h"
 #include "data/tokenize.h"
@@ -46,14 +45,14 @@ std::vector<Gemm> step_gemms(const eth::ModelSpec& m, std::int64_t n) {
   const std::int64_t C = m.hidden, F = m.ffn, V = m.vocab, L = m.layers;
   std::vector<Gemm> g;
   auto nt = [&](const char* w, std::int64_t oc, std::int64_t c, std::int64_t count) {
-    g.push_back({w, Trans::No, Trans::Yes, n, oc, c, count});   // out = inp W^T
-    g.push_back({w, Trans::No, Trans::No, n, c, oc, count});    // dinp = dout W
-    g.push_back({w, Trans::Yes, Trans::No, oc, c, n, count});   // dW += dout^T inp
+    g.push_back({w, Trans::No, Trans::Yes, n, oc, c, count});  // out = inp W^T
+    g.push_back({w, Trans::No, Trans::No, n, c, oc, count});   // dinp = dout W
+    g.push_back({w, Trans::Yes, Trans::No, oc, c, n, count});  // dW += dout^T inp
   };
   auto nn = [&](const char* w, std::int64_t c, std::int64_t oc, std::int64_t count) {
-    g.push_back({w, Trans::No, Trans::No, n, oc, c, count});    // out = inp W
-    g.push_back({w, Trans::No, Trans::Yes, n, c, oc, count});   // dinp = dout W^T
-    g.push_back({w, Trans::Yes, Trans::No, c, oc, n, count});   // dW += inp^T dout
+    g.push_back({w, Trans::No, Trans::No, n, oc, c, count});   // out = inp W
+    g.push_back({w, Trans::No, Trans::Yes, n, c, oc, count});  // dinp = dout W^T
+    g.push_back({w, Trans::Yes, Trans::No, c, oc, n, count});  // dW += inp^T dout
   };
   nt("qkv", 3 * C, C, L);
   nn("proj", C, C, L);
@@ -114,12 +113,15 @@ int main(int argc, char** argv) {
   int threads = 2, steps = 3, warmup = 1;
   bool torch = false, json = false;
   app.add_option("--model", model_name, "Model preset or JSON file")->capture_default_str();
-  app.add_option("--batch", batch, "Micro-batch = batch (one micro-batch per step)")->capture_default_str();
+  app.add_option("--batch", batch, "Micro-batch = batch (one micro-batch per step)")
+      ->capture_default_str();
   app.add_option("--seq", seq, "Sequence length")->capture_default_str();
-  app.add_option("--threads", threads, "OpenMP threads (ETH, the GEMM baseline and PyTorch)")->capture_default_str();
+  app.add_option("--threads", threads, "OpenMP threads (ETH, the GEMM baseline and PyTorch)")
+      ->capture_default_str();
   app.add_option("--steps", steps, "Timed steps (best is reported)")->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed steps first")->capture_default_str();
-  app.add_option("--recompute", recompute, "Recompute set for ETH (see eth train)")->capture_default_str();
+  app.add_option("--recompute", recompute, "Recompute set for ETH (see eth train)")
+      ->capture_default_str();
   app.add_flag("--torch", torch, "Also run tools/torch_gpt2_step.py (Debian python3-torch)");
   app.add_option("--python", python, "Interpreter with torch")->capture_default_str();
   app.add_flag("--json", json, "Print one JSON object");
@@ -133,7 +135,8 @@ int main(int argc, char** argv) {
   const std::int64_t ntok = batch * seq * (warmup + steps + 1) + 1;
   std::vector<std::uint16_t> tokens(static_cast<std::size_t>(ntok));
   eth::SplitMix64 rng(1);
-  for (auto& t : tokens) t = static_cast<std::uint16_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
+  for (auto& t : tokens)
+    t = static_cast<std::uint16_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
   eth::write_token_file(dir / "tokens.bin", tokens);
 
   eth::TrainConfig cfg;
@@ -148,7 +151,8 @@ int main(int argc, char** argv) {
   for (std::string name; std::getline(names, name, ',');) {
     const auto op = eth::parse_recompute_op(name);
     if (!op) {
-      std::cerr << "unknown --recompute operator " << name << "; expected " << eth::recompute_op_names() << "\n";
+      std::cerr << "unknown --recompute operator " << name << "; expected "
+                << eth::recompute_op_names() << "\n";
       return 1;
     }
     cfg.recompute.add(*op);
@@ -180,8 +184,9 @@ int main(int argc, char** argv) {
     if (std::filesystem::exists("/usr/lib/x86_64-linux-gnu/openblas-openmp")) {
       env += " LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp";
     }
-    const std::string cmd = env + " " + python + " " + script + " --layers " + std::to_string(m.layers) +
-        " --hidden " + std::to_string(m.hidden) + " --heads " + std::to_string(m.heads) + " --ffn " +
+    const std::string cmd =
+        env + " " + python + " " + script + " --layers " + std::to_string(m.layers) + " --hidden " +
+        std::to_string(m.hidden) + " --heads " + std::to_string(m.heads) + " --ffn " +
         std::to_string(m.ffn) + " --vocab " + std::to_string(m.vocab) + " --max-seq " +
         std::to_string(m.seq_len) + " --batch " + std::to_string(batch) + " --seq " +
         std::to_string(seq) + " --threads " + std::to_string(threads) + " --warmup " +
@@ -197,12 +202,20 @@ int main(int argc, char** argv) {
   }
 
   if (json) {
-    nlohmann::json j{{"model", m.name}, {"batch", batch}, {"seq", seq}, {"threads", threads},
+    nlohmann::json j{{"model", m.name},
+                     {"batch", batch},
+                     {"seq", seq},
+                     {"threads", threads},
                      {"gemm_library", std::string(eth::cpu::gemm_library())},
-                     {"eth_step_s", best}, {"eth_step_s_all", step_s}, {"eth_tokens_per_s", eth_tok_s},
-                     {"eth_gflops", eth_gflops}, {"gemm_gflops", gemm_gflops},
-                     {"eth_fraction_of_gemm", eth_gflops / gemm_gflops}, {"peak_rss_bytes", rss},
-                     {"setup_s", setup_s}, {"loss", loss}};
+                     {"eth_step_s", best},
+                     {"eth_step_s_all", step_s},
+                     {"eth_tokens_per_s", eth_tok_s},
+                     {"eth_gflops", eth_gflops},
+                     {"gemm_gflops", gemm_gflops},
+                     {"eth_fraction_of_gemm", eth_gflops / gemm_gflops},
+                     {"peak_rss_bytes", rss},
+                     {"setup_s", setup_s},
+                     {"loss", loss}};
     if (torch) j["torch"] = torch_result;
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -210,8 +223,9 @@ int main(int argc, char** argv) {
   std::printf("%s, batch %lld x seq %lld, %d threads, GEMM library %s\n", m.name.c_str(),
               static_cast<long long>(batch), static_cast<long long>(seq), threads,
               std::string(eth::cpu::gemm_library()).c_str());
-  std::printf("  ETH step          %8.3f s   %8.1f tok/s   %6.1f GFLOP/s (%.0f%% of the GEMM rate)\n",
-              best, eth_tok_s, eth_gflops, 100.0 * eth_gflops / gemm_gflops);
+  std::printf(
+      "  ETH step          %8.3f s   %8.1f tok/s   %6.1f GFLOP/s (%.0f%% of the GEMM rate)\n", best,
+      eth_tok_s, eth_gflops, 100.0 * eth_gflops / gemm_gflops);
   std::printf("  GEMM same shapes  %8.3f s                  %6.1f GFLOP/s\n", gemm_s, gemm_gflops);
   if (torch) {
     if (torch_result.contains("tokens_per_s")) {

@@ -16,9 +16,10 @@ ctest --test-dir "$root/build-test" --output-on-failure -j2 --timeout 600
 echo "== build (ASan + UBSan)"
 cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DETH_WERROR=ON \
   -DETH_SANITIZE=address -DETH_BUILD_BENCH=OFF >/dev/null
-targets=$(cd "$root/tests" && for d in */; do d=${d%/}; [[ -f $d/CMakeLists.txt ]] &&
-  grep -q "LABEL unit\|eth_test($d SOURCES" "$d/CMakeLists.txt" && echo "test_$d"; done; true)
-cmake --build "$root/build-asan" -j"${ETH_JOBS:-2}" --target eth $targets test_cli test_sim_cli
+# Every test target labelled unit or integration (no LABEL means unit), found from tests/*/CMakeLists.txt.
+targets=$(grep -h "eth_test(" "$root"/tests/*/CMakeLists.txt | grep -v "LABEL numerics" |
+  sed -E 's/.*eth_test\(([a-z_]+).*/test_\1/' | tr '\n' ' ')
+cmake --build "$root/build-asan" -j"${ETH_JOBS:-2}" --target eth $targets
 echo "== unit and CLI tests under ASan + UBSan"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure -j2 --timeout 900 -L "unit|integration"

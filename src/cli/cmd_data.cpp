@@ -31,11 +31,11 @@ struct DataArgs {
 int report(const DataArgs& a, const std::string& path, const std::string& what) {
   const TokenFile f = TokenFile::open(path);
   if (a.format == Format::Json) {
-    print_json(Json{{"file", path}, {"tokens", f.size()}, {"max_token", f.max_token()},
-                    {"source", what}});
+    print_json(
+        Json{{"file", path}, {"tokens", f.size()}, {"max_token", f.max_token()}, {"source", what}});
   } else {
-    std::cout << what << path << ": " << f.size() << " tokens, largest token id "
-              << f.max_token() << " (a model needs vocab > " << f.max_token() << ")\n";
+    std::cout << what << path << ": " << f.size() << " tokens, largest token id " << f.max_token()
+              << " (a model needs vocab > " << f.max_token() << ")\n";
   }
   return kExitOk;
 }
@@ -44,8 +44,9 @@ int report(const DataArgs& a, const std::string& path, const std::string& what) 
 
 void add_data_command(CLI::App& app, Registry& r) {
   auto* sub = app.add_subcommand(
-      "data", "Make a token file (llm.c format): --text FILE (bytes as tokens, vocabulary 256) "
-              "or --synthetic N (a learnable sequence); --info FILE describes one");
+      "data",
+      "Make a token file (llm.c format): --text FILE (bytes as tokens, vocabulary 256) "
+      "or --synthetic N (a learnable sequence); --info FILE describes one");
   auto a = std::make_shared<DataArgs>();
   auto* text = sub->add_option("--text", a->text, "Text file to tokenize, one token per byte")
                    ->check(CLI::ExistingFile);
@@ -62,16 +63,19 @@ void add_data_command(CLI::App& app, Registry& r) {
       ->check(CLI::IsMember({"successor", "periodic"}))
       ->capture_default_str();
   sub->add_option("--period", a->period, "Block length of the periodic pattern")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--vocab", a->vocab, "Synthetic tokens are in [0, vocab)")
-      ->check(CLI::Range(std::int64_t{2}, std::int64_t{65536}))->capture_default_str();
+      ->check(CLI::Range(std::int64_t{2}, std::int64_t{65536}))
+      ->capture_default_str();
   sub->add_option("--seed", a->seed, "Seed of the synthetic sequence")->capture_default_str();
   sub->add_option("--out", a->out, "Token file to write (atomically)");
   add_format_option(sub, &a->format);
   r.on(sub, [a, text, syn, info] {
     if (!info->empty()) return report(*a, a->info, "");
     if (text->empty() && syn->empty()) {
-      throw InputError("cli", "eth data", "", "give one of --text FILE, --synthetic N, --info FILE");
+      throw InputError("cli", "eth data", "",
+                       "give one of --text FILE, --synthetic N, --info FILE");
     }
     if (a->out.empty()) throw InputError("cli", "--out", "", "missing: the token file to write");
     std::vector<std::uint16_t> tokens;

@@ -194,24 +194,27 @@ void print_plan_text(const TimedResult& t, const Inputs& in) {
              "F+B ms", "memory / capacity"});
   for (std::size_t p = 0; p < plan.pipelines.size();) {
     std::size_t q = p;
-    while (q + 1 < plan.pipelines.size() && same_shape(plan.pipelines[p], plan.pipelines[q + 1])) ++q;
+    while (q + 1 < plan.pipelines.size() && same_shape(plan.pipelines[p], plan.pipelines[q + 1]))
+      ++q;
     const PipelinePlan& pipe = plan.pipelines[p];
     const PipelinePrediction& pp = pr.pipelines[p];
-    const std::string name =
-        q > p ? std::to_string(p) + "-" + std::to_string(q) + " (x" + std::to_string(q - p + 1) + ")"
-              : std::to_string(p);
+    const std::string name = q > p ? std::to_string(p) + "-" + std::to_string(q) + " (x" +
+                                         std::to_string(q - p + 1) + ")"
+                                   : std::to_string(p);
     for (std::size_t s = 0; s < pipe.stages.size(); ++s) {
       const StagePlan& st = pipe.stages[s];
       const StagePrediction& sp = pp.stages[s];
       std::string devs = id_ranges(st.devices);
       if (q > p) devs += " ...";
-      tab.add({s == 0 ? name : "",
-               s == 0 ? std::to_string(pipe.micro_batch_size) + " / " + std::to_string(pipe.local_batch) : "",
-               std::to_string(s), st.device_type, devs,
-               std::to_string(st.tp) + "/" + std::to_string(st.dp),
-               std::to_string(st.first_unit) + "-" + std::to_string(st.last_unit),
-               recompute_text(st.recompute), fmt_num(sp.forward_ms + sp.backward_ms, 1),
-               fmt_bytes(sp.memory.total()) + " / " + fmt_bytes(sp.capacity_bytes)});
+      tab.add(
+          {s == 0 ? name : "",
+           s == 0 ? std::to_string(pipe.micro_batch_size) + " / " + std::to_string(pipe.local_batch)
+                  : "",
+           std::to_string(s), st.device_type, devs,
+           std::to_string(st.tp) + "/" + std::to_string(st.dp),
+           std::to_string(st.first_unit) + "-" + std::to_string(st.last_unit),
+           recompute_text(st.recompute), fmt_num(sp.forward_ms + sp.backward_ms, 1),
+           fmt_bytes(sp.memory.total()) + " / " + fmt_bytes(sp.capacity_bytes)});
     }
     p = q + 1;
   }
@@ -233,8 +236,11 @@ void add_common_options(CLI::App* sub, PlanArgs& a) {
   sub->add_option("--hostfile", a.hostfile, "Metis hostfile (with --clusterfile)");
   sub->add_option("--clusterfile", a.clusterfile, "Metis clusterfile.json (with --hostfile)");
   sub->add_option("--model", a.model, "Model preset name or model JSON file")->required();
-  sub->add_option("--gbs", a.gbs, "Global batch size (samples)")->required()->check(CLI::PositiveNumber);
-  sub->add_option("--seq", a.seq, "Sequence length (default: the model's)")->check(CLI::PositiveNumber);
+  sub->add_option("--gbs", a.gbs, "Global batch size (samples)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--seq", a.seq, "Sequence length (default: the model's)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--profile", a.profile, "Profile directory (ETH or Metis format)");
   sub->add_flag("--analytic", a.analytic, "Analytic profile from FLOP counts (the default)");
   sub->add_option("--micro-batch-sizes", a.mbss, "Candidate micro-batch sizes (default 1,2,4,8,16)")
@@ -271,8 +277,9 @@ void add_common_options(CLI::App* sub, PlanArgs& a) {
 void add_plan_command(CLI::App& app, Registry& r) {
   auto a = std::make_shared<PlanArgs>();
   auto* sub = app.add_subcommand(
-      "plan", "Find a heterogeneous pipeline-parallel plan (docs/planner.md); --method layer or "
-              "uniform for the baselines");
+      "plan",
+      "Find a heterogeneous pipeline-parallel plan (docs/planner.md); --method layer or "
+      "uniform for the baselines");
   add_common_options(sub, *a);
   sub->add_option("--method", a->method, "eth (default), layer or uniform");
   sub->add_option("--out", a->out, "Write the plan file here");
@@ -324,8 +331,11 @@ void add_compare_command(CLI::App& app, Registry& r) {
       if (row.t) ideal = row.t->result.prediction.ideal_iteration_ms;
     }
     if (a->format == Format::Json) {
-      Json j{{"model", in.model.name}, {"cluster", in.cluster.name}, {"gbs", a->gbs},
-             {"seq_len", in.seq}, {"ideal_iteration_ms", ideal}};
+      Json j{{"model", in.model.name},
+             {"cluster", in.cluster.name},
+             {"gbs", a->gbs},
+             {"seq_len", in.seq},
+             {"ideal_iteration_ms", ideal}};
       j["methods"] = Json::array();
       for (const auto& row : rows) {
         Json m{{"method", std::string(plan_method_name(row.method))}};
@@ -357,7 +367,8 @@ void add_compare_command(CLI::App& app, Registry& r) {
       const auto& res = row.t->result;
       const auto& p = res.prediction;
       t.add({std::string(plan_method_name(row.method)), fmt_ms(p.iteration_ms),
-             fmt_num(p.tokens_per_s, 0), eth_ms > 0 ? fmt_num(p.iteration_ms / eth_ms, 2) + "x" : "-",
+             fmt_num(p.tokens_per_s, 0),
+             eth_ms > 0 ? fmt_num(p.iteration_ms / eth_ms, 2) + "x" : "-",
              fmt_num(p.ideal_iteration_ms / p.iteration_ms, 3),
              std::to_string(res.plan.pipelines.size()), res.family, fmt_num(row.t->seconds, 3),
              std::to_string(res.stats.generated)});

@@ -3,8 +3,8 @@
 // train/trainer.h; this file parses flags, decides when to report and checkpoint, and prints.
 // Not the distributed runtime (one process, all units, one micro-batch at a time).
 #include <chrono>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -72,9 +72,13 @@ std::string fmt_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   const auto total = static_cast<long long>(s + 0.5);
   std::ostringstream o;
-  if (total >= 3600) o << total / 3600 << "h" << (total % 3600) / 60 << "m";
-  else if (total >= 60) o << total / 60 << "m" << total % 60 << "s";
-  else o << total << "s";
+  if (total >= 3600) {
+    o << total / 3600 << "h" << (total % 3600) / 60 << "m";
+  }
+  else if (total >= 60)
+    o << total / 60 << "m" << total % 60 << "s";
+  else
+    o << total << "s";
   return o.str();
 }
 
@@ -118,11 +122,12 @@ int run_train(const TrainArgs& a) {
   }
   const std::int64_t first = trainer.next_step();
   const double held = trainer.compute().held_bytes_per_slot();
-  std::cerr << "training " << cfg.model.name << " (" << fmt_num(static_cast<double>(trainer.state().numel()) / 1e6, 2)
-            << " M parameters) on " << cfg.data.string() << ": steps " << first << ".." << cfg.steps - 1 << " of " << cfg.steps
-            << ", batch " << cfg.global_batch << " x " << trainer.tokens_per_step() / cfg.global_batch
-            << " tokens in micro-batches of " << cfg.micro_batch << ", activations held "
-            << fmt_bytes(held) << "\n";
+  std::cerr << "training " << cfg.model.name << " ("
+            << fmt_num(static_cast<double>(trainer.state().numel()) / 1e6, 2)
+            << " M parameters) on " << cfg.data.string() << ": steps " << first << ".."
+            << cfg.steps - 1 << " of " << cfg.steps << ", batch " << cfg.global_batch << " x "
+            << trainer.tokens_per_step() / cfg.global_batch << " tokens in micro-batches of "
+            << cfg.micro_batch << ", activations held " << fmt_bytes(held) << "\n";
   const auto t0 = std::chrono::steady_clock::now();
   StepStats last;
   double tokens = 0;
@@ -139,10 +144,15 @@ int run_train(const TrainArgs& a) {
                            std::to_string(cfg.lr.lr_max) + ")");
     }
     if (log) {
-      log << Json{{"step", last.step}, {"loss", last.loss}, {"lr", last.lr},
-                  {"grad_norm", last.grad_norm}, {"tokens_per_s", last.tokens_per_s},
-                  {"seconds", last.seconds}}.dump()
-          << "\n" << std::flush;
+      log << Json{{"step", last.step},
+                  {"loss", last.loss},
+                  {"lr", last.lr},
+                  {"grad_norm", last.grad_norm},
+                  {"tokens_per_s", last.tokens_per_s},
+                  {"seconds", last.seconds}}
+                 .dump()
+          << "\n"
+          << std::flush;
     }
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -150,16 +160,17 @@ int run_train(const TrainArgs& a) {
     if (a.print_every > 0 && (last.step % a.print_every == 0 || finished())) {
       const double eta = elapsed / done_steps * static_cast<double>(end - trainer.next_step());
       std::cerr << "step " << last.step << "/" << cfg.steps << "  loss " << fmt_num(last.loss, 4)
-                << "  lr " << fmt_sci(last.lr) << "  grad_norm "
-                << fmt_num(last.grad_norm, 3) << "  " << fmt_num(last.tokens_per_s, 0)
-                << " tok/s  ETA " << fmt_duration(eta) << "\n";
+                << "  lr " << fmt_sci(last.lr) << "  grad_norm " << fmt_num(last.grad_norm, 3)
+                << "  " << fmt_num(last.tokens_per_s, 0) << " tok/s  ETA " << fmt_duration(eta)
+                << "\n";
     }
     const bool periodic = a.checkpoint_every > 0 && trainer.next_step() % a.checkpoint_every == 0;
     if (!a.checkpoint_dir.empty() && (periodic || finished())) {
       checkpoint = trainer.save_checkpoint(a.checkpoint_dir).string();
     }
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double tok_s = seconds > 0 ? tokens / seconds : 0;
   if (a.format == Format::Json) {
     print_json(Json{{"model", cfg.model.name},
@@ -188,47 +199,61 @@ int run_train(const TrainArgs& a) {
 
 void add_train_command(CLI::App& app, Registry& r) {
   auto* sub = app.add_subcommand(
-      "train", "Train a model on a token file in this process (all units, gradient accumulation "
-               "over micro-batches, AdamW, warm-up + cosine schedule, checkpoints)");
+      "train",
+      "Train a model on a token file in this process (all units, gradient accumulation "
+      "over micro-batches, AdamW, warm-up + cosine schedule, checkpoints)");
   auto a = std::make_shared<TrainArgs>();
-  sub->add_option("--model", a->model, "Model preset name or JSON file (see `eth models`)")->required();
+  sub->add_option("--model", a->model, "Model preset name or JSON file (see `eth models`)")
+      ->required();
   sub->add_option("--data", a->data, "Token file (llm.c format; see `eth data`)")->required();
   sub->add_option("--steps", a->steps, "Total optimizer steps (the schedule's length)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--batch", a->batch, "Global batch: samples per step")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--micro-batch-size", a->micro_batch,
                   "Samples per forward/backward (default: the whole batch)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--seq-len", a->seq_len, "Tokens per sample (default: the model's seq_len)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--lr", a->lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--lr", a->lr, "Peak learning rate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--lr-min", a->lr_min, "Final learning rate of the cosine (default: lr / 10)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--warmup", a->warmup, "Linear warm-up steps")->check(CLI::NonNegativeNumber)
+  sub->add_option("--warmup", a->warmup, "Linear warm-up steps")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay (matrices only)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--grad-clip", a->grad_clip, "Max global gradient norm (0: no clipping)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--dropout", a->dropout, "Dropout probability (embedding, attention, residual)")
-      ->check(CLI::Range(0.0, 0.95))->capture_default_str();
+      ->check(CLI::Range(0.0, 0.95))
+      ->capture_default_str();
   sub->add_option("--recompute", a->recompute,
                   "Operators to recompute in backward, comma-separated: " + recompute_op_names() +
                       ", or none")
       ->capture_default_str();
   sub->add_option("--seed", a->seed, "Seed of initialization, data order and dropout")
       ->capture_default_str();
-  sub->add_option("--checkpoint-dir", a->checkpoint_dir,
-                  "Write step_<N>.safetensors here at the end (and every --checkpoint-every steps)");
-  sub->add_option("--checkpoint-every", a->checkpoint_every, "Checkpoint period in steps (0: end only)")
+  sub->add_option(
+      "--checkpoint-dir", a->checkpoint_dir,
+      "Write step_<N>.safetensors here at the end (and every --checkpoint-every steps)");
+  sub->add_option("--checkpoint-every", a->checkpoint_every,
+                  "Checkpoint period in steps (0: end only)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--resume", a->resume,
                   "Continue from a checkpoint file, or the latest one in a directory");
-  sub->add_option("--log", a->log, "Append one JSON line per step (step, loss, lr, grad_norm, "
-                                   "tokens_per_s, seconds) to this file");
+  sub->add_option("--log", a->log,
+                  "Append one JSON line per step (step, loss, lr, grad_norm, "
+                  "tokens_per_s, seconds) to this file");
   sub->add_option("--print-every", a->print_every, "Progress line period in steps (0: none)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--stop-at", a->stop_at,
                   "Stop (and checkpoint) once this step is reached, keeping the --steps schedule; "
                   "--resume continues from there")

@@ -1,13 +1,14 @@
 // Token file reading (mmap) and atomic writing. See token_file.h for the format.
 #include "data/token_file.h"
 
-#include <bit>
-#include <cstring>
 #include <fcntl.h>
-#include <fstream>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <bit>
+#include <cstring>
+#include <fstream>
 #include <utility>
 #include <vector>
 
@@ -42,8 +43,9 @@ TokenFile TokenFile::open(const std::filesystem::path& path) {
   if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) bad(path, "", "not a regular file");
   const auto bytes = static_cast<std::int64_t>(st.st_size);
   if (bytes < kTokenFileHeaderBytes) {
-    bad(path, "", "truncated: " + std::to_string(bytes) + " bytes, expected at least the " +
-                      std::to_string(kTokenFileHeaderBytes) + "-byte header");
+    bad(path, "",
+        "truncated: " + std::to_string(bytes) + " bytes, expected at least the " +
+            std::to_string(kTokenFileHeaderBytes) + "-byte header");
   }
   TokenFile out;
   out.path_ = path;
@@ -54,25 +56,30 @@ TokenFile TokenFile::open(const std::filesystem::path& path) {
   std::int32_t header[3];
   std::memcpy(header, m, sizeof header);
   if (header[0] != kTokenFileMagic) {
-    bad(path, "header[0]", "bad magic: expected " + std::to_string(kTokenFileMagic) + " (an llm.c "
-                               "token file), got " + std::to_string(header[0]));
+    bad(path, "header[0]",
+        "bad magic: expected " + std::to_string(kTokenFileMagic) +
+            " (an llm.c "
+            "token file), got " +
+            std::to_string(header[0]));
   }
   if (header[1] != kTokenFileVersion) {
-    bad(path, "header[1]", "unsupported version: expected " + std::to_string(kTokenFileVersion) +
-                               ", got " + std::to_string(header[1]));
+    bad(path, "header[1]",
+        "unsupported version: expected " + std::to_string(kTokenFileVersion) + ", got " +
+            std::to_string(header[1]));
   }
   if (header[2] < 0) {
     bad(path, "header[2]", "token count must be >= 0, got " + std::to_string(header[2]));
   }
   const std::int64_t want = kTokenFileHeaderBytes + 2 * static_cast<std::int64_t>(header[2]);
   if (bytes != want) {
-    bad(path, "", std::string(bytes < want ? "truncated" : "trailing bytes") + ": header says " +
-                      std::to_string(header[2]) + " tokens, so " + std::to_string(want) +
-                      " bytes, but the file has " + std::to_string(bytes));
+    bad(path, "",
+        std::string(bytes < want ? "truncated" : "trailing bytes") + ": header says " +
+            std::to_string(header[2]) + " tokens, so " + std::to_string(want) +
+            " bytes, but the file has " + std::to_string(bytes));
   }
   out.count_ = header[2];
-  out.tokens_ = reinterpret_cast<const std::uint16_t*>(static_cast<const char*>(m) +
-                                                        kTokenFileHeaderBytes);
+  out.tokens_ =
+      reinterpret_cast<const std::uint16_t*>(static_cast<const char*>(m) + kTokenFileHeaderBytes);
   for (std::int64_t i = 0; i < out.count_; ++i) {
     if (out.tokens_[i] > out.max_token_) out.max_token_ = out.tokens_[i];
   }

@@ -29,7 +29,9 @@ class TokenFile {
   TokenFile& operator=(const TokenFile&) = delete;
   ~TokenFile();
 
-  std::span<const std::uint16_t> tokens() const { return {tokens_, static_cast<std::size_t>(count_)}; }
+  std::span<const std::uint16_t> tokens() const {
+    return {tokens_, static_cast<std::size_t>(count_)};
+  }
   std::int64_t size() const { return count_; }
   const std::filesystem::path& path() const { return path_; }
   // Largest token id in the file (scanned once at open), so a trainer can check it against the

@@ -33,8 +33,9 @@ std::vector<std::uint16_t> tokenize_bytes(std::string_view text) {
 SyntheticPattern parse_synthetic_pattern(std::string_view name) {
   if (name == "successor") return SyntheticPattern::Successor;
   if (name == "periodic") return SyntheticPattern::Periodic;
-  throw InputError("data", "--pattern", "",
-                   "unknown pattern \"" + std::string(name) + "\"; expected one of: successor, periodic");
+  throw InputError(
+      "data", "--pattern", "",
+      "unknown pattern \"" + std::string(name) + "\"; expected one of: successor, periodic");
 }
 
 std::vector<std::uint16_t> synthetic_tokens(const SyntheticSpec& spec) {
@@ -67,7 +68,8 @@ std::vector<std::uint16_t> synthetic_tokens(const SyntheticSpec& spec) {
     fail("period", "expected 1..num_tokens, got " + std::to_string(spec.period));
   }
   std::vector<std::uint16_t> block(static_cast<std::size_t>(spec.period));
-  for (auto& x : block) x = static_cast<std::uint16_t>(rng.below(static_cast<std::uint64_t>(spec.vocab)));
+  for (auto& x : block)
+    x = static_cast<std::uint16_t>(rng.below(static_cast<std::uint64_t>(spec.vocab)));
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = block[i % block.size()];
   return out;
 }

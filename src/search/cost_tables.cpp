@@ -49,8 +49,8 @@ UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
     const UnitProfile& p = entry.units[u];
     t.forward_prefix[u + 1] = t.forward_prefix[u] + p.forward_ms;
     // Parameters as cost/stage_costs.cpp counts them: the model's table at this tp.
-    const double params = static_cast<double>(
-        unit_params(model, static_cast<std::int64_t>(u), entry.key.tp));
+    const double params =
+        static_cast<double>(unit_params(model, static_cast<std::int64_t>(u), entry.key.tp));
     t.static_prefix[u + 1] = t.static_prefix[u] + kStaticBytesPerParam * params;
     for (int r = 0; r < kNumRecomputeCandidates; ++r) {
       const auto ri = static_cast<std::size_t>(r);

@@ -33,9 +33,9 @@ struct UnitTable {
   std::string device_type;
   std::int64_t tp = 1;
   std::int64_t mbs = 1;
-  std::vector<double> forward_prefix;  // ms
+  std::vector<double> forward_prefix;                                        // ms
   std::array<std::vector<double>, kNumRecomputeCandidates> backward_prefix;  // ms, recompute incl.
-  std::array<std::vector<double>, kNumRecomputeCandidates> held_prefix;      // bytes per micro-batch
+  std::array<std::vector<double>, kNumRecomputeCandidates> held_prefix;  // bytes per micro-batch
   std::vector<double> static_prefix;  // bytes: 16 x parameters per tp rank (unit_params)
   std::vector<double> workspace;      // per unit: its full (nothing recomputed) activation bytes
   std::vector<double> compute_ms;     // per unit: forward + backward, nothing recomputed

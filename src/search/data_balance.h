@@ -40,7 +40,7 @@ double balanced_time_ms(const std::vector<PipelineKind>& kinds, std::int64_t gbs
 // takes the micro-batch size that minimizes its own time (the first such option).
 struct DataSplit {
   bool feasible = false;
-  double time_ms = 0;  // max_p T_p
+  double time_ms = 0;               // max_p T_p
   std::vector<std::int64_t> batch;  // B_p
   std::vector<int> option;          // index into the pipeline's kind's options
   std::vector<double> pipeline_ms;  // T_p

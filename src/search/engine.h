@@ -25,7 +25,7 @@ struct Context {
   std::int64_t seq_len;
   const PlannerOptions& opt;
   CostTables tables;
-  std::vector<TypeInfo> types;  // tps filled: allowed and profiled
+  std::vector<TypeInfo> types;        // tps filled: allowed and profiled
   std::int64_t unusable_devices = 0;  // devices of types with no usable tp
   SearchStats stats;
 

@@ -287,9 +287,10 @@ bool pack_feasible(const ClusterSpec& cluster, const std::vector<TypeInfo>& type
   }
 }
 
-std::vector<std::vector<std::vector<std::int64_t>>> pack_devices(
-    const ClusterSpec& cluster, const std::vector<TypeInfo>& types, const TemplateSet& templates,
-    const Partition& partition) {
+std::vector<std::vector<std::vector<std::int64_t>>> pack_devices(const ClusterSpec& cluster,
+                                                                 const std::vector<TypeInfo>& types,
+                                                                 const TemplateSet& templates,
+                                                                 const Partition& partition) {
   struct Slot {
     std::size_t pipeline, stage;
     int type;
@@ -307,7 +308,8 @@ std::vector<std::vector<std::vector<std::int64_t>>> pack_devices(
       out.emplace_back(s);
     }
   }
-  std::stable_sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) { return a.tp > b.tp; });
+  std::stable_sort(slots.begin(), slots.end(),
+                   [](const Slot& a, const Slot& b) { return a.tp > b.tp; });
   const std::vector<std::int64_t> first = cluster.node_first_device();
   std::vector<std::int64_t> used(cluster.nodes.size(), 0);  // devices taken, lowest first
   for (const Slot& sl : slots) {

@@ -21,8 +21,8 @@ struct TypeInfo {
   std::vector<std::int64_t> nodes;  // indices into ClusterSpec::nodes, ascending
   std::int64_t max_node_devices = 0;
   double capacity_bytes = 0;
-  double intra_bytes_per_s = 0;  // between two devices of one node
-  double inter_bytes_per_s = 0;  // leaving the node
+  double intra_bytes_per_s = 0;   // between two devices of one node
+  double inter_bytes_per_s = 0;   // leaving the node
   std::vector<std::int64_t> tps;  // tp degrees the planner may give a stage of this type
 };
 // Every type some node uses, in name order (tps left empty for the caller to fill).
@@ -98,8 +98,9 @@ bool pack_feasible(const ClusterSpec& cluster, const std::vector<TypeInfo>& type
 // tp ids each; empty when first-fit packing fails. Stages are placed in decreasing tp order
 // (stable), each into the first node of its type with enough free devices, taking that node's
 // lowest free devices.
-std::vector<std::vector<std::vector<std::int64_t>>> pack_devices(
-    const ClusterSpec& cluster, const std::vector<TypeInfo>& types, const TemplateSet& templates,
-    const Partition& partition);
+std::vector<std::vector<std::vector<std::int64_t>>> pack_devices(const ClusterSpec& cluster,
+                                                                 const std::vector<TypeInfo>& types,
+                                                                 const TemplateSet& templates,
+                                                                 const Partition& partition);
 
 }  // namespace eth::search

@@ -151,7 +151,8 @@ PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const Clu
   PlannerResult best;
   best.method = method;
   best.best_objective_ms = std::numeric_limits<double>::infinity();
-  for (const auto& c : cands) best.best_objective_ms = std::min(best.best_objective_ms, c.objective_ms);
+  for (const auto& c : cands)
+    best.best_objective_ms = std::min(best.best_objective_ms, c.objective_ms);
   double best_ms = std::numeric_limits<double>::infinity();
   std::string overflow;
   for (const auto& c : cands) {
@@ -182,8 +183,7 @@ PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const Clu
   for (std::size_t p = 0; p < best.plan.pipelines.size(); ++p) {
     auto& stages = best.plan.pipelines[p].stages;
     for (std::size_t s = 0; s < stages.size(); ++s) {
-      stages[s].predicted_peak_memory_bytes =
-          best.prediction.pipelines[p].stages[s].memory.total();
+      stages[s].predicted_peak_memory_bytes = best.prediction.pipelines[p].stages[s].memory.total();
     }
   }
   best.plan.predicted = Json{{"method", std::string(plan_method_name(method))},

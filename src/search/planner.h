@@ -32,23 +32,23 @@ std::optional<PlanMethod> parse_plan_method(std::string_view name);
 struct PlannerOptions {
   std::vector<std::int64_t> micro_batch_sizes{1, 2, 4, 8, 16};  // candidate m_p
   std::vector<std::int64_t> tp{1, 2, 4, 8};                     // candidate tp per stage
-  std::int64_t max_pipelines = 0;  // 0: at most gbs pipelines
-  double alpha = 0.0;              // SES tolerance: skip when bound >= best * (1 - alpha)
-  std::optional<double> v_inter;   // skip partitions whose per-sample times differ more
-  std::optional<double> v_intra;   // drop template options whose bottleneck exceeds the mean more
-  bool cpc = true;  // cache unit splits by (template, micro-batch size)
-  bool ses = true;  // early skipping by the lower bound
-  bool oso = true;  // visit partitions in increasing lower bound
-  bool dpo = true;  // dynamic program for the unit split (false: enumerate every split)
+  std::int64_t max_pipelines = 0;                               // 0: at most gbs pipelines
+  double alpha = 0.0;             // SES tolerance: skip when bound >= best * (1 - alpha)
+  std::optional<double> v_inter;  // skip partitions whose per-sample times differ more
+  std::optional<double> v_intra;  // drop template options whose bottleneck exceeds the mean more
+  bool cpc = true;                // cache unit splits by (template, micro-batch size)
+  bool ses = true;                // early skipping by the lower bound
+  bool oso = true;                // visit partitions in increasing lower bound
+  bool dpo = true;         // dynamic program for the unit split (false: enumerate every split)
   std::int64_t top_k = 8;  // best candidates (by the search's own objective) priced by predict()
   double max_enumerated_splits = 2e6;  // without DPO: templates with more splits are refused
 };
 
 struct SearchStats {
-  std::int64_t generated = 0;   // candidate partitions (or baseline shapes) generated
-  std::int64_t evaluated = 0;   // candidates whose objective was computed
+  std::int64_t generated = 0;  // candidate partitions (or baseline shapes) generated
+  std::int64_t evaluated = 0;  // candidates whose objective was computed
   std::map<std::string, std::int64_t> skipped;  // candidates dropped, by reason
-  std::int64_t cache_hits = 0;  // unit splits answered from the CPC cache
+  std::int64_t cache_hits = 0;                  // unit splits answered from the CPC cache
   std::int64_t unit_splits = 0;  // unit splits computed (dynamic program or enumeration)
   // Template options (template, micro-batch size) refused, by reason.
   std::map<std::string, std::int64_t> rejected_options;
@@ -62,9 +62,9 @@ struct PlannerResult {
   Plan plan;  // plan.predicted and plan.search filled; stages carry predicted peak bytes
   Prediction prediction;
   SearchStats stats;
-  double objective_ms = 0;  // the search's own estimate of the plan: max_p T_p
+  double objective_ms = 0;       // the search's own estimate of the plan: max_p T_p
   double best_objective_ms = 0;  // the smallest objective the search found (any candidate)
-  std::string family;       // "pure", "mixed", "layer" or "uniform"
+  std::string family;            // "pure", "mixed", "layer" or "uniform"
   std::int64_t idle_devices = 0;
 };
 

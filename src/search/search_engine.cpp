@@ -3,9 +3,6 @@
 // partitions into candidates. docs/planner.md states every rule applied here.
 #include <algorithm>
 #include <cmath>
-#include <deque>
-#include <map>
-#include <tuple>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -26,8 +23,8 @@ Context::Context(const ModelSpec& m, const ClusterSpec& c, const ProfileDb& p, s
     : model(m), cluster(c), profile(p), gbs(batch), seq_len(seq), opt(o), tables(p, seq) {
   for (TypeInfo& t : cluster_types(c)) {
     for (std::int64_t tp : o.tp) {
-      const bool shape_ok = tp >= 1 && m.heads % tp == 0 && m.ffn % tp == 0 &&
-                            tp <= t.max_node_devices;
+      const bool shape_ok =
+          tp >= 1 && m.heads % tp == 0 && m.ffn % tp == 0 && tp <= t.max_node_devices;
       if (!shape_ok) continue;
       bool profiled = false;
       for (std::int64_t mbs : o.micro_batch_sizes) profiled |= tables.covers(t.name, tp, mbs);
@@ -79,7 +76,8 @@ double template_comm_ms(const Context& ctx, const PipelineTemplate& t, double bo
           bw = type.intra_bytes_per_s;
           used += tp;
         } else {
-          const double prev_inter = ctx.types[static_cast<std::size_t>(prev_type)].inter_bytes_per_s;
+          const double prev_inter =
+              ctx.types[static_cast<std::size_t>(prev_type)].inter_bytes_per_s;
           bw = std::min(prev_inter, type.inter_bytes_per_s);
           used = tp;
         }
@@ -98,15 +96,15 @@ double template_comm_ms(const Context& ctx, const PipelineTemplate& t, double bo
 class TemplateEvaluator {
  public:
   TemplateEvaluator(Context& ctx, const TemplateSet& set)
-      : ctx_(ctx), set_(set), bounds_(static_cast<std::size_t>(set.size())),
+      : ctx_(ctx),
+        set_(set),
+        bounds_(static_cast<std::size_t>(set.size())),
         exact_(static_cast<std::size_t>(set.size())) {}
 
   std::size_t num_sizes() const { return ctx_.opt.micro_batch_sizes.size(); }
 
   // The lower-bound options of the sizes that pass the memory floor.
-  const std::vector<MicroBatchOption>& bound_options(int tpl) {
-    return bounds_entry(tpl).present;
-  }
+  const std::vector<MicroBatchOption>& bound_options(int tpl) { return bounds_entry(tpl).present; }
   // Per size index: the lower-bound option, or none when the profile or the memory floor rules
   // the size out (then no split of that size fits either).
   const std::optional<MicroBatchOption>& bound_at(int tpl, std::size_t mi) {
@@ -204,15 +202,15 @@ class TemplateEvaluator {
         unit_min.push_back(c);
       }
       // The memory floor: the template's memory cannot hold every unit at least once, or its
-      // stages cannot hold a range each that together reach every unit.
+      // stages, in order, cannot reach the last unit.
       if (floor_bytes > capacity || !stages_can_reach(t, mbs)) continue;
       // Some stage holds at least ceil(U / S) units: the bottleneck is at least the sum of that
       // many of the cheapest units.
       std::sort(unit_min.begin(), unit_min.end());
-      const auto most = static_cast<std::size_t>((ctx_.num_units() + t.num_stages() - 1) /
-                                                 t.num_stages());
-      const double crowded = std::accumulate(unit_min.begin(),
-                                             unit_min.begin() + static_cast<std::ptrdiff_t>(most), 0.0);
+      const auto most =
+          static_cast<std::size_t>((ctx_.num_units() + t.num_stages() - 1) / t.num_stages());
+      const double crowded = std::accumulate(
+          unit_min.begin(), unit_min.begin() + static_cast<std::ptrdiff_t>(most), 0.0);
       const double comm = template_comm_ms(ctx_, t, tabs.front()->boundary_bytes);
       // Shaved by 1e-12 so rounding never lifts a bound above the exact value it bounds.
       const double shave = 1.0 - 1e-12;
@@ -223,46 +221,34 @@ class TemplateEvaluator {
     return *slot;
   }
 
-  // The longest unit range one stage (table, capacity, in-flight count) can hold with its
-  // least-memory recompute set, over every start: a sliding window, memory being monotone in
-  // the range.
-  std::int64_t longest_fit(const UnitTable& tab, double capacity, std::int64_t in_flight) {
-    const auto key = std::make_tuple(&tab, capacity, in_flight);
-    if (auto it = longest_.find(key); it != longest_.end()) return it->second;
-    const std::size_t n = tab.workspace.size();
-    const auto q = static_cast<double>(in_flight);
-    std::deque<std::size_t> window;  // indices of decreasing workspace over [i, j)
-    std::int64_t best = 0;
-    std::size_t i = 0;
-    for (std::size_t j = 1; j <= n; ++j) {
-      while (!window.empty() && tab.workspace[window.back()] <= tab.workspace[j - 1]) window.pop_back();
-      window.push_back(j - 1);
-      for (;;) {
-        while (window.front() < i) window.pop_front();
-        double held = kInf;
-        for (const auto& h : tab.held_prefix) held = std::min(held, h[j] - h[i]);
-        const double mem = tab.static_prefix[j] - tab.static_prefix[i] +
-                           tab.workspace[window.front()] + q * held;
-        if (mem <= capacity || i + 1 == j) {
-          if (mem <= capacity) best = std::max(best, static_cast<std::int64_t>(j - i));
-          break;
-        }
-        ++i;
-      }
-    }
-    longest_.emplace(key, best);
-    return best;
-  }
-
+  // A necessary condition for any split to fit: stage after stage, each takes the longest range
+  // that fits from where the previous one ended (least-memory recompute set, its in-flight
+  // count; possibly none). Fitting is inherited by sub-ranges, so an ending boundary of any
+  // fitting split is never past the greedy one: if the greedy cannot reach the last unit, no
+  // split fits.
   bool stages_can_reach(const PipelineTemplate& t, std::int64_t mbs) {
     const std::int64_t S = t.num_stages();
-    std::int64_t reach = 0, s = 0;
+    const auto U = static_cast<std::size_t>(ctx_.num_units());
+    std::size_t reach = 0;
+    std::int64_t s = 0;
     for (const StageGroup& g : t.groups) {
       const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
       const UnitTable& tab = ctx_.tables.get(type.name, g.tp, mbs);
       for (std::int64_t k = 0; k < g.count; ++k, ++s) {
-        reach += longest_fit(tab, type.capacity_bytes, S - s);
-        if (reach >= ctx_.num_units()) return true;
+        const auto q = static_cast<double>(S - s);
+        double ws = 0;
+        std::size_t j = reach;
+        while (j < U) {
+          const double w = std::max(ws, tab.workspace[j]);
+          double held = kInf;
+          for (const auto& h : tab.held_prefix) held = std::min(held, h[j + 1] - h[reach]);
+          const double mem = tab.static_prefix[j + 1] - tab.static_prefix[reach] + w + q * held;
+          if (mem > type.capacity_bytes) break;
+          ws = w;
+          ++j;
+        }
+        reach = j;
+        if (reach >= U) return true;
       }
     }
     return false;
@@ -309,7 +295,6 @@ class TemplateEvaluator {
   Context& ctx_;
   const TemplateSet& set_;
   SplitScratch scratch_;
-  std::map<std::tuple<const UnitTable*, double, std::int64_t>, std::int64_t> longest_;
   std::vector<std::optional<Bounds>> bounds_;
   std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
   SizeResult uncached_;                         // the last result without CPC
@@ -340,7 +325,8 @@ KindsStatus exact_kinds(Context& ctx, TemplateEvaluator& ev, const Partition& p,
   const std::int64_t share = (ctx.gbs + pipelines - 1) / pipelines;
   // Cache hits: the (template, size) results already known when this partition's turn came.
   for (const PartitionPart& part : p.parts) {
-    for (std::size_t mi = 0; mi < M; ++mi) ctx.stats.cache_hits += ev.size_done(part.tpl, mi) ? 1 : 0;
+    for (std::size_t mi = 0; mi < M; ++mi)
+      ctx.stats.cache_hits += ev.size_done(part.tpl, mi) ? 1 : 0;
   }
   std::vector<PipelineKind> mixed(n), exact_only(n);
   for (;;) {
@@ -514,8 +500,10 @@ std::vector<std::pair<double, std::size_t>> run_partitions(Context& ctx, Templat
     const double obj = balanced_time_ms(kinds, ctx.gbs);
     ETH_CHECK(obj < kInf, "a partition within the pipeline limit has no data split");
     ++ctx.stats.evaluated;
-    best = std::min(best, obj);
     keep_top(top, k, obj, i);
+    // SES prunes against the k-th best objective: the finalists the predictor ranks are then
+    // the true top k (with alpha = 0), not just the best one and whatever came before it.
+    if (top.size() == k) best = top.back().first;
   }
   return top;
 }

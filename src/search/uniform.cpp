@@ -42,7 +42,8 @@ std::vector<std::vector<std::vector<std::int64_t>>> uniform_devices(const Cluste
 // Even split: every stage gets U / pp units, the first U % pp stages one more.
 std::vector<std::int64_t> even_bounds(std::int64_t units, std::int64_t pp) {
   std::vector<std::int64_t> b{0};
-  for (std::int64_t s = 0; s < pp; ++s) b.push_back(b.back() + units / pp + (s < units % pp ? 1 : 0));
+  for (std::int64_t s = 0; s < pp; ++s)
+    b.push_back(b.back() + units / pp + (s < units % pp ? 1 : 0));
   return b;
 }
 
@@ -82,7 +83,8 @@ std::vector<Candidate> search_uniform(Context& ctx, std::string& diagnosis) {
             const auto& pd = devices[static_cast<std::size_t>(p)];
             double sum = 0, mx = 0;
             for (std::int64_t s = 0; s < pp && ok; ++s) {
-              const std::string& type = ctx.cluster.type_of(pd[static_cast<std::size_t>(s)][0]).name;
+              const std::string& type =
+                  ctx.cluster.type_of(pd[static_cast<std::size_t>(s)][0]).name;
               if (!ctx.tables.covers(type, tp, mbs)) {
                 ok = false;
                 break;
@@ -99,8 +101,9 @@ std::vector<Candidate> search_uniform(Context& ctx, std::string& diagnosis) {
               sum += time;
               mx = std::max(mx, time);
               if (s + 1 < pp) {
-                const double bw = ctx.cluster.link_bytes_per_s(
-                    pd[static_cast<std::size_t>(s)].back(), pd[static_cast<std::size_t>(s) + 1].front());
+                const double bw =
+                    ctx.cluster.link_bytes_per_s(pd[static_cast<std::size_t>(s)].back(),
+                                                 pd[static_cast<std::size_t>(s) + 1].front());
                 sum += 2.0 * (t.boundary_bytes / bw * 1e3 + kDefaultP2pLatencyMs);
               }
             }

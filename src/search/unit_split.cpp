@@ -18,8 +18,6 @@ double in_flight(std::size_t s, std::size_t num_stages) {
   return static_cast<double>(num_stages - s);
 }
 
-
-
 // Fills the per-stage details of a split from its boundaries.
 UnitSplit describe(const std::vector<StageSlot>& stages, std::vector<std::int64_t> bounds) {
   UnitSplit out;
@@ -27,9 +25,9 @@ UnitSplit describe(const std::vector<StageSlot>& stages, std::vector<std::int64_
   out.bounds = std::move(bounds);
   const std::size_t S = stages.size();
   for (std::size_t s = 0; s < S; ++s) {
-    const RangeCost c = range_cost(*stages[s].table, stages[s].capacity_bytes,
-                                   static_cast<std::int64_t>(S - s), out.bounds[s],
-                                   out.bounds[s + 1]);
+    const RangeCost c =
+        range_cost(*stages[s].table, stages[s].capacity_bytes, static_cast<std::int64_t>(S - s),
+                   out.bounds[s], out.bounds[s + 1]);
     ETH_CHECK(c.fits, "a split chosen by the planner does not fit memory");
     out.recompute.push_back(c.recompute);
     out.stage_ms.push_back(c.time_ms);
@@ -154,9 +152,9 @@ struct Enumeration {
     const std::size_t last_end = s + 1 == S ? units : units - (S - 1 - s);
     const std::size_t first_end = s + 1 == S ? units : i + 1;
     for (std::size_t j = first_end; j <= last_end; ++j) {
-      const RangeCost c = range_cost(*slot.table, slot.capacity_bytes,
-                                     static_cast<std::int64_t>(S - s), static_cast<std::int64_t>(i),
-                                     static_cast<std::int64_t>(j));
+      const RangeCost c =
+          range_cost(*slot.table, slot.capacity_bytes, static_cast<std::int64_t>(S - s),
+                     static_cast<std::int64_t>(i), static_cast<std::int64_t>(j));
       if (!c.fits) continue;  // this split (and every one sharing this stage) is out
       const double m = std::max(run_max, c.time_ms), sum = run_sum + c.time_ms;
       bounds[s + 1] = static_cast<std::int64_t>(j);
@@ -178,8 +176,9 @@ struct Enumeration {
 UnitSplit split_units_enumerate(const std::vector<StageSlot>& stages, std::int64_t num_units) {
   const std::size_t S = stages.size();
   if (S == 0 || S > static_cast<std::size_t>(num_units)) return {};
-  Enumeration e{&stages, static_cast<std::size_t>(num_units), std::vector<std::int64_t>(S + 1, 0),
-                {}, kInf, kInf};
+  Enumeration e{
+      &stages, static_cast<std::size_t>(num_units), std::vector<std::int64_t>(S + 1, 0), {}, kInf,
+      kInf};
   e.visit(0, 0.0, 0.0);
   if (e.best_max == kInf) return {};
   UnitSplit out = describe(stages, e.best_bounds);

@@ -24,9 +24,10 @@ struct UnitSplit {
   bool feasible = false;
   double max_ms = 0;  // bottleneck forward + backward of one full micro-batch
   double sum_ms = 0;  // sum over stages of forward + backward (stage order, left to right)
-  std::vector<std::int64_t> bounds;  // S + 1 unit boundaries: stage s holds [bounds[s], bounds[s+1])
-  std::vector<int> recompute;        // per stage, index into recompute_candidates()
-  std::vector<double> stage_ms;      // per stage forward + backward
+  std::vector<std::int64_t>
+      bounds;                    // S + 1 unit boundaries: stage s holds [bounds[s], bounds[s+1])
+  std::vector<int> recompute;    // per stage, index into recompute_candidates()
+  std::vector<double> stage_ms;  // per stage forward + backward
   std::vector<double> memory_bytes;  // per stage, peak bytes of one device
 };
 

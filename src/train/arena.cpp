@@ -3,9 +3,10 @@
 // pages versus 4-12 GB/s with transparent huge pages).
 #include "train/arena.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
 #include <string>
-#include <sys/mman.h>
 #include <utility>
 
 namespace eth {
@@ -13,8 +14,8 @@ namespace eth {
 Arena::Arena(std::size_t bytes) : capacity_(bytes) {
   if (bytes == 0) return;
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ETH_CHECK(p != MAP_FAILED, "arena: cannot map " + std::to_string(bytes) + " bytes: " +
-                                 std::strerror(errno));
+  ETH_CHECK(p != MAP_FAILED,
+            "arena: cannot map " + std::to_string(bytes) + " bytes: " + std::strerror(errno));
   // Advice only: a kernel without THP still gives working (slower to fault) memory.
   (void)::madvise(p, bytes, MADV_HUGEPAGE);
   base_ = static_cast<unsigned char*>(p);

@@ -24,7 +24,9 @@ constexpr std::size_t arena_bytes(std::int64_t n) {
 class ArenaSize {
  public:
   template <typename T>
-  void add(std::int64_t n) { bytes_ += arena_bytes<T>(n); }
+  void add(std::int64_t n) {
+    bytes_ += arena_bytes<T>(n);
+  }
   std::size_t bytes() const { return bytes_; }
 
  private:

@@ -1,13 +1,14 @@
 // Safetensors-layout checkpoints: writing (hash, header, data, rename) and strict reading.
 #include "train/checkpoint.h"
 
+#include <unistd.h>
+
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <unistd.h>
 #include <vector>
 
 #include "core/error.h"
@@ -77,14 +78,16 @@ Header read_header(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) bad(path, "", "cannot open for reading");
   if (size < 8) {
-    bad(path, "", "truncated: " + std::to_string(size) +
-                      " bytes, expected at least the 8-byte header length");
+    bad(path, "",
+        "truncated: " + std::to_string(size) +
+            " bytes, expected at least the 8-byte header length");
   }
   std::uint64_t n = 0;
   in.read(reinterpret_cast<char*>(&n), 8);
   if (n > kMaxHeaderBytes || n > size - 8) {
-    bad(path, "", "truncated or corrupt: the header length field says " + std::to_string(n) +
-                      " bytes but the file has " + std::to_string(size - 8) + " after it");
+    bad(path, "",
+        "truncated or corrupt: the header length field says " + std::to_string(n) +
+            " bytes but the file has " + std::to_string(size - 8) + " after it");
   }
   std::string text(n, '\0');
   in.read(text.data(), static_cast<std::streamsize>(n));
@@ -99,7 +102,8 @@ Header read_header(const std::filesystem::path& path) {
   if (md.at("format").as_string() != kFormat) md.at("format").fail("\"eth-checkpoint\"");
   if (md.at("version").as_string() != kVersion) md.at("version").fail("\"1\"");
   const Json model = parse_meta_json(path, md, "model");
-  h.meta.model = parse_model(JsonCursor(model, {"checkpoint", path.string(), "__metadata__.model"}));
+  h.meta.model =
+      parse_model(JsonCursor(model, {"checkpoint", path.string(), "__metadata__.model"}));
   const std::string step = md.at("step").as_string();
   try {
     std::size_t used = 0;
@@ -143,9 +147,10 @@ Header read_header(const std::filesystem::path& path) {
   }
   const std::uint64_t have = size - h.data_start;
   if (have != data_end) {
-    bad(path, "", std::string(have < data_end ? "truncated" : "trailing bytes") +
-                      ": the header's tensors need " + std::to_string(data_end) +
-                      " data bytes, the file has " + std::to_string(have));
+    bad(path, "",
+        std::string(have < data_end ? "truncated" : "trailing bytes") +
+            ": the header's tensors need " + std::to_string(data_end) +
+            " data bytes, the file has " + std::to_string(have));
   }
   return h;
 }
@@ -190,9 +195,8 @@ void write_checkpoint(const std::filesystem::path& path, const ModelState& state
         const std::int64_t n = t.desc.numel();
         const std::string name = tensor_name(u.unit, t.desc.name, kPartSuffix[k]);
         const std::uint64_t bytes = static_cast<std::uint64_t>(n) * 4;
-        header[name] = Json{{"dtype", "F32"},
-                            {"shape", t.desc.shape},
-                            {"data_offsets", {offset, offset + bytes}}};
+        header[name] = Json{
+            {"dtype", "F32"}, {"shape", t.desc.shape}, {"data_offsets", {offset, offset + bytes}}};
         sums[name] = hex64(checkpoint_hash(data, bytes));
         order.push_back({data, n});
         offset += bytes;

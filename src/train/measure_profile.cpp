@@ -53,7 +53,8 @@ Timing time_unit(StageCompute<CpuKernels>& sc, ModelState& st, UnitInputs& in,
   std::vector<double> fwd, bwd;
   for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
     auto t0 = Clock::now();
-    sc.forward(0, st.params(), mb, has_embed ? nullptr : in.x.data(), has_head ? nullptr : out.data());
+    sc.forward(0, st.params(), mb, has_embed ? nullptr : in.x.data(),
+               has_head ? nullptr : out.data());
     const double f = ms_since(t0);
     t0 = Clock::now();
     sc.backward(0, st.params(), st.grads(), mb, has_head ? nullptr : in.dy.data(),
@@ -76,8 +77,8 @@ ProfileEntry measure_profile(const MeasureOptions& opt) {
     throw InputError("profile", "--micro-batch-sizes", "", "expected sizes >= 1");
   }
   if (T < 1 || T > m.seq_len) {
-    throw InputError("profile", "--seq", "", "expected 1.." + std::to_string(m.seq_len) +
-                                                 ", got " + std::to_string(T));
+    throw InputError("profile", "--seq", "",
+                     "expected 1.." + std::to_string(m.seq_len) + ", got " + std::to_string(T));
   }
   ETH_CHECK(opt.repeats >= 1 && opt.warmup >= 0, "measure_profile: need at least one repeat");
   ProfileEntry e;
@@ -89,8 +90,10 @@ ProfileEntry measure_profile(const MeasureOptions& opt) {
   SplitMix64 rng(opt.seed);
   in.tokens.resize(static_cast<std::size_t>(n));
   in.targets.resize(static_cast<std::size_t>(n));
-  for (auto& t : in.tokens) t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
-  for (auto& t : in.targets) t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
+  for (auto& t : in.tokens)
+    t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
+  for (auto& t : in.targets)
+    t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
   in.x.resize(static_cast<std::size_t>(n * m.hidden));
   in.dy.resize(in.x.size());
   in.dx.resize(in.x.size());
@@ -119,14 +122,15 @@ ProfileEntry measure_profile(const MeasureOptions& opt) {
           const auto op = static_cast<RecomputeOp>(k);
           // Classes that hold nothing here (all of them outside blocks except the full unit,
           // the dropout classes without dropout) cost nothing to recompute.
-          const bool holds = op == RecomputeOp::Unit ||
-                             up.activation.op[static_cast<std::size_t>(k)] > 0;
+          const bool holds =
+              op == RecomputeOp::Unit || up.activation.op[static_cast<std::size_t>(k)] > 0;
           if (!holds) continue;
           StageComputeConfig rc_cfg = cfg;
           rc_cfg.recompute.add(op);
           StageCompute<CpuKernels> rc(m, rc_cfg);
           const Timing t = time_unit(rc, st, in, opt, T);
-          up.recompute_ms[static_cast<std::size_t>(k)] = std::max(0.0, t.backward_ms - base.backward_ms);
+          up.recompute_ms[static_cast<std::size_t>(k)] =
+              std::max(0.0, t.backward_ms - base.backward_ms);
         }
       }
     }

@@ -16,9 +16,9 @@ namespace eth {
 struct MeasureOptions {
   ModelSpec model;
   std::int64_t micro_batch = 1;
-  std::int64_t seq_len = 0;  // 0: the model's
-  int warmup = 1;            // untimed runs first (caches, GEMM library set-up)
-  int repeats = 3;           // timed runs; the median is kept
+  std::int64_t seq_len = 0;     // 0: the model's
+  int warmup = 1;               // untimed runs first (caches, GEMM library set-up)
+  int repeats = 3;              // timed runs; the median is kept
   bool recompute_times = true;  // also time backward under each operator class's recompute
   float dropout = 0;
   std::string device_type = "cpu";

@@ -14,9 +14,9 @@ namespace {
 // The tensor names the index enums in model_state.h stand for, per unit kind.
 const std::vector<std::string>& expected_names(UnitKind k) {
   static const std::vector<std::string> embed = {"wte", "wpe"};
-  static const std::vector<std::string> block = {"ln1_w", "ln1_b", "qkv_w",  "qkv_b",
-                                                 "proj_w", "proj_b", "ln2_w", "ln2_b",
-                                                 "fc_w",  "fc_b",  "fcproj_w", "fcproj_b"};
+  static const std::vector<std::string> block = {"ln1_w",  "ln1_b",  "qkv_w",    "qkv_b",
+                                                 "proj_w", "proj_b", "ln2_w",    "ln2_b",
+                                                 "fc_w",   "fc_b",   "fcproj_w", "fcproj_b"};
   static const std::vector<std::string> head = {"lnf_w", "lnf_b", "lm_head_w"};
   return k == UnitKind::Embedding ? embed : k == UnitKind::Block ? block : head;
 }
@@ -78,7 +78,8 @@ void init_unit_params(float* unit_params, const ModelSpec& model, const UnitSlot
                       std::uint64_t seed) {
   const RngStream stream{seed, 0, slot.unit, RngOp::Init};
   const float stddev = 0.02f;
-  const float resid_stddev = stddev / static_cast<float>(std::sqrt(2.0 * static_cast<double>(model.layers)));
+  const float resid_stddev =
+      stddev / static_cast<float>(std::sqrt(2.0 * static_cast<double>(model.layers)));
   for (std::size_t i = 0; i < slot.tensors.size(); ++i) {
     const TensorSlot& t = slot.tensors[i];
     float* p = unit_params + t.offset;

@@ -17,9 +17,11 @@ namespace eth {
 
 // Tensor indices within a unit, in unit_tensors order (ParamLayout checks the names agree).
 enum EmbedTensor : int { kWte, kWpe };
+// clang-format off
 enum BlockTensor : int {
   kLn1W, kLn1B, kQkvW, kQkvB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcprojW, kFcprojB
 };
+// clang-format on
 enum HeadTensor : int { kLnfW, kLnfB, kLmHeadW };
 
 struct TensorSlot {

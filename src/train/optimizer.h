@@ -12,8 +12,8 @@ namespace eth {
 
 struct LrSchedule {
   double lr_max = 3e-4;
-  double lr_min = 3e-5;             // reached at total_steps
-  std::int64_t warmup_steps = 0;    // linear from lr_max / warmup_steps up to lr_max
+  double lr_min = 3e-5;           // reached at total_steps
+  std::int64_t warmup_steps = 0;  // linear from lr_max / warmup_steps up to lr_max
   std::int64_t total_steps = 1;
   // Learning rate of optimizer step `step` (0-based): (step + 1) / warmup * lr_max during
   // warm-up, then lr_min + (lr_max - lr_min) * (1 + cos(pi * progress)) / 2 with progress

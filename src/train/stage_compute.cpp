@@ -44,25 +44,25 @@ struct StageCompute<K>::Impl {
     std::uint8_t* mask = nullptr;    // (N,C) embedding dropout, null when p = 0
   };
   struct BlockActs {
-    R* x = nullptr;  // (N,C) unit input
+    R* x = nullptr;                                              // (N,C) unit input
     R *ln1 = nullptr, *ln1_mean = nullptr, *ln1_rstd = nullptr;  // (N,C), (N), (N)
-    R* qkv = nullptr;                                             // (N,3C)
-    R* P = nullptr;                                               // (B,NH,T,T) softmax out
-    std::uint8_t* attn_mask = nullptr;                            // (B,NH,T,T), p > 0
-    R* Pd = nullptr;  // (B,NH,T,T) dropped-out P; == P when p = 0
-    R* atty = nullptr;                                            // (N,C)
-    std::uint8_t* resid1_mask = nullptr;                          // (N,C), p > 0
-    R* x2 = nullptr;                                              // (N,C)
+    R* qkv = nullptr;                                            // (N,3C)
+    R* P = nullptr;                                              // (B,NH,T,T) softmax out
+    std::uint8_t* attn_mask = nullptr;                           // (B,NH,T,T), p > 0
+    R* Pd = nullptr;                      // (B,NH,T,T) dropped-out P; == P when p = 0
+    R* atty = nullptr;                    // (N,C)
+    std::uint8_t* resid1_mask = nullptr;  // (N,C), p > 0
+    R* x2 = nullptr;                      // (N,C)
     R *ln2 = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;  // (N,C), (N), (N)
-    R* fch = nullptr;                                             // (N,F) GELU input
-    R* gelu = nullptr;                                            // (N,F) GELU output
-    std::uint8_t* resid2_mask = nullptr;                          // (N,C), p > 0
+    R* fch = nullptr;                                            // (N,F) GELU input
+    R* gelu = nullptr;                                           // (N,F) GELU output
+    std::uint8_t* resid2_mask = nullptr;                         // (N,C), p > 0
   };
   struct HeadActs {
-    R* x = nullptr;  // (N,C) unit input
+    R* x = nullptr;                                      // (N,C) unit input
     R *lnf = nullptr, *mean = nullptr, *rstd = nullptr;  // (N,C), (N), (N)
-    R* logits = nullptr;                                  // (N,V), dlogits in backward
-    R *lse = nullptr, *losses = nullptr;                  // (N), (N)
+    R* logits = nullptr;                                 // (N,V), dlogits in backward
+    R *lse = nullptr, *losses = nullptr;                 // (N), (N)
   };
   struct UnitActs {
     UnitKind kind = UnitKind::Block;
@@ -80,15 +80,22 @@ struct StageCompute<K>::Impl {
   UnitActs scratch;  // recomputed tensors of one unit of each kind (workspace)
   // Workspace: forward transients and backward gradients.
   R *attproj = nullptr, *fcproj = nullptr, *dummy_out = nullptr;
-  R *dres[2] = {nullptr, nullptr};
+  R* dres[2] = {nullptr, nullptr};
   R *dx2 = nullptr, *dbranch = nullptr, *dF = nullptr, *dln = nullptr, *dqkv = nullptr;
   R* dTT = nullptr;
   double slot_bytes = 0;
   std::vector<ActivationBytes> bytes;  // per unit, nothing recomputed
 
   Impl(const ModelSpec& model, const StageComputeConfig& c)
-      : m(model), cfg(c), C(model.hidden), F(model.ffn), V(model.vocab), NH(model.heads),
-        T(c.seq_len), Bmax(c.max_micro_batch), N(c.max_micro_batch * c.seq_len),
+      : m(model),
+        cfg(c),
+        C(model.hidden),
+        F(model.ffn),
+        V(model.vocab),
+        NH(model.heads),
+        T(c.seq_len),
+        Bmax(c.max_micro_batch),
+        N(c.max_micro_batch * c.seq_len),
         dropout(c.dropout > 0) {}
 
   // Places one saved tensor: in the slot (held) or in the workspace (`dropped`: recomputed in
@@ -100,8 +107,7 @@ struct StageCompute<K>::Impl {
     const double b = static_cast<double>(n) * sizeof(T_);
     if (slot == 0) {
       ActivationBytes& ab = bytes[static_cast<std::size_t>(unit_idx)];
-      if (cls == RecomputeOp::Unit) ab.other += b;
-      else ab.op[op_index(cls)] += b;
+      (cls == RecomputeOp::Unit ? ab.other : ab.op[op_index(cls)]) += b;
     }
     if (dropped) {
       if (!scratch_made) {
@@ -142,7 +148,9 @@ struct StageCompute<K>::Impl {
           BlockActs& w = sc.b;
           auto held_or = [&](RecomputeOp op) { return full || rc.has(op); };
           b.x = place(cv, s, i, N * C, other, false, w.x, made.x);
-          if (s == 0) bytes[static_cast<std::size_t>(i)].unit_input = static_cast<double>(N * C) * sizeof(R);
+          if (s == 0) {
+            bytes[static_cast<std::size_t>(i)].unit_input = static_cast<double>(N * C) * sizeof(R);
+          }
           b.ln1 = place(cv, s, i, N * C, other, full, w.ln1, made.ln1);
           b.ln1_mean = place(cv, s, i, N, other, full, w.ln1_mean, made.ln1m);
           b.ln1_rstd = place(cv, s, i, N, other, full, w.ln1_rstd, made.ln1r);
@@ -165,14 +173,16 @@ struct StageCompute<K>::Impl {
           b.ln2_mean = place(cv, s, i, N, other, full, w.ln2_mean, made.ln2m);
           b.ln2_rstd = place(cv, s, i, N, other, full, w.ln2_rstd, made.ln2r);
           b.fch = place(cv, s, i, N * F, other, full, w.fch, made.fch);
-          b.gelu = place(cv, s, i, N * F, RecomputeOp::MlpAct, held_or(RecomputeOp::MlpAct),
-                         w.gelu, made.gelu);
+          b.gelu = place(cv, s, i, N * F, RecomputeOp::MlpAct, held_or(RecomputeOp::MlpAct), w.gelu,
+                         made.gelu);
           if (dropout) b.resid2_mask = place(cv, s, i, N * C, other, full, w.resid2_mask, made.r2);
         } else {
           HeadActs& h = a.h;
           HeadActs& w = sc.h;
           h.x = place(cv, s, i, N * C, other, false, w.x, made.hx);
-          if (s == 0) bytes[static_cast<std::size_t>(i)].unit_input = static_cast<double>(N * C) * sizeof(R);
+          if (s == 0) {
+            bytes[static_cast<std::size_t>(i)].unit_input = static_cast<double>(N * C) * sizeof(R);
+          }
           h.lnf = place(cv, s, i, N * C, other, full, w.lnf, made.lnf);
           h.mean = place(cv, s, i, N, other, full, w.mean, made.hm);
           h.rstd = place(cv, s, i, N, other, full, w.rstd, made.hr);
@@ -210,8 +220,8 @@ struct StageCompute<K>::Impl {
   }
 
   void embed_mask(const EmbedActs& a, const MicroBatch& mb, std::int64_t B) const {
-    dropout_mask_fill(a.mask, stream(mb, 0, RngOp::EmbedDropout), cfg.dropout, mb.first_sample,
-                      0, B, T * C);
+    dropout_mask_fill(a.mask, stream(mb, 0, RngOp::EmbedDropout), cfg.dropout, mb.first_sample, 0,
+                      B, T * C);
   }
 
   void embed_forward(const EmbedActs& a, const R* const* w, const MicroBatch& mb, R* out) const {
@@ -238,8 +248,8 @@ struct StageCompute<K>::Impl {
   // ---- transformer block ------------------------------------------------------------------
 
   // scores -> softmax (in place) -> dropout mask -> dropped-out probabilities.
-  void attention_probs(const BlockActs& a, const MicroBatch& mb, std::int64_t unit,
-                       bool softmax, bool mask, bool drop) const {
+  void attention_probs(const BlockActs& a, const MicroBatch& mb, std::int64_t unit, bool softmax,
+                       bool mask, bool drop) const {
     const std::int64_t B = mb.size;
     if (softmax) {
       K::attention_scores_forward(a.P, a.qkv, B, T, C, NH);
@@ -254,12 +264,11 @@ struct StageCompute<K>::Impl {
   }
 
   void resid_mask(std::uint8_t* mask, const MicroBatch& mb, std::int64_t unit, RngOp op) const {
-    dropout_mask_fill(mask, stream(mb, unit, op), cfg.dropout, mb.first_sample, 0, mb.size,
-                      T * C);
+    dropout_mask_fill(mask, stream(mb, unit, op), cfg.dropout, mb.first_sample, 0, mb.size, T * C);
   }
 
-  void block_forward(const BlockActs& a, const R* const* w, const MicroBatch& mb,
-                     std::int64_t unit, R* out) const {
+  void block_forward(const BlockActs& a, const R* const* w, const MicroBatch& mb, std::int64_t unit,
+                     R* out) const {
     const std::int64_t B = mb.size, n = B * T;
     K::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.x, w[kLn1W], w[kLn1B], n, C);
     K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], n, C, 3 * C);
@@ -291,9 +300,11 @@ struct StageCompute<K>::Impl {
       return;
     }
     const std::int64_t n = mb.size * T;
-    if (rc.has(RecomputeOp::Qkv)) K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], n, C, 3 * C);
-    attention_probs(a, mb, unit, rc.has(RecomputeOp::AttnSoftmax),
-                    rc.has(RecomputeOp::AttnDropout), rc.has(RecomputeOp::AttnScore));
+    if (rc.has(RecomputeOp::Qkv)) {
+      K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], n, C, 3 * C);
+    }
+    attention_probs(a, mb, unit, rc.has(RecomputeOp::AttnSoftmax), rc.has(RecomputeOp::AttnDropout),
+                    rc.has(RecomputeOp::AttnScore));
     if (rc.has(RecomputeOp::MlpAct)) K::gelu_forward(a.gelu, a.fch, n * F);
   }
 
@@ -310,8 +321,8 @@ struct StageCompute<K>::Impl {
     K::matmul_nn_backward(dF, g[kFcprojW], g[kFcprojB], dbranch, a.gelu, w[kFcprojW], n, F, C);
     K::gelu_backward(dF, dF, a.fch, n * F);
     K::matmul_nt_backward(dln, g[kFcW], g[kFcB], dF, a.ln2, w[kFcW], n, C, F);
-    K::layernorm_backward(dx2, g[kLn2W], g[kLn2B], dln, a.x2, w[kLn2W], a.ln2_mean, a.ln2_rstd,
-                          n, C);
+    K::layernorm_backward(dx2, g[kLn2W], g[kLn2B], dln, a.x2, w[kLn2W], a.ln2_mean, a.ln2_rstd, n,
+                          C);
     // x2 = x + dropout(proj(attention(qkv(ln1(x)))))
     K::residual_backward(dx, dbranch, dx2, n * C);
     if (dropout) K::dropout_backward(dbranch, dbranch, a.resid1_mask, p, n * C);
@@ -322,8 +333,7 @@ struct StageCompute<K>::Impl {
     K::attention_softmax_backward(dTT, dTT, a.P, B, NH, T);
     K::attention_scores_backward(dqkv, dTT, a.qkv, B, T, C, NH);
     K::matmul_nt_backward(dln, g[kQkvW], g[kQkvB], dqkv, a.ln1, w[kQkvW], n, C, 3 * C);
-    K::layernorm_backward(dx, g[kLn1W], g[kLn1B], dln, a.x, w[kLn1W], a.ln1_mean, a.ln1_rstd,
-                          n, C);
+    K::layernorm_backward(dx, g[kLn1W], g[kLn1B], dln, a.x, w[kLn1W], a.ln1_mean, a.ln1_rstd, n, C);
   }
 
   // ---- head -------------------------------------------------------------------------------
@@ -421,9 +431,15 @@ double StageCompute<K>::forward(int slot, const Real* params, const MicroBatch& 
       std::copy(x_in, x_in + nc, a.kind == UnitKind::Head ? a.h.x : a.b.x);
     }
     switch (a.kind) {
-      case UnitKind::Embedding: im.embed_forward(a.e, w.data(), mb, out); break;
-      case UnitKind::Block: im.block_forward(a.b, w.data(), mb, u, out); break;
-      case UnitKind::Head: loss = im.head_forward(a.h, w.data(), mb); break;
+      case UnitKind::Embedding:
+        im.embed_forward(a.e, w.data(), mb, out);
+        break;
+      case UnitKind::Block:
+        im.block_forward(a.b, w.data(), mb, u, out);
+        break;
+      case UnitKind::Head:
+        loss = im.head_forward(a.h, w.data(), mb);
+        break;
     }
   }
   return loss;
@@ -433,7 +449,8 @@ template <class K>
 void StageCompute<K>::backward(int slot, const Real* params, Real* grads, const MicroBatch& mb,
                                const Real* dx_out, Real* dx_in) {
   ETH_CHECK(slot >= 0 && slot < cfg_.num_slots, "stage backward: slot out of range");
-  ETH_CHECK(mb.size >= 1 && mb.size <= cfg_.max_micro_batch, "stage backward: bad micro-batch size");
+  ETH_CHECK(mb.size >= 1 && mb.size <= cfg_.max_micro_batch,
+            "stage backward: bad micro-batch size");
   Impl& im = *impl_;
   const std::int64_t first = cfg_.first_unit, last = cfg_.last_unit;
   const Real* dout = dx_out;
@@ -445,12 +462,16 @@ void StageCompute<K>::backward(int slot, const Real* params, Real* grads, const 
     if (a.kind != UnitKind::Embedding) ETH_CHECK(dx != nullptr, "stage backward: dx_in needed");
     if (a.kind != UnitKind::Head) ETH_CHECK(dout != nullptr, "stage backward: dx_out needed");
     switch (a.kind) {
-      case UnitKind::Embedding: im.embed_backward(a.e, g.data(), mb, dout); break;
+      case UnitKind::Embedding:
+        im.embed_backward(a.e, g.data(), mb, dout);
+        break;
       case UnitKind::Block:
         im.block_recompute(a.b, w.data(), mb, u);
         im.block_backward(a.b, w.data(), g.data(), mb, dout, dx);
         break;
-      case UnitKind::Head: im.head_backward(a.h, w.data(), g.data(), mb, dx); break;
+      case UnitKind::Head:
+        im.head_backward(a.h, w.data(), g.data(), mb, dx);
+        break;
     }
     dout = dx;
   }

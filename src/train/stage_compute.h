@@ -31,7 +31,7 @@ struct StageComputeConfig {
   std::int64_t first_unit = 0;  // inclusive
   std::int64_t last_unit = 0;   // inclusive
   std::int64_t max_micro_batch = 1;
-  std::int64_t seq_len = 0;  // T, at most the model's seq_len (its position table)
+  std::int64_t seq_len = 0;    // T, at most the model's seq_len (its position table)
   std::int64_t num_slots = 1;  // micro-batches whose activations may be held at once
   RecomputeSet recompute;      // applies to every unit of the range
   float dropout = 0;           // embedding, attention and residual dropout probability
@@ -39,9 +39,9 @@ struct StageComputeConfig {
 };
 
 struct MicroBatch {
-  std::int64_t step = 0;          // optimizer step (keys dropout masks)
-  std::int64_t first_sample = 0;  // global index of this micro-batch's first sample
-  std::int64_t size = 0;          // B, 1..max_micro_batch
+  std::int64_t step = 0;                  // optimizer step (keys dropout masks)
+  std::int64_t first_sample = 0;          // global index of this micro-batch's first sample
+  std::int64_t size = 0;                  // B, 1..max_micro_batch
   const std::int32_t* tokens = nullptr;   // (B,T), needed when the range holds unit 0
   const std::int32_t* targets = nullptr;  // (B,T), needed when the range holds the head
   // The head's loss is loss_scale * (sum of token losses); the trainer passes
@@ -66,13 +66,12 @@ class StageCompute {
   //   params: the range's parameter buffer (layout()), x_in (B,T,C) unless the range starts
   //   at unit 0, x_out (B,T,C) unless it ends with the head (then pass nullptr).
   // Returns the head's scaled loss (0 when the range has no head).
-  double forward(int slot, const Real* params, const MicroBatch& mb, const Real* x_in,
-                 Real* x_out);
+  double forward(int slot, const Real* params, const MicroBatch& mb, const Real* x_in, Real* x_out);
   // Backward of the micro-batch held in `slot` (the same `mb` as its forward).
   //   grads += (parameter gradients accumulate over micro-batches), dx_out (B,T,C) unless the
   //   range ends with the head, dx_in (B,T,C) written (=) unless the range starts at unit 0.
-  void backward(int slot, const Real* params, Real* grads, const MicroBatch& mb,
-                const Real* dx_out, Real* dx_in);
+  void backward(int slot, const Real* params, Real* grads, const MicroBatch& mb, const Real* dx_out,
+                Real* dx_in);
 
   // Activation bytes of unit u per micro-batch of max_micro_batch samples, per operator class,
   // when nothing is recomputed (the profile's convention: held(rc) is what a recompute set

@@ -24,9 +24,10 @@ TokenFile open_data(const TrainConfig& cfg) {
   TokenFile f = TokenFile::open(cfg.data);
   if (f.size() > 0 && f.max_token() >= cfg.model.vocab) {
     throw InputError("train", cfg.data.string(), "",
-                     "token id " + std::to_string(f.max_token()) + " is outside the model's "
-                     "vocabulary of " + std::to_string(cfg.model.vocab) + " (model " +
-                     cfg.model.name + ")");
+                     "token id " + std::to_string(f.max_token()) +
+                         " is outside the model's "
+                         "vocabulary of " +
+                         std::to_string(cfg.model.vocab) + " (model " + cfg.model.name + ")");
   }
   return f;
 }
@@ -34,8 +35,10 @@ TokenFile open_data(const TrainConfig& cfg) {
 SamplerConfig sampler_config(const TrainConfig& cfg, std::int64_t T, std::int64_t num_tokens) {
   if (num_tokens < T + 1) {
     throw InputError("train", cfg.data.string(), "",
-                     "too few tokens: " + std::to_string(num_tokens) + ", one sample of sequence "
-                     "length " + std::to_string(T) + " needs " + std::to_string(T + 1));
+                     "too few tokens: " + std::to_string(num_tokens) +
+                         ", one sample of sequence "
+                         "length " +
+                         std::to_string(T) + " needs " + std::to_string(T + 1));
   }
   if (cfg.global_batch < 1) throw InputError("train", "--batch", "", "expected >= 1");
   return {num_tokens, T, cfg.global_batch, cfg.seed, cfg.shuffle};
@@ -48,10 +51,11 @@ void check_resume(const std::filesystem::path& path, const CheckpointMeta& meta,
     for (const auto& [key, value] : want.items()) {
       if (key == "file" || key == "next_sample") continue;  // informational / positional
       if (!have.contains(key) || have[key] != value) {
-        throw InputError("checkpoint", path.string(), std::string("__metadata__.") + section + "." + key,
-                         "the checkpoint has " + (have.contains(key) ? have[key].dump() : "nothing") +
-                             " but this run has " + value.dump() +
-                             "; resuming needs the same value to continue the same training");
+        throw InputError(
+            "checkpoint", path.string(), std::string("__metadata__.") + section + "." + key,
+            "the checkpoint has " + (have.contains(key) ? have[key].dump() : "nothing") +
+                " but this run has " + value.dump() +
+                "; resuming needs the same value to continue the same training");
       }
     }
   };
@@ -128,7 +132,8 @@ StepStats Trainer::step() {
   s.loss = compute_gradients();
   s.grad_norm = std::sqrt(grad_sum_squares(state_));
   s.lr = cfg_.lr.at(next_step_);
-  adamw_update(state_, cfg_.adamw, s.lr, next_step_, clip_factor(s.grad_norm, cfg_.adamw.grad_clip));
+  adamw_update(state_, cfg_.adamw, s.lr, next_step_,
+               clip_factor(s.grad_norm, cfg_.adamw.grad_clip));
   ++next_step_;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / std::max(s.seconds, 1e-9);

@@ -42,8 +42,8 @@ struct StepStats {
   std::int64_t step = 0;  // the optimizer step just taken (0-based)
   double loss = 0;        // mean token loss of the global batch
   double lr = 0;
-  double grad_norm = 0;   // before clipping
-  double seconds = 0;     // wall time of the step
+  double grad_norm = 0;  // before clipping
+  double seconds = 0;    // wall time of the step
   double tokens_per_s = 0;
 };
 

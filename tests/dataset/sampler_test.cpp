@@ -1,11 +1,12 @@
 // The global sampler: every epoch is a permutation of the windows, batches depend only on the
 // sampler's inputs, and plans take contiguous chunks that tile the batch.
+#include "data/sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "core/error.h"
-#include "data/sampler.h"
 
 namespace eth {
 namespace {
@@ -49,7 +50,9 @@ TEST(Sampler, BatchesAreAPureFunctionOfTheInputs) {
   EXPECT_EQ(b.batch(100)[7].offset, late[7].offset);
   GlobalSampler c({5000, 16, 8, 10, true});
   int same = 0;
-  for (std::int64_t i = 0; i < 8; ++i) same += c.batch(0)[static_cast<std::size_t>(i)].offset == early[static_cast<std::size_t>(i)].offset;
+  for (std::int64_t i = 0; i < 8; ++i)
+    same +=
+        c.batch(0)[static_cast<std::size_t>(i)].offset == early[static_cast<std::size_t>(i)].offset;
   EXPECT_LT(same, 8) << "another seed gave the same batch";
 }
 

@@ -1,5 +1,7 @@
 // Token files: the llm.c layout byte by byte, atomic round trips, and refusal of damaged files by
 // name; the byte tokenizer and the synthetic sequences' defining properties.
+#include "data/token_file.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <set>
 
 #include "core/error.h"
-#include "data/token_file.h"
 #include "data/tokenize.h"
 
 namespace eth {
@@ -70,7 +71,8 @@ TEST(TokenFile, LayoutIsLlmcs) {
 TEST(TokenFile, RoundTripAndMove) {
   const fs::path p = temp_dir() / "round.bin";
   std::vector<std::uint16_t> tokens(1000);
-  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint16_t>(i * 37 % 4096);
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<std::uint16_t>(i * 37 % 4096);
   write_token_file(p, tokens);
   TokenFile f = TokenFile::open(p);
   TokenFile g = std::move(f);

@@ -1,11 +1,11 @@
 // `eth plan` and `eth compare` as a user runs them: exit codes, the plan file, the JSON fields.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <sys/wait.h>
 
 #include "core/json_file.h"
 #include "plan/plan.h"
@@ -35,8 +35,10 @@ TEST(PlanCli, JsonPlanFileAndPrediction) {
   const auto dir = std::filesystem::temp_directory_path() / "eth_plan_cli_test";
   std::filesystem::create_directories(dir);
   const auto out = (dir / "plan.json").string();
-  const CliRun r = run("plan --cluster 350m-a100-rtx3090 --model gpt3-350m --gbs 61 --tp 1,2 "
-                    "--micro-batch-sizes 1,2,4 --format json --out " + out);
+  const CliRun r =
+      run("plan --cluster 350m-a100-rtx3090 --model gpt3-350m --gbs 61 --tp 1,2 "
+          "--micro-batch-sizes 1,2,4 --format json --out " +
+          out);
   ASSERT_EQ(r.code, 0) << r.out;
   const Json j = Json::parse(r.out);
   EXPECT_GT(j.at("predicted").at("iteration_ms").get<double>(), 0.0);

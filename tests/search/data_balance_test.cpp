@@ -1,13 +1,13 @@
 // Inter-pipeline data balance against brute force: every split of small global batches over a
 // few pipelines, every micro-batch size per pipeline.
+#include "search/data_balance.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <functional>
 #include <limits>
 #include <random>
-
-#include "search/data_balance.h"
 
 namespace eth::search {
 namespace {

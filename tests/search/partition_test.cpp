@@ -1,10 +1,10 @@
 // The search space: partitions use every device of every type exactly (or count the idle
 // ones), and first-fit packing agrees with its counting shortcut and places stages correctly.
+#include "search/partition.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
-
-#include "search/partition.h"
 
 namespace eth::search {
 namespace {
@@ -28,7 +28,8 @@ std::vector<TypeInfo> types_with_tps(const ClusterSpec& c, std::vector<std::int6
 }
 
 TEST(Partition, ClusterTypesCountDevicesPerType) {
-  const ClusterSpec c = cluster(R"({"device_type": "B", "devices": 3}, {"device_type": "A", "devices": 4},
+  const ClusterSpec c =
+      cluster(R"({"device_type": "B", "devices": 3}, {"device_type": "A", "devices": 4},
       {"device_type": "B", "devices": 2})");
   const auto types = cluster_types(c);
   ASSERT_EQ(types.size(), 2u);
@@ -41,7 +42,8 @@ TEST(Partition, ClusterTypesCountDevicesPerType) {
 }
 
 TEST(Partition, EveryPartitionCoversEveryDeviceExactlyOrCountsIdle) {
-  const ClusterSpec c = cluster(R"({"device_type": "A", "devices": 4}, {"device_type": "A", "devices": 2},
+  const ClusterSpec c =
+      cluster(R"({"device_type": "A", "devices": 4}, {"device_type": "A", "devices": 2},
       {"device_type": "B", "devices": 4}, {"device_type": "C", "devices": 3})");
   const auto types = types_with_tps(c, {1, 2, 4});
   for (bool idle : {false, true}) {
@@ -69,7 +71,8 @@ TEST(Partition, EveryPartitionCoversEveryDeviceExactlyOrCountsIdle) {
 }
 
 TEST(Partition, MixedFamilyHoldsTheLayerShapesOfTwoTypes) {
-  const ClusterSpec c = cluster(R"({"device_type": "A", "devices": 4}, {"device_type": "B", "devices": 4})");
+  const ClusterSpec c =
+      cluster(R"({"device_type": "A", "devices": 4}, {"device_type": "B", "devices": 4})");
   const auto types = types_with_tps(c, {1, 2});
   TemplateSet set;
   std::vector<Partition> eth_parts, layer_parts;
@@ -88,8 +91,10 @@ TEST(Partition, MixedFamilyHoldsTheLayerShapesOfTwoTypes) {
 
 TEST(Partition, PackingAgreesWithItsShortcutAndPlacesStagesInOneNode) {
   // Nodes of different sizes: tp 2 and 4 stages cannot always pack.
-  const ClusterSpec c = cluster(R"({"device_type": "A", "devices": 6}, {"device_type": "A", "devices": 3},
-      {"device_type": "B", "devices": 2}, {"device_type": "B", "devices": 5}, {"device_type": "C", "devices": 1})");
+  const ClusterSpec c =
+      cluster(R"({"device_type": "A", "devices": 6}, {"device_type": "A", "devices": 3},
+      {"device_type": "B", "devices": 2}, {"device_type": "B", "devices": 5},
+      {"device_type": "C", "devices": 1})");
   const auto types = types_with_tps(c, {1, 2, 4});
   TemplateSet set;
   std::vector<Partition> parts;

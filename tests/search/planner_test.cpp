@@ -1,6 +1,8 @@
 // The planner end to end on small clusters: plans checked by a validator written here (not the
 // planner's code path), the optimized search against the exhaustive one, determinism, odd
 // clusters, and the no-fit message.
+#include "search/planner.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
@@ -9,7 +11,6 @@
 #include "cost/predictor.h"
 #include "plan/validate.h"
 #include "profile/analytic.h"
-#include "search/planner.h"
 
 namespace eth {
 namespace {
@@ -100,7 +101,8 @@ TEST(Planner, EveryMethodGivesAValidPlanAndEthIsNeverSlowerThanLayer) {
   EXPECT_EQ(eth.stats.generated, eth.stats.evaluated + eth.stats.skipped_total());
   EXPECT_GT(eth.stats.cache_hits, 0);
   // The plan file carries the prediction and the statistics.
-  EXPECT_DOUBLE_EQ(eth.plan.predicted.at("iteration_ms").get<double>(), eth.prediction.iteration_ms);
+  EXPECT_DOUBLE_EQ(eth.plan.predicted.at("iteration_ms").get<double>(),
+                   eth.prediction.iteration_ms);
   EXPECT_EQ(eth.plan.search.at("generated").get<std::int64_t>(), eth.stats.generated);
   for (const auto& p : eth.plan.pipelines) {
     for (const auto& s : p.stages) EXPECT_TRUE(s.predicted_peak_memory_bytes.has_value());

@@ -1,5 +1,7 @@
 // The intra-pipeline unit split: the dynamic program against exhaustive enumeration and against
 // a brute force written here from the definition, plus a case worked by hand.
+#include "search/unit_split.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,8 +9,6 @@
 #include <functional>
 #include <limits>
 #include <random>
-
-#include "search/unit_split.h"
 
 namespace eth::search {
 namespace {
@@ -212,7 +212,7 @@ TEST(UnitSplit, LeastMemorySplitProvesInfeasibility) {
 
 TEST(UnitSplit, SplitCount) {
   EXPECT_EQ(num_unit_splits(10, 1), 1);
-  EXPECT_EQ(num_unit_splits(10, 3), 36);  // C(9, 2)
+  EXPECT_EQ(num_unit_splits(10, 3), 36);        // C(9, 2)
   EXPECT_EQ(num_unit_splits(42, 8), 22481940);  // C(41, 7)
   EXPECT_EQ(num_unit_splits(3, 4), 0);
 }

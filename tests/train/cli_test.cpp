@@ -1,7 +1,6 @@
 // `eth data` and `eth train` end to end through the built binary: files made, one JSON log line
 // per step with the documented keys, a checkpoint, and exit code 2 naming a damaged data file.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -35,13 +34,15 @@ std::string slurp(const fs::path& p) {
 
 TEST(Cli, DataThenTrainWritesLogAndCheckpoint) {
   const fs::path dir = test::temp_dir("cli");
-  const fs::path data = dir / "succ.bin", log = dir / "log.jsonl", out = dir / "out", err = dir / "err";
+  const fs::path data = dir / "succ.bin", log = dir / "log.jsonl", out = dir / "out",
+                 err = dir / "err";
   ASSERT_EQ(eth_run("data --synthetic 5000 --vocab 256 --out " + data.string(), out, err), 0)
       << slurp(err);
   EXPECT_EQ(TokenFile::open(data).size(), 5000);
   ASSERT_EQ(eth_run("train --model tiny --data " + data.string() +
                         " --steps 3 --batch 2 --micro-batch-size 1 --print-every 0 --format json"
-                        " --log " + log.string() + " --checkpoint-dir " + (dir / "ckpt").string(),
+                        " --log " +
+                        log.string() + " --checkpoint-dir " + (dir / "ckpt").string(),
                     out, err),
             0)
       << slurp(err);

@@ -77,7 +77,8 @@ TEST(StageCompute, WholeModelGradientMatchesFiniteDifferences) {
     const double lm = sc.forward(0, p.data(), mb, nullptr, nullptr);
     p[i] = x0;
     const double num = (lp - lm) / (2 * h);
-    const double err = std::abs(num - g[i]) / std::max({std::abs(num), std::abs(g[i]), 1e-3 * gmax});
+    const double err =
+        std::abs(num - g[i]) / std::max({std::abs(num), std::abs(g[i]), 1e-3 * gmax});
     if (err > worst) {
       worst = err;
       worst_i = i;
@@ -107,7 +108,8 @@ RunResult run_whole(const ModelSpec& m, const ModelState& st, RecomputeSet rc, f
   r.loss = sc.forward(0, st.params(), mb, nullptr, nullptr);
   sc.backward(0, st.params(), r.grads.data(), mb, nullptr, nullptr);
   r.held = sc.held_bytes_per_slot();
-  for (std::int64_t u = 0; u < m.num_units(); ++u) r.held_expected += sc.activation_bytes(u).held(rc);
+  for (std::int64_t u = 0; u < m.num_units(); ++u)
+    r.held_expected += sc.activation_bytes(u).held(rc);
   return r;
 }
 
@@ -183,7 +185,8 @@ TEST(StageCompute, SlotsHoldTheBytesTheProfileFormatDescribes) {
   EXPECT_EQ(blk.unit_input, 4 * N * C);
   // Embedding: int32 tokens and the dropout mask. Head: x, lnf, mean, rstd, logits, lse, losses.
   EXPECT_EQ(sc.activation_bytes(0).other, 4 * N + N * C);
-  EXPECT_EQ(sc.activation_bytes(m.layers + 1).other, 4 * (2 * N * C + 4 * N + N * static_cast<double>(V)));
+  EXPECT_EQ(sc.activation_bytes(m.layers + 1).other,
+            4 * (2 * N * C + 4 * N + N * static_cast<double>(V)));
   double sum = 0;
   for (std::int64_t u = 0; u < m.num_units(); ++u) sum += sc.activation_bytes(u).total();
   EXPECT_EQ(sc.held_bytes_per_slot(), sum);

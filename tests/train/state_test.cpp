@@ -32,8 +32,7 @@ TEST(ParamLayout, UnitsAreContiguousAndMatchTheArithmetic) {
   }
   // A stage's layout is the same range, rebased: unit 2's tensors sit at the same relative place.
   const ParamLayout mid(m, 2, 3);
-  EXPECT_EQ(mid.offset(3, kFcW) - mid.unit(2).offset,
-            all.offset(3, kFcW) - all.unit(2).offset);
+  EXPECT_EQ(mid.offset(3, kFcW) - mid.unit(2).offset, all.offset(3, kFcW) - all.unit(2).offset);
   EXPECT_EQ(mid.numel(), unit_params(m, 2) + unit_params(m, 3));
 }
 
@@ -48,8 +47,8 @@ TEST(ModelState, InitDependsOnlyOnSeedUnitAndTensor) {
                            static_cast<std::size_t>(stage.numel()) * 4));
   ModelState other(m, 2, 4);
   other.init(12);
-  EXPECT_NE(0, std::memcmp(stage.params(), other.params(),
-                           static_cast<std::size_t>(stage.numel()) * 4));
+  EXPECT_NE(
+      0, std::memcmp(stage.params(), other.params(), static_cast<std::size_t>(stage.numel()) * 4));
 }
 
 TEST(ModelState, InitFollowsGpt2) {
@@ -112,7 +111,8 @@ TEST(Optimizer, FirstAdamWStepMovesByLrTimesSign) {
   const std::int64_t head_w = s.layout().offset(m.layers + 1, kLmHeadW);
   for (std::int64_t i = 0; i < s.numel(); ++i) {
     const double sign = i % 3 == 0 ? -1.0 : 1.0;
-    const double decay = i >= head_w ? lr * cfg.weight_decay * p0[static_cast<std::size_t>(i)] : 0.0;
+    const double decay =
+        i >= head_w ? lr * cfg.weight_decay * p0[static_cast<std::size_t>(i)] : 0.0;
     EXPECT_NEAR(s.params()[i], p0[static_cast<std::size_t>(i)] - lr * sign - decay, 1e-6) << i;
     const double g = 0.5 * (i % 3 == 0 ? -2.0 : 0.5);
     EXPECT_NEAR(s.adam_m()[i], (1 - cfg.beta1) * g, 1e-7) << i;

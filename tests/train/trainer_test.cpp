@@ -1,6 +1,8 @@
 // The training loop: gradient accumulation equals one big batch, a resumed run continues
 // bit-identically, the tiny model learns a learnable sequence, and damaged checkpoints and
 // data files are refused by name.
+#include "train/trainer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <fstream>
 
 #include "train/checkpoint.h"
-#include "train/trainer.h"
 #include "train_test_util.h"
 
 namespace eth {
@@ -46,8 +47,10 @@ TEST(Trainer, AccumulationOverMicroBatchesEqualsOneBigBatch) {
     const float* a = acc.state().grads();
     const float* b = one.state().grads();
     double gmax = 0, worst = 0;
-    for (std::int64_t i = 0; i < acc.state().numel(); ++i) gmax = std::max(gmax, std::abs(double(b[i])));
-    for (std::int64_t i = 0; i < acc.state().numel(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    for (std::int64_t i = 0; i < acc.state().numel(); ++i)
+      gmax = std::max(gmax, std::abs(double(b[i])));
+    for (std::int64_t i = 0; i < acc.state().numel(); ++i)
+      worst = std::max(worst, std::abs(double(a[i]) - b[i]));
     EXPECT_LT(worst, 1e-5 * gmax) << "micro-batch " << mbs;
     EXPECT_GT(gmax, 0);
   }
@@ -87,7 +90,8 @@ TEST(Trainer, ResumeRefusesAnotherBatchOrSeed) {
   c.steps = 4;
   c.global_batch = 4;
   c.micro_batch = 4;
-  EXPECT_NE(test::error_of([&] { Trainer r(c, ckpt); }).find("data.global_batch"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { Trainer r(c, ckpt); }).find("data.global_batch"),
+            std::string::npos);
   c.global_batch = 6;
   c.seed = 5;
   EXPECT_NE(test::error_of([&] { Trainer r(c, ckpt); }).find("seed"), std::string::npos);
@@ -169,7 +173,9 @@ TEST(Checkpoint, DamagedFilesAreRefusedByName) {
   write(s);
   EXPECT_NE(load_error().find("unknown field"), std::string::npos);
 
-  EXPECT_NE(test::error_of([&] { Trainer r(c, dir / "missing.safetensors"); }).find("missing.safetensors"),
+  EXPECT_NE(test::error_of([&] {
+              Trainer r(c, dir / "missing.safetensors");
+            }).find("missing.safetensors"),
             std::string::npos);
 }
 
