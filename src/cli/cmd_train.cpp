@@ -1,7 +1,7 @@
-// `eth train`: single-process training of a model on a token file, with a progress line on
-// stderr, JSON-lines logging (--log), checkpoints and resume. The loop itself lives in
-// train/trainer.h; this file parses flags, decides when to report and checkpoint, and prints.
-// Not the distributed runtime (one process, all units, one micro-batch at a time).
+// `eth train`: training of a model on a token file, with a progress line on stderr, JSON-lines
+// logging (--log), checkpoints and resume. Without --plan, in this process (train/trainer.h);
+// with --plan, one rank per device of an HPP plan (cmd_train_plan.cpp, runtime/). This file
+// declares the flags, and runs and reports the single-process loop.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +13,7 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/train_args.h"
 #include "core/error.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -21,98 +22,8 @@ namespace eth::cli {
 
 namespace {
 
-struct TrainArgs {
-  std::string model;
-  std::string data;
-  std::int64_t steps = 100;
-  std::int64_t batch = 8;
-  std::int64_t micro_batch = 0;  // 0: the whole batch at once
-  std::int64_t seq_len = 0;      // 0: the model's
-  double lr = 3e-4;
-  double lr_min = -1;  // < 0: lr / 10
-  std::int64_t warmup = 0;
-  double weight_decay = 0.1;
-  double grad_clip = 1.0;
-  double dropout = 0;
-  std::string recompute = "none";
-  std::uint64_t seed = 1;
-  std::string checkpoint_dir;
-  std::int64_t checkpoint_every = 0;
-  std::string resume;
-  std::string log;
-  std::int64_t print_every = 1;
-  std::int64_t stop_at = 0;  // 0: run to --steps
-  Format format = Format::Text;
-};
-
-RecomputeSet parse_recompute_list(const std::string& text) {
-  RecomputeSet rc;
-  if (text.empty() || text == "none") return rc;
-  std::stringstream ss(text);
-  std::string name;
-  while (std::getline(ss, name, ',')) {
-    const auto op = parse_recompute_op(name);
-    if (!op) {
-      throw InputError("cli", "--recompute", "",
-                       "unknown operator \"" + name + "\"; expected a comma-separated list of: " +
-                           recompute_op_names() + " (or none)");
-    }
-    rc.add(*op);
-  }
-  return rc;
-}
-
-std::string fmt_sci(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2e", v);
-  return buf;
-}
-
-std::string fmt_duration(double s) {
-  if (!std::isfinite(s) || s < 0) return "?";
-  const auto total = static_cast<long long>(s + 0.5);
-  std::ostringstream o;
-  if (total >= 3600) {
-    o << total / 3600 << "h" << (total % 3600) / 60 << "m";
-  }
-  else if (total >= 60)
-    o << total / 60 << "m" << total % 60 << "s";
-  else
-    o << total << "s";
-  return o.str();
-}
-
-std::optional<std::filesystem::path> resolve_resume(const std::string& arg) {
-  if (arg.empty()) return std::nullopt;
-  std::error_code ec;
-  if (std::filesystem::is_directory(arg, ec)) {
-    auto latest = latest_checkpoint(arg);
-    if (!latest) {
-      throw InputError("cli", "--resume", "", "no step_*.safetensors checkpoint in " + arg);
-    }
-    return latest;
-  }
-  return std::filesystem::path(arg);
-}
-
-TrainConfig make_config(const TrainArgs& a) {
-  TrainConfig c;
-  c.model = load_model(a.model);
-  c.data = a.data;
-  c.steps = a.steps;
-  c.global_batch = a.batch;
-  c.micro_batch = a.micro_batch == 0 ? a.batch : a.micro_batch;
-  c.seq_len = a.seq_len;
-  c.lr = LrSchedule{a.lr, a.lr_min < 0 ? a.lr / 10 : a.lr_min, a.warmup, a.steps};
-  c.adamw.weight_decay = static_cast<float>(a.weight_decay);
-  c.adamw.grad_clip = static_cast<float>(a.grad_clip);
-  c.recompute = parse_recompute_list(a.recompute);
-  c.dropout = static_cast<float>(a.dropout);
-  c.seed = a.seed;
-  return c;
-}
-
 int run_train(const TrainArgs& a) {
+  if (!a.plan.empty()) return run_train_plan(a);
   const TrainConfig cfg = make_config(a);
   Trainer trainer(cfg, resolve_resume(a.resume));
   std::ofstream log;
@@ -200,18 +111,19 @@ int run_train(const TrainArgs& a) {
 void add_train_command(CLI::App& app, Registry& r) {
   auto* sub = app.add_subcommand(
       "train",
-      "Train a model on a token file in this process (all units, gradient accumulation "
-      "over micro-batches, AdamW, warm-up + cosine schedule, checkpoints)");
+      "Train a model on a token file: in this process (all units, gradient accumulation over "
+      "micro-batches), or with --plan on one rank per device of an HPP plan (start it with "
+      "`eth launch`). AdamW, warm-up + cosine schedule, checkpoints any plan can resume.");
   auto a = std::make_shared<TrainArgs>();
-  sub->add_option("--model", a->model, "Model preset name or JSON file (see `eth models`)")
-      ->required();
+  sub->add_option("--model", a->model,
+                  "Model preset name or JSON file (see `eth models`); with --plan, the plan's");
   sub->add_option("--data", a->data, "Token file (llm.c format; see `eth data`)")->required();
   sub->add_option("--steps", a->steps, "Total optimizer steps (the schedule's length)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  sub->add_option("--batch", a->batch, "Global batch: samples per step")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  sub->add_option("--batch", a->batch,
+                  "Global batch: samples per step (default 8; with --plan, the plan's gbs)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--micro-batch-size", a->micro_batch,
                   "Samples per forward/backward (default: the whole batch)")
       ->check(CLI::PositiveNumber);
@@ -258,6 +170,46 @@ void add_train_command(CLI::App& app, Registry& r) {
                   "Stop (and checkpoint) once this step is reached, keeping the --steps schedule; "
                   "--resume continues from there")
       ->check(CLI::PositiveNumber);
+  auto* dist = "Distributed (HPP)";
+  sub->add_option("--plan", a->plan,
+                  "Run this plan (eth plan --out): one MPI rank per device, rank i on the i-th "
+                  "device id; each pipeline keeps its own micro-batch size, local batch, stages "
+                  "and recompute")
+      ->group(dist);
+  sub->add_option("--cluster", a->cluster,
+                  "Cluster preset or file the plan runs on (default: the plan's \"cluster\")")
+      ->group(dist);
+  sub->add_option("--allreduce", a->allreduce,
+                  "Gradient aggregation: block (one all-reduce per holder group), tensor (one per "
+                  "parameter tensor) or device (whole-model zero-padded buffer)")
+      ->check(CLI::IsMember({"block", "tensor", "device"}))
+      ->capture_default_str()
+      ->group(dist);
+  sub->add_option("--emulate", a->emulate,
+                  "EMULATION on one machine: TYPE=FACTOR stretches every forward and backward of "
+                  "ranks of device type TYPE to FACTOR times its length (repeatable; overrides "
+                  "the cluster file's emulated_slowdown)")
+      ->group(dist);
+  sub->add_option("--backend", a->backend,
+                  "mpi (under mpirun / eth launch) or threads (every rank a thread of this "
+                  "process: no MPI needed, for tests and small demos)")
+      ->check(CLI::IsMember({"mpi", "threads"}))
+      ->capture_default_str()
+      ->group(dist);
+  sub->add_option("--profile", a->profile,
+                  "Profile directory (eth profile --measure) for the predicted iteration time "
+                  "printed beside the measured one")
+      ->group(dist);
+  sub->add_option("--threads", a->threads,
+                  "OpenMP threads per rank (default: this host's cores divided by its ranks, at "
+                  "least 1; more ranks than cores each spinning on 2 threads is many times slower)")
+      ->check(CLI::PositiveNumber)
+      ->group(dist);
+  sub->add_option("--timeout", a->timeout_s,
+                  "Seconds any rank waits for another before it gives up and names it")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->group(dist);
   add_format_option(sub, &a->format);
   r.on(sub, [a] { return run_train(*a); });
 }

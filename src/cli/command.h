@@ -15,6 +15,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 1;     // bad flags
 inline constexpr int kExitInput = 2;     // bad input file or value, or a plan that breaks a rule
 inline constexpr int kExitInternal = 3;  // a bug in ETH
+inline constexpr int kExitComm = 4;      // a rank died or stopped answering (distributed runs)
 
 // A command's action runs after parsing; it returns the exit code.
 using Action = std::function<int()>;
@@ -35,5 +36,6 @@ void add_plan_command(CLI::App& app, Registry& r);
 void add_compare_command(CLI::App& app, Registry& r);
 void add_data_command(CLI::App& app, Registry& r);
 void add_train_command(CLI::App& app, Registry& r);
+void add_launch_command(CLI::App& app, Registry& r);
 
 }  // namespace eth::cli

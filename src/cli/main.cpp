@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "comm/communicator.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
@@ -14,7 +15,8 @@ int main(int argc, char** argv) {
       "parallelism (HPP): several independent pipelines, each with its own batch, micro-batch\n"
       "size and stage layout, balanced by data rather than by layers.\n\n"
       "Exit codes: 0 ok, 1 bad command line, 2 bad input (file, field or plan rule),\n"
-      "3 internal error (a bug in ETH: please report it).",
+      "3 internal error (a bug in ETH: please report it), 4 communication failure (a rank\n"
+      "of a distributed run died or stopped answering; the message names it).",
       "eth"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "eth 0.1.0");
@@ -29,6 +31,7 @@ int main(int argc, char** argv) {
   add_compare_command(app, registry);
   add_data_command(app, registry);
   add_train_command(app, registry);
+  add_launch_command(app, registry);
 
   try {
     app.parse(argc, argv);
@@ -43,6 +46,9 @@ int main(int argc, char** argv) {
   } catch (const eth::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitInput;
+  } catch (const eth::CommError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitComm;
   } catch (const std::exception& e) {
     std::cerr << "internal error: " << e.what() << "\n";
     return kExitInternal;

@@ -8,8 +8,6 @@
 
 namespace eth {
 
-namespace {
-
 std::int64_t resolve_seq_len(const TrainConfig& cfg) {
   const std::int64_t T = cfg.seq_len == 0 ? cfg.model.seq_len : cfg.seq_len;
   if (T < 1 || T > cfg.model.seq_len) {
@@ -20,7 +18,7 @@ std::int64_t resolve_seq_len(const TrainConfig& cfg) {
   return T;
 }
 
-TokenFile open_data(const TrainConfig& cfg) {
+TokenFile open_training_data(const TrainConfig& cfg) {
   TokenFile f = TokenFile::open(cfg.data);
   if (f.size() > 0 && f.max_token() >= cfg.model.vocab) {
     throw InputError("train", cfg.data.string(), "",
@@ -32,7 +30,8 @@ TokenFile open_data(const TrainConfig& cfg) {
   return f;
 }
 
-SamplerConfig sampler_config(const TrainConfig& cfg, std::int64_t T, std::int64_t num_tokens) {
+SamplerConfig training_sampler_config(const TrainConfig& cfg, std::int64_t T,
+                                      std::int64_t num_tokens) {
   if (num_tokens < T + 1) {
     throw InputError("train", cfg.data.string(), "",
                      "too few tokens: " + std::to_string(num_tokens) +
@@ -44,9 +43,14 @@ SamplerConfig sampler_config(const TrainConfig& cfg, std::int64_t T, std::int64_
   return {num_tokens, T, cfg.global_batch, cfg.seed, cfg.shuffle};
 }
 
-// A resume must reproduce the numbers: these fields of the checkpoint have to match the run.
 void check_resume(const std::filesystem::path& path, const CheckpointMeta& meta,
-                  const Json& want_data, const Json& want_run) {
+                  const CheckpointMeta& expected) {
+  if (meta.model.name != expected.model.name ||
+      meta.model.num_units() != expected.model.num_units()) {
+    throw InputError("checkpoint", path.string(), "__metadata__.model",
+                     "the checkpoint is of model " + meta.model.name + " but this run trains " +
+                         expected.model.name);
+  }
   auto same = [&](const Json& have, const Json& want, const char* section) {
     for (const auto& [key, value] : want.items()) {
       if (key == "file" || key == "next_sample") continue;  // informational / positional
@@ -59,17 +63,40 @@ void check_resume(const std::filesystem::path& path, const CheckpointMeta& meta,
       }
     }
   };
-  same(meta.data, want_data, "data");
-  same(meta.run, want_run, "run");
+  same(meta.data, expected.data, "data");
+  same(meta.run, expected.run, "run");
 }
 
-}  // namespace
+CheckpointMeta training_meta(const TrainConfig& cfg, std::int64_t seq_len,
+                             std::int64_t num_tokens, std::int64_t step) {
+  CheckpointMeta m;
+  m.model = cfg.model;
+  m.step = step;
+  m.schedule = Json{{"lr_max", cfg.lr.lr_max},
+                    {"lr_min", cfg.lr.lr_min},
+                    {"warmup_steps", cfg.lr.warmup_steps},
+                    {"total_steps", cfg.lr.total_steps},
+                    {"beta1", cfg.adamw.beta1},
+                    {"beta2", cfg.adamw.beta2},
+                    {"eps", cfg.adamw.eps},
+                    {"weight_decay", cfg.adamw.weight_decay},
+                    {"grad_clip", cfg.adamw.grad_clip}};
+  m.data = Json{{"file", cfg.data.string()},
+                {"num_tokens", num_tokens},
+                {"seq_len", seq_len},
+                {"global_batch", cfg.global_batch},
+                {"seed", cfg.seed},
+                {"shuffle", cfg.shuffle},
+                {"next_sample", step * cfg.global_batch}};
+  m.run = Json{{"seed", cfg.seed}, {"dropout", cfg.dropout}};
+  return m;
+}
 
 Trainer::Trainer(const TrainConfig& cfg, const std::optional<std::filesystem::path>& resume)
     : cfg_(cfg),
       seq_len_(resolve_seq_len(cfg)),
-      data_(open_data(cfg)),
-      sampler_(sampler_config(cfg, seq_len_, data_.size())),
+      data_(open_training_data(cfg)),
+      sampler_(training_sampler_config(cfg, seq_len_, data_.size())),
       state_(cfg.model, 0, cfg.model.num_units() - 1) {
   if (cfg.micro_batch < 1 || cfg.micro_batch > cfg.global_batch) {
     throw InputError("train", "--micro-batch-size", "",
@@ -91,8 +118,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::optional<std::filesystem::pa
   targets_.resize(inputs_.size());
   if (resume) {
     const CheckpointMeta meta = load_checkpoint(*resume, state_);
-    const CheckpointMeta want = make_meta();
-    check_resume(*resume, meta, want.data, want.run);
+    check_resume(*resume, meta, make_meta());
     next_step_ = meta.step;
   } else {
     state_.init(cfg.seed);
@@ -141,27 +167,7 @@ StepStats Trainer::step() {
 }
 
 CheckpointMeta Trainer::make_meta() const {
-  CheckpointMeta m;
-  m.model = cfg_.model;
-  m.step = next_step_;
-  m.schedule = Json{{"lr_max", cfg_.lr.lr_max},
-                    {"lr_min", cfg_.lr.lr_min},
-                    {"warmup_steps", cfg_.lr.warmup_steps},
-                    {"total_steps", cfg_.lr.total_steps},
-                    {"beta1", cfg_.adamw.beta1},
-                    {"beta2", cfg_.adamw.beta2},
-                    {"eps", cfg_.adamw.eps},
-                    {"weight_decay", cfg_.adamw.weight_decay},
-                    {"grad_clip", cfg_.adamw.grad_clip}};
-  m.data = Json{{"file", cfg_.data.string()},
-                {"num_tokens", data_.size()},
-                {"seq_len", seq_len_},
-                {"global_batch", cfg_.global_batch},
-                {"seed", cfg_.seed},
-                {"shuffle", cfg_.shuffle},
-                {"next_sample", next_step_ * cfg_.global_batch}};
-  m.run = Json{{"seed", cfg_.seed}, {"dropout", cfg_.dropout}};
-  return m;
+  return training_meta(cfg_, seq_len_, data_.size(), next_step_);
 }
 
 std::filesystem::path Trainer::save_checkpoint(const std::filesystem::path& dir) const {

@@ -47,6 +47,22 @@ struct StepStats {
   double tokens_per_s = 0;
 };
 
+// Pieces shared with the distributed trainer (runtime/), so both read the same data the same
+// way and write checkpoints either can resume, under any plan.
+// T of the run: cfg.seq_len, or the model's when 0; InputError for values outside 1..model's.
+std::int64_t resolve_seq_len(const TrainConfig& cfg);
+// Opens cfg.data and checks every token is inside the model's vocabulary.
+TokenFile open_training_data(const TrainConfig& cfg);
+SamplerConfig training_sampler_config(const TrainConfig& cfg, std::int64_t T,
+                                      std::int64_t num_tokens);
+// The checkpoint metadata of a run about to take optimizer step `step`. Plan-independent.
+CheckpointMeta training_meta(const TrainConfig& cfg, std::int64_t seq_len,
+                             std::int64_t num_tokens, std::int64_t step);
+// A resume must reproduce the numbers: throws InputError naming the checkpoint and the
+// metadata field where `meta` (read from `path`) disagrees with the run's `want`.
+void check_resume(const std::filesystem::path& path, const CheckpointMeta& meta,
+                  const CheckpointMeta& want);
+
 class Trainer {
  public:
   // Opens the data and allocates everything. With `resume`, loads the checkpoint and continues

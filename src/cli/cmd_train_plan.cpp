@@ -1,0 +1,385 @@
+// `eth train --plan`: one rank per device of an HPP plan, under MPI (eth launch starts it) or as
+// threads of this process (--backend threads). Checks everything before any rank computes and
+// reports a bad plan once (rank 0), drives DistributedTrainer step by step, writes the run's one
+// log (rank 0), and ends with the measured iteration time beside the predictor's for the same
+// plan and profile. Emulated heterogeneity is announced as such wherever it applies.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <cstdlib>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "cli/train_args.h"
+#include "comm/local_comm.h"
+#include "comm/mpi_comm.h"
+#include "core/error.h"
+#include "cost/predictor.h"
+#include "profile/emulated.h"
+#include "profile/profile_io.h"
+#include "runtime/dist_trainer.h"
+#include "runtime/placement.h"
+
+namespace eth::cli {
+
+namespace {
+
+// Everything a rank needs, resolved and checked once before any rank starts.
+struct PlanRun {
+  Plan plan;
+  ClusterSpec cluster;  // emulated_slowdown already overridden by --emulate
+  DistTrainConfig config;
+  std::optional<ProfileDb> profile;  // for the prediction, emulated types included
+  std::optional<std::filesystem::path> resume;
+  CommOptions comm;
+};
+
+ClusterSpec choose_cluster(const Plan& plan, const TrainArgs& a) {
+  if (!a.cluster.empty()) return load_cluster(a.cluster);
+  if (plan.cluster) return *plan.cluster;
+  throw InputError("cli", "--cluster", "",
+                   "missing: the plan has no \"cluster\" field, so pass --cluster with a preset "
+                   "name (see `eth clusters`) or a cluster file");
+}
+
+void apply_emulation(ClusterSpec& cluster, const std::vector<std::string>& specs) {
+  for (const std::string& spec : specs) {
+    const auto eq = spec.find('=');
+    double factor = 0;
+    std::string type = spec.substr(0, eq);
+    bool ok = eq != std::string::npos && eq > 0;
+    if (ok) {
+      std::istringstream in(spec.substr(eq + 1));
+      ok = static_cast<bool>(in >> factor) && in.eof() && std::isfinite(factor) && factor >= 1;
+    }
+    if (!ok) {
+      throw InputError("cli", "--emulate", "",
+                       "expected TYPE=FACTOR with FACTOR >= 1 (e.g. cpu-slow=3), got \"" + spec +
+                           "\"");
+    }
+    auto it = cluster.device_types.find(type);
+    if (it == cluster.device_types.end()) {
+      std::string names;
+      for (const auto& [n, t] : cluster.device_types) names += (names.empty() ? "" : ", ") + n;
+      throw InputError("cli", "--emulate", "",
+                       "no device type \"" + type + "\" in the cluster; it has: " + names);
+    }
+    it->second.emulated_slowdown = factor;
+  }
+}
+
+PlanRun prepare(const TrainArgs& a) {
+  PlanRun r;
+  r.plan = load_plan(a.plan);
+  r.cluster = choose_cluster(r.plan, a);
+  apply_emulation(r.cluster, a.emulate);
+  if (!a.model.empty() && !(load_model(a.model) == r.plan.model)) {
+    throw InputError("cli", "--model", "",
+                     "the plan trains " + r.plan.model.name + ", not " + a.model +
+                         " (leave --model out to take the plan's)");
+  }
+  if (a.micro_batch != 0) {
+    throw InputError("cli", "--micro-batch-size", "",
+                     "not with --plan: each pipeline has its own micro-batch size in the plan");
+  }
+  if (a.recompute != "none") {
+    throw InputError("cli", "--recompute", "",
+                     "not with --plan: each stage has its own recompute set in the plan");
+  }
+  if (a.seq_len != 0 && a.seq_len != r.plan.seq_len) {
+    throw InputError("cli", "--seq-len", "",
+                     "the plan was made for sequences of " + std::to_string(r.plan.seq_len) +
+                         " tokens, not " + std::to_string(a.seq_len));
+  }
+  TrainArgs b = a;
+  b.batch = a.batch == 0 ? r.plan.gbs : a.batch;
+  r.config.train = make_config(b, r.plan.model);
+  r.config.train.seq_len = r.plan.seq_len;
+  r.config.plan = r.plan;
+  r.config.aggregation = *parse_aggregation_mode(a.allreduce);
+  for (const auto& [name, type] : r.cluster.device_types) {
+    if (type.emulated_slowdown != 1.0) r.config.slowdown[name] = type.emulated_slowdown;
+  }
+  if (!a.profile.empty()) {
+    r.profile = emulated_profile(read_profile_dir(a.profile, r.plan.model), r.cluster);
+  }
+  // The data are read by every rank: check them here, once, before any rank starts.
+  const TokenFile data = open_training_data(r.config.train);
+  training_sampler_config(r.config.train, r.plan.seq_len, data.size());
+  r.resume = resolve_resume(a.resume);
+  r.comm.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
+  return r;
+}
+
+std::string stage_text(const StagePlan& st) {
+  std::string s = st.device_type + " x" + std::to_string(st.dp) + " units " +
+                  std::to_string(st.first_unit) + "-" + std::to_string(st.last_unit);
+  if (!st.recompute.empty()) {
+    std::string ops;
+    for (const auto& n : st.recompute.names()) ops += (ops.empty() ? "" : ",") + n;
+    s += " rc " + ops;
+  }
+  return s;
+}
+
+void print_header(const PlanRun& r, const DistributedTrainer& t, int ranks) {
+  const Plan& p = r.plan;
+  std::cerr << "training " << p.model.name << " under plan " << p.pipelines.size()
+            << " pipeline(s) on " << ranks << " ranks (" << t.config().train.data.string()
+            << "): global batch " << p.gbs << " x " << p.seq_len << " tokens, aggregation "
+            << aggregation_mode_name(r.config.aggregation) << ", steps " << t.next_step() << ".."
+            << t.config().train.steps - 1 << "\n";
+  for (std::size_t i = 0; i < p.pipelines.size(); ++i) {
+    const PipelinePlan& pp = p.pipelines[i];
+    std::cerr << "  pipeline " << i << ": local batch " << pp.local_batch << ", micro-batch "
+              << pp.micro_batch_size << " (" << pp.num_microbatches() << " micro-batches):";
+    for (std::size_t s = 0; s < pp.stages.size(); ++s) {
+      std::cerr << (s ? " | " : " ") << stage_text(pp.stages[s]);
+    }
+    std::cerr << "\n";
+  }
+  for (const auto& [type, f] : r.config.slowdown) {
+    std::cerr << "  EMULATED: device type " << type << " runs every forward and backward " << f
+              << "x as long (sleeping after each op); this is emulation on one machine, not a "
+                 "real device\n";
+  }
+}
+
+// Mean over steps (the first left out when there are more: it pays for first-touch and set-up).
+struct Summary {
+  std::vector<double> step_s;
+  std::vector<std::vector<RankTimes>> ranks;  // per step, per rank
+  double mean_step_s() const {
+    if (step_s.empty()) return 0;
+    const std::size_t from = step_s.size() > 1 ? 1 : 0;
+    double t = 0;
+    for (std::size_t i = from; i < step_s.size(); ++i) t += step_s[i];
+    return t / static_cast<double>(step_s.size() - from);
+  }
+  RankTimes mean_rank(std::size_t r) const {
+    RankTimes m;
+    const std::size_t from = ranks.size() > 1 ? 1 : 0;
+    for (std::size_t i = from; i < ranks.size(); ++i) {
+      m.compute_s += ranks[i][r].compute_s;
+      m.wait_s += ranks[i][r].wait_s;
+      m.sync_s += ranks[i][r].sync_s;
+      m.optimizer_s += ranks[i][r].optimizer_s;
+      m.step_s += ranks[i][r].step_s;
+    }
+    const double n = static_cast<double>(std::max<std::size_t>(1, ranks.size() - from));
+    m.compute_s /= n, m.wait_s /= n, m.sync_s /= n, m.optimizer_s /= n, m.step_s /= n;
+    return m;
+  }
+};
+
+Json rank_times_json(const RankTimes& t) {
+  return Json{{"compute_s", t.compute_s},
+              {"wait_s", t.wait_s},
+              {"sync_s", t.sync_s},
+              {"optimizer_s", t.optimizer_s}};
+}
+
+// One rank's whole run; rank 0 reports. Returns the exit code.
+int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
+  DistributedTrainer t(r.config, world, r.resume);
+  const bool lead = world.rank() == 0;
+  const std::vector<RankPlace> places = place_ranks(r.plan);
+  std::ofstream log;
+  if (lead) {
+    print_header(r, t, world.size());
+    if (!a.log.empty()) {
+      log.open(a.log, std::ios::app);
+      if (!log) throw InputError("cli", "--log", "", "cannot open " + a.log + " for appending");
+    }
+  }
+  const std::int64_t first = t.next_step();
+  const std::int64_t end = a.stop_at > 0 ? std::min(a.stop_at, t.config().train.steps)
+                                         : t.config().train.steps;
+  Summary summary;
+  StepStats last;
+  std::string checkpoint;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (t.next_step() < end) {
+    last = t.step();
+    const std::vector<RankTimes> times = t.gather_times();  // collective
+    if (!std::isfinite(last.loss)) {
+      throw InputError("train", "--lr", "",
+                       "the loss became " + std::to_string(last.loss) + " at step " +
+                           std::to_string(last.step) + "; try a smaller learning rate");
+    }
+    const bool periodic = a.checkpoint_every > 0 && t.next_step() % a.checkpoint_every == 0;
+    if (!a.checkpoint_dir.empty() && (periodic || t.next_step() >= end)) {
+      checkpoint = t.save_checkpoint(a.checkpoint_dir).string();  // collective
+    }
+    if (!lead) continue;
+    summary.step_s.push_back(last.seconds);
+    summary.ranks.push_back(times);
+    if (log) {
+      Json ranks = Json::array();
+      for (std::size_t i = 0; i < times.size(); ++i) {
+        Json j = rank_times_json(times[i]);
+        j["rank"] = i;
+        j["device"] = places[i].device;
+        j["pipeline"] = places[i].pipeline;
+        j["stage"] = places[i].stage;
+        ranks.push_back(j);
+      }
+      log << Json{{"step", last.step},
+                  {"loss", last.loss},
+                  {"lr", last.lr},
+                  {"grad_norm", last.grad_norm},
+                  {"tokens_per_s", last.tokens_per_s},
+                  {"seconds", last.seconds},
+                  {"ranks", ranks}}
+                 .dump()
+          << "\n"
+          << std::flush;
+    }
+    if (a.print_every > 0 && (last.step % a.print_every == 0 || t.next_step() >= end)) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double eta = elapsed / static_cast<double>(t.next_step() - first) *
+                         static_cast<double>(end - t.next_step());
+      std::cerr << "step " << last.step << "/" << t.config().train.steps << "  loss "
+                << fmt_num(last.loss, 4) << "  lr " << fmt_sci(last.lr) << "  grad_norm "
+                << fmt_num(last.grad_norm, 3) << "  " << fmt_num(last.tokens_per_s, 0)
+                << " tok/s  ETA " << fmt_duration(eta) << "\n";
+    }
+  }
+  if (!lead) return kExitOk;
+
+  const double measured_ms = summary.mean_step_s() * 1e3;
+  std::optional<double> predicted_ms;
+  if (r.profile) {
+    PredictOptions po;
+    po.aggregation = r.config.aggregation;
+    predicted_ms = predict(r.plan, r.cluster, *r.profile, po).iteration_ms;
+  }
+  if (a.format == Format::Json) {
+    Json ranks = Json::array();
+    for (std::size_t i = 0; i < places.size() && !summary.ranks.empty(); ++i) {
+      Json j = rank_times_json(summary.mean_rank(i));
+      j["rank"] = i;
+      j["device"] = places[i].device;
+      ranks.push_back(j);
+    }
+    print_json(Json{{"model", r.plan.model.name},
+                    {"ranks", world.size()},
+                    {"aggregation", aggregation_mode_name(r.config.aggregation)},
+                    {"emulated_slowdown", r.config.slowdown},
+                    {"first_step", first},
+                    {"next_step", t.next_step()},
+                    {"final_loss", first < end ? Json(last.loss) : Json(nullptr)},
+                    {"measured_iteration_ms", measured_ms},
+                    {"predicted_iteration_ms", predicted_ms ? Json(*predicted_ms) : Json(nullptr)},
+                    {"rank_times", ranks},
+                    {"checkpoint", checkpoint.empty() ? Json(nullptr) : Json(checkpoint)}});
+    return kExitOk;
+  }
+  if (first >= end) {
+    std::cout << "nothing to do: the run is already at step " << first << " of " << end << "\n";
+    return kExitOk;
+  }
+  Table tab({"rank", "device", "pipeline", "stage", "compute ms", "wait ms", "sync ms",
+             "optimizer ms"});
+  for (std::size_t i = 0; i < places.size(); ++i) {
+    const RankTimes m = summary.mean_rank(i);
+    tab.add({std::to_string(i), std::to_string(places[i].device),
+             std::to_string(places[i].pipeline), std::to_string(places[i].stage),
+             fmt_num(m.compute_s * 1e3, 1), fmt_num(m.wait_s * 1e3, 1),
+             fmt_num(m.sync_s * 1e3, 1), fmt_num(m.optimizer_s * 1e3, 1)});
+  }
+  std::cout << "trained steps " << first << ".." << end - 1 << ": final loss "
+            << fmt_num(last.loss, 4) << "\n"
+            << "per-rank time per step (mean"
+            << (summary.step_s.size() > 1 ? ", first step left out" : "") << "):\n";
+  std::cout << tab.render();
+  std::cout << "measured iteration: " << fmt_num(measured_ms, 1) << " ms";
+  if (predicted_ms) {
+    std::cout << "   predicted: " << fmt_num(*predicted_ms, 1) << " ms   (predicted / measured "
+              << fmt_num(*predicted_ms / measured_ms, 2) << ")";
+  } else {
+    std::cout << "   (pass --profile DIR from `eth profile --measure` for the predicted time)";
+  }
+  std::cout << "\n";
+  if (!checkpoint.empty()) std::cout << "checkpoint: " << checkpoint << "\n";
+  return kExitOk;
+}
+
+// The error of a failed threads run worth showing: a rank's own failure before the timeouts
+// it caused in the others.
+std::exception_ptr root_cause(const std::vector<std::exception_ptr>& errors) {
+  std::exception_ptr first;
+  for (const auto& e : errors) {
+    if (!e) continue;
+    if (!first) first = e;
+    try {
+      std::rethrow_exception(e);
+    } catch (const CommError&) {
+    } catch (...) {
+      return e;
+    }
+  }
+  return first;
+}
+
+}  // namespace
+
+int run_train_plan(const TrainArgs& a) {
+  if (a.backend == "threads") {
+    const PlanRun r = prepare(a);
+    const int n = static_cast<int>(r.plan.num_devices());
+    check_runnable(r.plan, r.cluster, n, a.plan, r.config.train.global_batch);
+    LocalWorld world(n, r.comm);
+    // The threads share the cores: one OpenMP thread each.
+    std::vector<int> codes(static_cast<std::size_t>(n), kExitOk);
+    const int threads = a.threads > 0 ? a.threads : 1;
+    auto errors = run_on_threads(world, [&](Communicator c) {
+      omp_set_num_threads(threads);
+      codes[static_cast<std::size_t>(c.rank())] = run_rank(r, a, c);
+    });
+    if (auto e = root_cause(errors)) std::rethrow_exception(e);
+    return codes[0];
+  }
+  MpiSession mpi;
+  PlanRun r;
+  Communicator world;
+  try {
+    r = prepare(a);
+    world = mpi.world(r.comm);
+    check_runnable(r.plan, r.cluster, world.size(), a.plan, r.config.train.global_batch);
+  } catch (const InputError& e) {
+    // Every rank finds the same problem; one message is enough.
+    int rank = 0;
+    if (!world.is_null()) rank = world.rank();
+    else if (const char* env = std::getenv("OMPI_COMM_WORLD_RANK")) rank = std::atoi(env);
+    if (rank == 0) std::cerr << "error: " << e.what() << "\n";
+    return kExitInput;
+  }
+  int threads = a.threads;
+  if (threads == 0) {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const int ranks_here = local ? std::max(1, std::atoi(local)) : world.size();
+    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks_here);
+  }
+  omp_set_num_threads(threads);
+  try {
+    return run_rank(r, a, world);
+  } catch (const std::exception& e) {
+    // This rank cannot go on; the others would only wait for it until their timeout.
+    const bool comm = dynamic_cast<const CommError*>(&e) != nullptr;
+    const bool input = dynamic_cast<const InputError*>(&e) != nullptr;
+    std::cerr << "error: rank " << world.rank() << ": " << e.what() << "\n" << std::flush;
+    MpiSession::abort_job(comm ? kExitComm : input ? kExitInput : kExitInternal);
+  }
+}
+
+}  // namespace eth::cli

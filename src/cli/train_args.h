@@ -1,0 +1,61 @@
+// The flags of `eth train` and the helpers both its modes share (single process in
+// cmd_train.cpp, a plan over ranks in cmd_train_plan.cpp): turning flags into a TrainConfig,
+// finding the checkpoint to resume, and formatting progress.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/output.h"
+#include "model/recompute.h"
+#include "train/trainer.h"
+
+namespace eth::cli {
+
+struct TrainArgs {
+  std::string model;  // required without --plan; with --plan it must match the plan's
+  std::string data;
+  std::int64_t steps = 100;
+  std::int64_t batch = 0;        // 0: the plan's gbs with --plan, else 8
+  std::int64_t micro_batch = 0;  // 0: the whole batch at once
+  std::int64_t seq_len = 0;      // 0: the plan's, else the model's
+  double lr = 3e-4;
+  double lr_min = -1;  // < 0: lr / 10
+  std::int64_t warmup = 0;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;
+  double dropout = 0;
+  std::string recompute = "none";
+  std::uint64_t seed = 1;
+  std::string checkpoint_dir;
+  std::int64_t checkpoint_every = 0;
+  std::string resume;
+  std::string log;
+  std::int64_t print_every = 1;
+  std::int64_t stop_at = 0;  // 0: run to --steps
+  Format format = Format::Text;
+  // Distributed (with --plan).
+  std::string plan;
+  std::string cluster;
+  std::string allreduce = "block";
+  std::vector<std::string> emulate;  // TYPE=FACTOR
+  std::string backend = "mpi";       // mpi | threads
+  std::string profile;               // measured profile for the predicted iteration time
+  double timeout_s = 120;
+  int threads = 0;  // OpenMP threads per rank; 0: this host's cores / its ranks (at least 1)
+};
+
+RecomputeSet parse_recompute_list(const std::string& text);
+std::string fmt_sci(double v);
+std::string fmt_duration(double seconds);
+std::optional<std::filesystem::path> resolve_resume(const std::string& arg);
+// The run's configuration; `model` replaces --model when given (the plan's model).
+TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& model = std::nullopt);
+
+// `eth train --plan`: cmd_train_plan.cpp.
+int run_train_plan(const TrainArgs& a);
+
+}  // namespace eth::cli

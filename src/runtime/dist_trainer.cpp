@@ -1,0 +1,189 @@
+// One rank of distributed training. See dist_trainer.h.
+#include "runtime/dist_trainer.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "core/error.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
+
+namespace eth {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Tags of checkpoint transfers, above the pipeline's activation and gradient tags.
+constexpr int kCheckpointTagBase = 20000;
+
+TrainConfig with_plan_shape(TrainConfig t, const Plan& plan) {
+  if (t.global_batch == 0) t.global_batch = plan.gbs;
+  if (t.seq_len == 0) t.seq_len = plan.seq_len;
+  ETH_CHECK(t.global_batch == plan.gbs, "the run's global batch is not the plan's");
+  ETH_CHECK(t.model == plan.model, "the run's model is not the plan's");
+  t.micro_batch = 1;
+  return t;
+}
+
+const StagePlan& stage_of(const Plan& plan, const RankPlace& p) {
+  return plan.pipelines[static_cast<std::size_t>(p.pipeline)]
+      .stages[static_cast<std::size_t>(p.stage)];
+}
+
+}  // namespace
+
+DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communicator& world,
+                                       const std::optional<std::filesystem::path>& resume)
+    : cfg_([&] {
+        DistTrainConfig c = cfg;
+        c.train = with_plan_shape(cfg.train, cfg.plan);
+        return c;
+      }()),
+      world_(world),
+      place_(place_ranks(cfg_.plan)[static_cast<std::size_t>(world.rank())]),
+      seq_len_(resolve_seq_len(cfg_.train)),
+      data_(open_training_data(cfg_.train)),
+      sampler_(training_sampler_config(cfg_.train, seq_len_, data_.size())),
+      state_(cfg_.plan.model, stage_of(cfg_.plan, place_).first_unit,
+             stage_of(cfg_.plan, place_).last_unit) {
+  if (cfg_.train.steps < 1) throw InputError("train", "--steps", "", "expected >= 1");
+  const StagePlan& st = stage_of(cfg_.plan, place_);
+  if (auto it = cfg_.slowdown.find(st.device_type); it != cfg_.slowdown.end()) {
+    slowdown_ = it->second;
+  }
+  StageRunnerConfig rc;
+  rc.seq_len = seq_len_;
+  rc.dropout = cfg_.train.dropout;
+  rc.seed = cfg_.train.seed;
+  rc.slowdown = slowdown_;
+  runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc);
+  sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout());
+  if (resume) {
+    const CheckpointMeta meta = load_checkpoint(*resume, state_);
+    CheckpointMeta want = make_meta();
+    check_resume(*resume, meta, want);
+    next_step_ = meta.step;
+  } else {
+    state_.init(cfg_.train.seed);
+  }
+}
+
+DistributedTrainer::~DistributedTrainer() = default;
+
+int DistributedTrainer::owner_of(std::int64_t unit) const {
+  for (const StagePlan& st : cfg_.plan.pipelines.front().stages) {
+    if (unit >= st.first_unit && unit <= st.last_unit) {
+      return rank_of_device(cfg_.plan, stage_device(st, 0, 0));
+    }
+  }
+  ETH_CHECK(false, "unit not covered by pipeline 0");
+  return 0;
+}
+
+StepStats DistributedTrainer::step() {
+  ETH_CHECK(!done(), "DistributedTrainer::step past the last step");
+  const auto t0 = Clock::now();
+  times_ = RankTimes{};
+  StepStats s;
+  s.step = next_step_;
+  const std::vector<SampleRef> batch = sampler_.batch(next_step_);
+  StepInput in;
+  in.step = next_step_;
+  in.batch = batch;
+  in.tokens = data_.tokens();
+  in.loss_scale = 1.0 / static_cast<double>(cfg_.plan.gbs * seq_len_);
+  state_.zero_grads();
+  double loss = runner_->run(state_.params(), state_.grads(), in, times_);
+
+  const auto t_sync = Clock::now();
+  sync_->start(state_.grads());
+  sync_->finish(state_.grads());
+  times_.sync_s = since(t_sync);
+
+  const auto t_opt = Clock::now();
+  // The loss of the global batch and the squared norm of every unit, each unit counted once
+  // (by its owner), added in unit order: the single-process order.
+  const std::int64_t U = cfg_.plan.model.num_units();
+  std::vector<double> sums(static_cast<std::size_t>(U + 1), 0.0);
+  for (const UnitSlot& u : state_.layout().units()) {
+    if (owner_of(u.unit) == world_.rank()) {
+      sums[static_cast<std::size_t>(u.unit)] = sum_squares(state_.grads() + u.offset, u.numel);
+    }
+  }
+  sums[static_cast<std::size_t>(U)] = loss;
+  world_.allreduce_sum(std::span<double>(sums));
+  double squares = 0;
+  for (std::int64_t u = 0; u < U; ++u) squares += sums[static_cast<std::size_t>(u)];
+  s.loss = sums[static_cast<std::size_t>(U)];
+  s.grad_norm = std::sqrt(squares);
+  s.lr = cfg_.train.lr.at(next_step_);
+  adamw_update(state_, cfg_.train.adamw, s.lr, next_step_,
+               clip_factor(s.grad_norm, cfg_.train.adamw.grad_clip));
+  times_.optimizer_s = since(t_opt);
+  ++next_step_;
+  s.seconds = since(t0);
+  times_.step_s = s.seconds;
+  s.tokens_per_s = static_cast<double>(tokens_per_step()) / std::max(s.seconds, 1e-9);
+  return s;
+}
+
+std::vector<RankTimes> DistributedTrainer::gather_times() const {
+  const std::vector<double> mine{times_.compute_s, times_.wait_s, times_.sync_s,
+                                 times_.optimizer_s, times_.step_s};
+  const std::vector<double> all = world_.gather(mine);
+  std::vector<RankTimes> out;
+  for (std::size_t i = 0; i + 5 <= all.size(); i += 5) {
+    out.push_back(RankTimes{all[i], all[i + 1], all[i + 2], all[i + 3], all[i + 4]});
+  }
+  return out;
+}
+
+CheckpointMeta DistributedTrainer::make_meta() const {
+  return training_meta(cfg_.train, seq_len_, data_.size(), next_step_);
+}
+
+std::filesystem::path DistributedTrainer::save_checkpoint(const std::filesystem::path& dir) {
+  const std::int64_t U = cfg_.plan.model.num_units();
+  ETH_CHECK(kCheckpointTagBase + 3 * U <= Communicator::kMaxTag, "too many units for the tags");
+  const std::filesystem::path path = checkpoint_path(dir, next_step_);
+  const int me = world_.rank();
+  // Owners send (parameters, Adam m, Adam v) of each unit they speak for to rank 0.
+  std::vector<Request> sends;
+  for (const UnitSlot& u : state_.layout().units()) {
+    if (me == 0 || owner_of(u.unit) != me) continue;
+    const auto n = static_cast<std::size_t>(u.numel);
+    const int tag = kCheckpointTagBase + 3 * static_cast<int>(u.unit);
+    sends.push_back(world_.isend(std::span<const float>(state_.params() + u.offset, n), 0, tag));
+    sends.push_back(world_.isend(std::span<const float>(state_.adam_m() + u.offset, n), 0, tag + 1));
+    sends.push_back(world_.isend(std::span<const float>(state_.adam_v() + u.offset, n), 0, tag + 2));
+  }
+  if (me == 0) {
+    ModelState full(cfg_.plan.model, 0, U - 1);
+    for (const UnitSlot& u : full.layout().units()) {
+      const auto n = static_cast<std::size_t>(u.numel);
+      float* dst[3] = {full.params() + u.offset, full.adam_m() + u.offset,
+                       full.adam_v() + u.offset};
+      const int owner = owner_of(u.unit);
+      if (owner == 0) {
+        const std::int64_t src = state_.layout().unit(u.unit).offset;
+        std::copy_n(state_.params() + src, n, dst[0]);
+        std::copy_n(state_.adam_m() + src, n, dst[1]);
+        std::copy_n(state_.adam_v() + src, n, dst[2]);
+        continue;
+      }
+      const int tag = kCheckpointTagBase + 3 * static_cast<int>(u.unit);
+      for (int k = 0; k < 3; ++k) world_.recv(std::span<float>(dst[k], n), owner, tag + k);
+    }
+    write_checkpoint(path, full, make_meta());
+  }
+  wait_all(sends);
+  world_.barrier();  // the file exists on every rank's return
+  return path;
+}
+
+}  // namespace eth

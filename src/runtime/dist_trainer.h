@@ -1,0 +1,93 @@
+// The distributed trainer: one rank of an HPP plan. Builds only this rank's units, runs its
+// stage's 1F1B program (stage_runner.h), aggregates gradients across pipelines and dp replicas
+// (grad_sync.h), and applies the same clipped AdamW step every holder of a unit applies, so
+// replicas never drift. Loss, gradient norm and checkpoints are those of the whole model and the
+// whole global batch: the numbers single-process training (train/trainer.h) computes, up to float
+// rounding, whatever the plan. A library: it never prints; `eth train --plan` drives it.
+//
+// How to use (every rank of the world):
+//   DistributedTrainer t(cfg, world);            // collective: creates the gradient groups
+//   while (!t.done()) StepStats s = t.step();    // collective
+//   t.save_checkpoint(dir);                      // collective; rank 0 writes the file
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "cost/blocks.h"
+#include "data/sampler.h"
+#include "data/token_file.h"
+#include "plan/plan.h"
+#include "runtime/grad_sync.h"
+#include "runtime/placement.h"
+#include "runtime/stage_runner.h"
+#include "train/trainer.h"
+
+namespace eth {
+
+struct DistTrainConfig {
+  // model, data, steps, lr, adamw, dropout, seed, shuffle as in single-process training;
+  // global_batch and seq_len must be the plan's (0 takes them from the plan); micro_batch and
+  // recompute are ignored: each pipeline and stage has its own in the plan.
+  TrainConfig train;
+  Plan plan;
+  AggregationMode aggregation = AggregationMode::Block;
+  // Emulated heterogeneity: device type -> slowdown factor (>= 1). Types not listed run at 1.
+  std::map<std::string, double> slowdown;
+};
+
+class DistributedTrainer {
+ public:
+  // Collective. The plan must already have passed check_runnable. With `resume`, every rank
+  // loads its own units from the (plan-independent) checkpoint and continues at its step.
+  DistributedTrainer(const DistTrainConfig& cfg, const Communicator& world,
+                     const std::optional<std::filesystem::path>& resume = std::nullopt);
+  ~DistributedTrainer();
+
+  const DistTrainConfig& config() const { return cfg_; }
+  const RankPlace& place() const { return place_; }
+  const ModelState& state() const { return state_; }
+  const GradSync& grad_sync() const { return *sync_; }
+  std::int64_t next_step() const { return next_step_; }
+  bool done() const { return next_step_ >= cfg_.train.steps; }
+  std::int64_t tokens_per_step() const { return cfg_.plan.gbs * seq_len_; }
+  double slowdown() const { return slowdown_; }
+
+  // One optimizer step over the global batch; collective. Every rank returns the same loss
+  // (mean token loss of the global batch), learning rate and gradient norm.
+  StepStats step();
+  // This rank's time split of the last step.
+  const RankTimes& last_times() const { return times_; }
+  // Every rank's RankTimes of the last step, in rank order, on rank 0 (empty elsewhere).
+  std::vector<RankTimes> gather_times() const;
+
+  // Collective: the owners of the units send them to rank 0, which writes
+  // <dir>/step_<next_step>.safetensors atomically (the single-process format). Returns the path.
+  std::filesystem::path save_checkpoint(const std::filesystem::path& dir);
+
+ private:
+  CheckpointMeta make_meta() const;
+  // The rank that speaks for unit u: pipeline 0's holder at dp rank 0.
+  int owner_of(std::int64_t unit) const;
+
+  DistTrainConfig cfg_;
+  Communicator world_;
+  RankPlace place_;
+  std::int64_t seq_len_ = 0;
+  double slowdown_ = 1.0;
+  TokenFile data_;
+  GlobalSampler sampler_;
+  ModelState state_;
+  std::unique_ptr<StageRunner> runner_;
+  std::unique_ptr<GradSync> sync_;
+  std::int64_t next_step_ = 0;
+  RankTimes times_;
+};
+
+}  // namespace eth

@@ -1,0 +1,69 @@
+// Gradient aggregation across pipelines and dp replicas (DESIGN.md section 5), in the three
+// schemes of cost/blocks.h: block-wise (one all-reduce per distinct holder group), tensor-wise
+// (one per parameter tensor) and device-wise (one zero-padded whole-model buffer). The
+// collectives, their holders and their global order come from aggregation_collectives, the same
+// derivation the predictor and simulator price, so what runs is what was costed. Every scheme
+// sums the same numbers, so all three give the same gradients (bitwise for two holders).
+//
+// How to use (every rank of the world, in the same order):
+//   GradSync sync(plan, AggregationMode::Block, world, state.layout());  // creates the groups
+//   ... backward of every micro-batch ...
+//   sync.start(state.grads());   // packs and posts every collective this rank joins
+//   sync.finish(state.grads());  // waits, and writes the sums back
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "cost/blocks.h"
+#include "plan/plan.h"
+#include "train/model_state.h"
+
+namespace eth {
+
+// A contiguous run of a rank's gradient buffer packed into a collective's buffer; `offset` -1
+// stands for `count` zeros (device-wise padding for units the rank does not hold).
+struct PackRun {
+  std::int64_t offset = -1;
+  std::int64_t count = 0;
+};
+
+// The runs, in packing order, that hold `piece` in a buffer laid out by `layout`. Every holder
+// of the piece lists the same tensors in the same order, so their packed buffers line up
+// element by element. ETH_CHECKs tp 1 (one chunk per sharded tensor) and that the runs add up
+// to piece.elements.
+std::vector<PackRun> piece_runs(const ModelSpec& model, const ParamLayout& layout,
+                                const GradPiece& piece);
+
+class GradSync {
+ public:
+  // Collective over `world`: creates one communicator per distinct holder group this rank is
+  // in, in the global collective order. `layout` is this rank's (plan.device_ids()[rank]).
+  GradSync(const Plan& plan, AggregationMode mode, const Communicator& world,
+           const ParamLayout& layout);
+
+  AggregationMode mode() const { return mode_; }
+  // Posts this rank's collectives (non-blocking, in the global order).
+  void start(const float* grads);
+  // Waits for the posted collectives and writes their sums into `grads`.
+  void finish(float* grads);
+
+  // Per step, for this rank: collectives it joins (groups of two or more) and bytes it feeds.
+  std::int64_t collectives() const { return static_cast<std::int64_t>(jobs_.size()); }
+  double bytes() const;
+  std::int64_t communicators() const { return communicators_; }
+
+ private:
+  struct Job {
+    Communicator comm;
+    std::vector<PackRun> runs;
+    std::vector<float> buffer;
+    Request request;
+  };
+  AggregationMode mode_;
+  std::vector<Job> jobs_;
+  std::int64_t communicators_ = 0;
+};
+
+}  // namespace eth

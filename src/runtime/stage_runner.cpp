@@ -1,0 +1,216 @@
+// Executing a stage's lowered 1F1B program. See stage_runner.h.
+#include "runtime/stage_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "core/error.h"
+#include "cost/blocks.h"
+#include "schedule/generate.h"
+#include "schedule/lower.h"
+
+namespace eth {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Message tags: activation and gradient of micro-batch j (user tags stay below kMaxTag).
+int activation_tag(std::int64_t mb) { return static_cast<int>(2 * mb); }
+int gradient_tag(std::int64_t mb) { return static_cast<int>(2 * mb + 1); }
+
+}  // namespace
+
+StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communicator& world,
+                         const StageRunnerConfig& cfg)
+    : plan_(plan),
+      place_(place),
+      world_(world),
+      cfg_(cfg),
+      pipe_(plan.pipelines[static_cast<std::size_t>(place.pipeline)]) {
+  for (std::int64_t p = 0; p < place.pipeline; ++p) {
+    pipe_begin_ += plan.pipelines[static_cast<std::size_t>(p)].local_batch;
+  }
+  const std::int64_t S = static_cast<std::int64_t>(pipe_.stages.size());
+  const std::int64_t k = pipe_.num_microbatches();
+  ETH_CHECK(gradient_tag(k) <= Communicator::kMaxTag, "too many micro-batches for the tag space");
+  const StagePlan& st = pipe_.stages[static_cast<std::size_t>(place.stage)];
+  width_ = cfg.seq_len * plan.model.hidden;
+  schedule_ = make_1f1b(S, k);
+  insert_p2p(schedule_);
+  slots_ = std::min(S - place.stage, k);
+  max_chunk_ = 0;
+  for (std::int64_t r = 0; r < st.dp; ++r) {
+    max_chunk_ = std::max(max_chunk_, dp_chunk(pipe_.micro_batch_size, st.dp, r).size);
+  }
+  max_chunk_ = std::max<std::int64_t>(max_chunk_, 1);
+  StageComputeConfig sc;
+  sc.first_unit = st.first_unit;
+  sc.last_unit = st.last_unit;
+  sc.max_micro_batch = max_chunk_;
+  sc.seq_len = cfg.seq_len;
+  sc.num_slots = slots_;
+  sc.recompute = st.recompute;
+  sc.dropout = cfg.dropout;
+  sc.seed = cfg.seed;
+  compute_ = std::make_unique<StageCompute<CpuKernels>>(plan.model, sc);
+  const auto activations = static_cast<std::size_t>(max_chunk_ * width_);
+  if (place.stage > 0) x_in_.resize(activations);
+  if (place.stage + 1 < S) dx_out_.resize(activations);
+  tokens_.resize(static_cast<std::size_t>(slots_ * max_chunk_ * cfg.seq_len));
+  targets_.resize(tokens_.size());
+}
+
+StageRunner::~StageRunner() = default;
+
+Chunk StageRunner::chunk(std::int64_t stage, std::int64_t replica, std::int64_t mb) const {
+  const std::int64_t b = std::min(pipe_.micro_batch_size, pipe_.local_batch - mb * pipe_.micro_batch_size);
+  return dp_chunk(b, pipe_.stages[static_cast<std::size_t>(stage)].dp, replica);
+}
+
+int StageRunner::peer(std::int64_t stage, std::int64_t replica) const {
+  const StagePlan& st = pipe_.stages[static_cast<std::size_t>(stage)];
+  return rank_of_device(plan_, stage_device(st, replica, 0));
+}
+
+StageRunner::SendBuffer& StageRunner::acquire_send_buffer() {
+  for (auto& b : send_pool_) {
+    bool free = true;
+    for (Request& r : b->pending) free = free && r.test();
+    if (free) {
+      b->pending.clear();
+      return *b;
+    }
+  }
+  auto b = std::make_unique<SendBuffer>();
+  b->data.resize(static_cast<std::size_t>(max_chunk_ * width_));
+  send_pool_.push_back(std::move(b));
+  return *send_pool_.back();
+}
+
+void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk& mine, float* dst,
+                          int tag, RankTimes& times) {
+  const auto t0 = Clock::now();
+  std::vector<Request> requests;
+  const std::int64_t dp = pipe_.stages[static_cast<std::size_t>(from_stage)].dp;
+  for (std::int64_t r = 0; r < dp; ++r) {
+    const Chunk ov = overlap(chunk(from_stage, r, mb), mine);
+    if (ov.size == 0) continue;
+    std::span<float> part(dst + (ov.begin - mine.begin) * width_,
+                          static_cast<std::size_t>(ov.size * width_));
+    requests.push_back(world_.irecv(part, peer(from_stage, r), tag));
+  }
+  wait_all(requests);
+  times.wait_s += since(t0);
+}
+
+void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_t mb,
+                       const Chunk& mine, int tag, std::vector<Request>& pending) {
+  const std::int64_t dp = pipe_.stages[static_cast<std::size_t>(to_stage)].dp;
+  for (std::int64_t r = 0; r < dp; ++r) {
+    const Chunk ov = overlap(mine, chunk(to_stage, r, mb));
+    if (ov.size == 0) continue;
+    std::span<const float> part(buf.data.data() + (ov.begin - mine.begin) * width_,
+                                static_cast<std::size_t>(ov.size * width_));
+    pending.push_back(world_.isend(part, peer(to_stage, r), tag));
+  }
+}
+
+void StageRunner::stretch(double seconds, RankTimes& times) const {
+  if (cfg_.slowdown > 1.0) {
+    const double extra = (cfg_.slowdown - 1.0) * seconds;
+    std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+  }
+  times.compute_s += seconds * std::max(cfg_.slowdown, 1.0);
+}
+
+double StageRunner::run(const float* params, float* grads, const StepInput& in,
+                        RankTimes& times) {
+  const std::int64_t s = place_.stage;
+  const std::int64_t T = cfg_.seq_len;
+  const std::int64_t m = pipe_.micro_batch_size;
+  // The buffers an activation / gradient was computed into, until its send action posts it.
+  SendBuffer* act_out = nullptr;
+  SendBuffer* grad_out = nullptr;
+  double loss = 0;
+  auto micro_batch = [&](std::int64_t j, const Chunk& c, bool gather) {
+    MicroBatch mb;
+    mb.step = in.step;
+    const std::int64_t first = pipe_begin_ + j * m + c.begin;  // position in the global batch
+    mb.first_sample = in.batch[static_cast<std::size_t>(first)].global_index;
+    mb.size = c.size;
+    const std::int64_t slot = j % slots_;
+    std::int32_t* tok = tokens_.data() + slot * max_chunk_ * T;
+    std::int32_t* tgt = targets_.data() + slot * max_chunk_ * T;
+    if (gather) {
+      for (std::int64_t b = 0; b < c.size; ++b) {
+        gather_sample(tok + b * T, tgt + b * T, in.tokens,
+                      in.batch[static_cast<std::size_t>(first + b)], T);
+      }
+    }
+    mb.tokens = tok;
+    mb.targets = tgt;
+    mb.loss_scale = in.loss_scale;
+    return mb;
+  };
+  const std::int64_t S = static_cast<std::int64_t>(pipe_.stages.size());
+  for (const Action& a : schedule_.programs[static_cast<std::size_t>(s)].actions) {
+    const Chunk c = chunk(s, place_.dp_rank, a.microbatch);
+    if (c.size == 0) continue;  // this replica holds no sample of a small last micro-batch
+    const int slot = static_cast<int>(a.microbatch % slots_);
+    switch (a.kind) {
+      case ActionKind::RecvActivation:
+        receive(s - 1, a.microbatch, c, x_in_.data(), activation_tag(a.microbatch), times);
+        break;
+      case ActionKind::Forward: {
+        const MicroBatch mb = micro_batch(a.microbatch, c, true);
+        act_out = s + 1 < S ? &acquire_send_buffer() : nullptr;
+        const auto t0 = Clock::now();
+        loss += compute_->forward(slot, params, mb, s > 0 ? x_in_.data() : nullptr,
+                                  act_out ? act_out->data.data() : nullptr);
+        stretch(since(t0), times);
+        break;
+      }
+      case ActionKind::SendActivation:
+        ETH_CHECK(act_out != nullptr, "send without a forward");
+        send(*act_out, s + 1, a.microbatch, c, activation_tag(a.microbatch), act_out->pending);
+        act_out = nullptr;
+        break;
+      case ActionKind::RecvGradient:
+        receive(s + 1, a.microbatch, c, dx_out_.data(), gradient_tag(a.microbatch), times);
+        break;
+      case ActionKind::Backward: {
+        const MicroBatch mb = micro_batch(a.microbatch, c, false);
+        grad_out = s > 0 ? &acquire_send_buffer() : nullptr;
+        const auto t0 = Clock::now();
+        compute_->backward(slot, params, grads, mb, s + 1 < S ? dx_out_.data() : nullptr,
+                           grad_out ? grad_out->data.data() : nullptr);
+        stretch(since(t0), times);
+        break;
+      }
+      case ActionKind::SendGradient:
+        ETH_CHECK(grad_out != nullptr, "send without a backward");
+        send(*grad_out, s - 1, a.microbatch, c, gradient_tag(a.microbatch), grad_out->pending);
+        grad_out = nullptr;
+        break;
+      case ActionKind::ReduceGradients:
+      case ActionKind::OptimizerStep:
+        break;  // the trainer runs these after the program (grad_sync.h)
+    }
+  }
+  // Sends complete once their receivers post: every receiver does within this step.
+  const auto t0 = Clock::now();
+  for (auto& b : send_pool_) {
+    wait_all(b->pending);
+    b->pending.clear();
+  }
+  times.wait_s += since(t0);
+  return loss;
+}
+
+}  // namespace eth

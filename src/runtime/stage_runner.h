@@ -1,0 +1,98 @@
+// One rank's part of a training step: the 1F1B program of its stage (schedule/ IR, lowered with
+// the point-to-point actions) executed over StageCompute, with this pipeline's own micro-batch
+// size and count (a partial last micro-batch included) and its stage's recompute set.
+// Activations go forward and their gradients back by non-blocking point-to-point messages;
+// receives block (bounded by the communicator's timeout), sends never do. When adjacent stages
+// have different dp, each replica sends every replica of the next stage the overlap of their
+// sample chunks (placement.h). Pipelines never wait on each other here: that is GradSync's job.
+// Emulated heterogeneity: a slowdown factor f stretches every forward and backward to f times its
+// measured length by sleeping afterwards (sleeping, not spinning, so the emulated slow rank does
+// not steal the cores of the fast ones on a shared machine).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "data/sampler.h"
+#include "plan/plan.h"
+#include "runtime/placement.h"
+#include "schedule/schedule.h"
+#include "train/kernel_set.h"
+#include "train/model_state.h"
+#include "train/stage_compute.h"
+
+namespace eth {
+
+struct StageRunnerConfig {
+  std::int64_t seq_len = 0;  // T
+  float dropout = 0;
+  std::uint64_t seed = 1;
+  double slowdown = 1.0;  // emulated: every forward and backward takes this many times longer
+};
+
+// Wall time one rank spent in one step, by kind.
+struct RankTimes {
+  double compute_s = 0;    // forward + backward (emulated stretch included)
+  double wait_s = 0;       // blocked on activations / gradients from neighbours
+  double sync_s = 0;       // gradient aggregation not hidden behind compute
+  double optimizer_s = 0;  // norm, clipping, AdamW
+  double step_s = 0;       // the whole step
+};
+
+// The data of one step, shared by every rank of the process.
+struct StepInput {
+  std::int64_t step = 0;
+  std::span<const SampleRef> batch;  // the whole global batch (GBS samples)
+  std::span<const std::uint16_t> tokens;
+  double loss_scale = 1;  // 1 / (GBS * T)
+};
+
+class StageRunner {
+ public:
+  StageRunner(const Plan& plan, const RankPlace& place, const Communicator& world,
+              const StageRunnerConfig& cfg);
+  ~StageRunner();
+  StageRunner(const StageRunner&) = delete;
+  StageRunner& operator=(const StageRunner&) = delete;
+
+  // Runs the program once: gradients accumulate into `grads` (zero them first). Returns the sum
+  // of this rank's scaled head losses (0 unless the stage holds the head). Adds into `times`.
+  double run(const float* params, float* grads, const StepInput& in, RankTimes& times);
+
+  const Schedule& schedule() const { return schedule_; }
+  const StageCompute<CpuKernels>& compute() const { return *compute_; }
+
+ private:
+  struct SendBuffer {
+    std::vector<float> data;
+    std::vector<Request> pending;
+  };
+  Chunk chunk(std::int64_t stage, std::int64_t replica, std::int64_t mb) const;
+  int peer(std::int64_t stage, std::int64_t replica) const;
+  SendBuffer& acquire_send_buffer();
+  void receive(std::int64_t from_stage, std::int64_t mb, const Chunk& mine, float* dst, int tag,
+               RankTimes& times);
+  void send(const SendBuffer& buf, std::int64_t to_stage, std::int64_t mb, const Chunk& mine,
+            int tag, std::vector<Request>& pending);
+  void stretch(double seconds, RankTimes& times) const;
+
+  const Plan& plan_;
+  RankPlace place_;
+  Communicator world_;
+  StageRunnerConfig cfg_;
+  const PipelinePlan& pipe_;
+  std::int64_t pipe_begin_ = 0;  // first sample of this pipeline in the global batch
+  std::int64_t width_ = 0;       // T * C floats per sample
+  Schedule schedule_;
+  std::unique_ptr<StageCompute<CpuKernels>> compute_;
+  std::int64_t slots_ = 1;
+  std::int64_t max_chunk_ = 1;
+  std::vector<float> x_in_, dx_out_;
+  std::vector<std::int32_t> tokens_, targets_;  // per slot: max_chunk_ * T
+  std::vector<std::unique_ptr<SendBuffer>> send_pool_;
+};
+
+}  // namespace eth
