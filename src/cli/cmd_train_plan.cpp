@@ -14,6 +14,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <cstdio>
 #include <cstdlib>
 
 #include "cli/command.h"
@@ -187,6 +188,16 @@ Json rank_times_json(const RankTimes& t) {
               {"optimizer_s", t.optimizer_s}};
 }
 
+// Fault injection for the tests of what a dead rank does to the others: ETH_TEST_KILL_RANK=R:S
+// makes rank R exit abruptly (no clean-up, as a crash would) when it is about to take step S.
+void maybe_die(int rank, std::int64_t step) {
+  const char* spec = std::getenv("ETH_TEST_KILL_RANK");
+  if (spec == nullptr) return;
+  int r = -1;
+  long long s = -1;
+  if (std::sscanf(spec, "%d:%lld", &r, &s) == 2 && r == rank && s == step) std::_Exit(9);
+}
+
 // One rank's whole run; rank 0 reports. Returns the exit code.
 int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   DistributedTrainer t(r.config, world, r.resume);
@@ -208,6 +219,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   std::string checkpoint;
   const auto t0 = std::chrono::steady_clock::now();
   while (t.next_step() < end) {
+    maybe_die(world.rank(), t.next_step());
     last = t.step();
     const std::vector<RankTimes> times = t.gather_times();  // collective
     if (!std::isfinite(last.loss)) {

@@ -20,6 +20,11 @@ const std::vector<DeviceType>& device_type_presets() {
       {"RTX3090", 80, 24, 1408, std::nullopt, 1.0},
       {"H100", 989, 80, 7200, std::nullopt, 1.0},
       {"cpu", 0.19, 8, 80, std::nullopt, 1.0},
+      // Emulated types for the CPU runtime (one core each, stretched 2x and 6x: the slow one is
+      // 3x slower than the fast one, and four such ranks keep only 1.33 of 2 cores busy, so
+      // they do not slow each other down; docs/runtime.md).
+      {"cpu-fast", 0.19 / 2, 4, 80, std::nullopt, 2.0},
+      {"cpu-slow", 0.19 / 6, 4, 80, std::nullopt, 6.0},
   };
   return presets;
 }
@@ -207,6 +212,10 @@ const std::vector<ClusterPreset>& cluster_presets() {
         out.push_back({name, desc, two_type_cluster(name, p.a, p.b, s.nodes, s.per_node)});
       }
     }
+    out.push_back({"cpu-emulated",
+                   "1 x 2 x cpu-fast + 1 x 2 x cpu-slow: an EMULATED heterogeneous cluster of "
+                   "four CPU ranks on one machine (the slow ones 3x slower)",
+                   two_type_cluster("cpu-emulated", "cpu-fast", "cpu-slow", 1, 2)});
     return out;
   }();
   return presets;

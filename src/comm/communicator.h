@@ -36,8 +36,9 @@ struct CommOptions {
   std::chrono::milliseconds timeout{120'000};
   // allreduce_sum / iallreduce_sum / broadcast issue one collective per piece of at most this
   // many bytes: single MPI collectives of 64 MiB or more are 15-40x slower per byte here
-  // (shared/notes/machine-figures.md).
-  std::size_t chunk_bytes = std::size_t{16} << 20;
+  // (shared/notes/machine-figures.md), and bench/runtime_bench measured block-wise aggregation
+  // of ~30 MB per rank 2-3x faster in 1-4 MiB pieces than in 16 MiB ones (4 and 8 ranks).
+  std::size_t chunk_bytes = std::size_t{4} << 20;
 };
 
 // Throws InputError("comm", "", "timeout" | "chunk_bytes", ...) for a non-positive timeout or a

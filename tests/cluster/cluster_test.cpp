@@ -67,8 +67,22 @@ TEST(DevicePresets, PaperTable1) {
   // H100 is faster than A100, and a CPU core far slower than any accelerator.
   EXPECT_GT(find_device_type_preset("H100")->tflops, find_device_type_preset("A100")->tflops);
   EXPECT_LT(find_device_type_preset("cpu")->tflops, 1.0);
-  EXPECT_EQ(device_type_presets().size(), std::size(rows) + 2);
+  EXPECT_EQ(device_type_presets().size(), std::size(rows) + 4);
   EXPECT_FALSE(find_device_type_preset("910B9").has_value());
+}
+
+TEST(ClusterPresets, EmulatedCpuClusterIsTwoFastTwoSlow) {
+  const ClusterSpec c = load_cluster("cpu-emulated");
+  ASSERT_EQ(c.num_devices(), 4);
+  EXPECT_EQ(c.type_of(0).name, "cpu-fast");
+  EXPECT_EQ(c.type_of(3).name, "cpu-slow");
+  // The slow type is 3x slower, in the emulation and in its nominal speed alike.
+  EXPECT_DOUBLE_EQ(c.type_of(3).emulated_slowdown / c.type_of(0).emulated_slowdown, 3.0);
+  EXPECT_DOUBLE_EQ(c.type_of(0).tflops / c.type_of(3).tflops, 3.0);
+  // Four ranks that compute 1/2 and 1/6 of their time need 1.33 cores: they fit on 2.
+  double busy = 0;
+  for (std::int64_t d = 0; d < 4; ++d) busy += 1.0 / c.type_of(d).emulated_slowdown;
+  EXPECT_LT(busy, 2.0);
 }
 
 TEST(ClusterPresets, PaperTable2Shapes) {
@@ -84,7 +98,7 @@ TEST(ClusterPresets, PaperTable2Shapes) {
     const char* tag;
   };
   const Pair pairs[] = {{"910B2", "910B4", "910b2-910b4"}, {"A100", "RTX3090", "a100-rtx3090"}};
-  EXPECT_EQ(cluster_presets().size(), std::size(shapes) * std::size(pairs));
+  EXPECT_EQ(cluster_presets().size(), std::size(shapes) * std::size(pairs) + 1);
   for (const auto& [a, b, tag] : pairs) {
     for (const Shape& s : shapes) {
       const std::string name = std::string(s.model) + "-" + tag;
@@ -172,7 +186,7 @@ TEST(ClusterJson, BadFilesNameFileAndPath) {
        "nodes[0].devices: expected an integer in [1, 1048576], got -8"},
       {R"({"nodes": [{"device_type": "910B2", "devices": 8}, {"device_type": "910B9", "devices": 8}]})",
        "nodes[1].device_type: expected a preset device type (910B2, 910B3, 910B4, A100, RTX3090, "
-       "H100, cpu) or one defined under device_types, got \"910B9\""},
+       "H100, cpu, cpu-fast, cpu-slow) or one defined under device_types, got \"910B9\""},
       {R"({"nodes": [{"device_type": "910B2", "devices": 8, "gpus": 8}]})",
        "nodes[0].gpus: unknown field; expected one of: device_type, devices"},
       {R"({"nodes": [], "bandwidth": 1})", "bandwidth: unknown field"},

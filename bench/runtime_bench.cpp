@@ -1,0 +1,301 @@
+// The distributed runtime, measured: (1) one gradient aggregation of an asymmetric plan in each
+// mode (block, tensor, device) on 4 and 8 MPI ranks, with bytes fed and collectives issued
+// beside the time; (2) on an emulated heterogeneous cluster (2 fast + 2 slow CPU ranks, the slow
+// ones stretched 3x), the measured iteration time of the eth, layer and uniform plans, each
+// beside the predictor's figure for the same plan and the measured cpu profile (their ratio is
+// the predictor's error; target within 15%).
+//
+// Usage: runtime_bench [--quick] [--steps N]. It starts its own mpirun jobs (comm/mpirun.h) and
+// `eth launch`; the machine is shared and noisy, so compare rows of one run, not runs.
+#include <omp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_comm.h"
+#include "comm/mpirun.h"
+#include "core/json_cursor.h"
+#include "cost/blocks.h"
+#include "cost/predictor.h"
+#include "data/token_file.h"
+#include "data/tokenize.h"
+#include "profile/emulated.h"
+#include "profile/profile_io.h"
+#include "runtime/grad_sync.h"
+#include "runtime/placement.h"
+#include "search/planner.h"
+#include "train/measure_profile.h"
+
+namespace {
+
+using namespace eth;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// 12 blocks of hidden 256: 9.6 M parameters, 38 MB of fp32 gradients on a whole-model holder.
+ModelSpec aggregation_model() { return ModelSpec{"bench-12x256", 12, 256, 4, 128, 2048, 1024}; }
+
+// Pipelines that cut the 14 units in different places (DESIGN.md section 5's case).
+Plan asymmetric_plan(int ranks) {
+  Plan p;
+  p.model = aggregation_model();
+  p.model_is_preset = false;
+  p.seq_len = 128;
+  std::vector<std::vector<std::pair<int, int>>> cuts;
+  if (ranks == 4) {
+    cuts = {{{0, 6}, {7, 13}}, {{0, 3}, {4, 13}}};
+  } else {
+    cuts = {{{0, 3}, {4, 7}, {8, 10}, {11, 13}}, {{0, 5}, {6, 13}}, {{0, 8}, {9, 13}}};
+  }
+  std::int64_t dev = 0;
+  for (const auto& pipe : cuts) {
+    PipelinePlan pp;
+    pp.micro_batch_size = 1;
+    pp.local_batch = 1;
+    for (const auto& [a, b] : pipe) {
+      StagePlan st;
+      st.device_type = "cpu";
+      st.devices = {dev++};
+      st.first_unit = a;
+      st.last_unit = b;
+      pp.stages.push_back(st);
+    }
+    p.pipelines.push_back(pp);
+  }
+  p.gbs = static_cast<std::int64_t>(cuts.size());
+  return p;
+}
+
+int run_command(const std::string& cmd, std::string* out) {
+  const fs::path tmp = fs::temp_directory_path() / ("eth_bench_" + std::to_string(::getpid()));
+  const int status = std::system((cmd + " >" + tmp.string()).c_str());
+  std::ifstream in(tmp);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (out) *out = ss.str();
+  fs::remove(tmp);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string join(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+// Worker: every rank times start() + finish() of each mode; rank 0 prints one JSON line each.
+int aggregation_worker(int ranks) {
+  MpiSession mpi;
+  CommOptions co;
+  if (const char* c = std::getenv("ETH_CHUNK")) co.chunk_bytes = std::stoul(c);
+  Communicator world = mpi.world(co);
+  omp_set_num_threads(1);
+  const Plan plan = asymmetric_plan(ranks);
+  ETH_CHECK(world.size() == plan.num_devices(), "rank count");
+  const RankPlace place = place_ranks(plan)[static_cast<std::size_t>(world.rank())];
+  const StagePlan& st = plan.pipelines[static_cast<std::size_t>(place.pipeline)]
+                            .stages[static_cast<std::size_t>(place.stage)];
+  const ParamLayout layout(plan.model, st.first_unit, st.last_unit);
+  std::vector<float> grads(static_cast<std::size_t>(layout.numel()), 1.0f);
+  for (AggregationMode mode : {AggregationMode::Block, AggregationMode::Tensor,
+                               AggregationMode::Device}) {
+    GradSync sync(plan, mode, world, layout);
+    std::vector<double> times;
+    for (int rep = 0; rep < 6; ++rep) {
+      world.barrier();
+      const auto t0 = Clock::now();
+      sync.start(grads.data());
+      sync.finish(grads.data());
+      std::vector<double> mine{std::chrono::duration<double>(Clock::now() - t0).count()};
+      std::vector<double> all = world.gather(mine);
+      if (rep > 0 && world.rank() == 0) times.push_back(*std::max_element(all.begin(), all.end()));
+      std::fill(grads.begin(), grads.end(), 1.0f);
+    }
+    const AggregationStats stats =
+        aggregation_stats(aggregation_collectives(plan, mode), sizeof(float));
+    if (world.rank() == 0) {
+      std::sort(times.begin(), times.end());
+      std::cout << Json{{"ranks", ranks},
+                        {"mode", aggregation_mode_name(mode)},
+                        {"ms", times[times.size() / 2] * 1e3},
+                        {"bytes_per_rank_max", stats.bytes_per_device_max},
+                        {"collectives", stats.collectives},
+                        {"communicators", stats.communicators}}
+                       .dump()
+                << std::endl;
+    }
+  }
+  return 0;
+}
+
+void aggregation_section(const std::string& self) {
+  std::printf("== gradient aggregation of an asymmetric plan (%s, %.1f M parameters, fp32)\n",
+              aggregation_model().name.c_str(),
+              static_cast<double>(total_params(aggregation_model())) / 1e6);
+  std::printf("%6s %-7s %10s %14s %12s %14s %16s\n", "ranks", "mode", "ms", "MB/rank max",
+              "collectives", "communicators", "vs block-wise");
+  for (int ranks : {4, 8}) {
+    MpirunOptions o;
+    o.num_ranks = ranks;
+    o.as_root = running_as_root();
+    std::string out;
+    const int code =
+        run_command(join(mpirun_argv(o, {self, "--worker-aggregation", std::to_string(ranks)})),
+                    &out);
+    if (code != 0) {
+      std::printf("%6d  (mpirun failed with exit code %d)\n", ranks, code);
+      continue;
+    }
+    std::istringstream lines(out);
+    double block_ms = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.empty() || line[0] != '{') continue;
+      const Json j = Json::parse(line);
+      const double ms = j["ms"];
+      if (j["mode"] == "block") block_ms = ms;
+      std::printf("%6d %-7s %10.2f %14.2f %12lld %14lld %15.2fx\n", ranks,
+                  j["mode"].get<std::string>().c_str(), ms,
+                  j["bytes_per_rank_max"].get<double>() / 1e6,
+                  static_cast<long long>(j["collectives"].get<std::int64_t>()),
+                  static_cast<long long>(j["communicators"].get<std::int64_t>()),
+                  block_ms > 0 ? ms / block_ms : 1.0);
+    }
+  }
+}
+
+// 4 blocks of hidden 256 over sequences of 128: a forward of 4 samples is ~0.4 GFLOP per block,
+// long enough that compute, not message latency, dominates on 2 cores.
+ModelSpec emulated_model() { return ModelSpec{"bench-4x256", 4, 256, 4, 128, 512, 1024}; }
+
+// The slow type is 3x slower than the fast one. Both are stretched (2x and 6x), so each rank
+// computes for only 1/2 or 1/6 of its time: four ranks then need 1.33 cores, and two cores run
+// them without contention, which a 1x/3x emulation (2.33 cores) would not.
+ClusterSpec emulated_cluster() {
+  const std::string text = R"({"name": "emulated-2fast-2slow",
+    "nodes": [{"device_type": "cpu-fast", "devices": 2}, {"device_type": "cpu-slow", "devices": 2}],
+    "device_types": {
+      "cpu-fast": {"tflops": 0.02, "memory_gb": 4, "intra_node_bandwidth_gbps": 40,
+                   "emulated_slowdown": 2},
+      "cpu-slow": {"tflops": 0.0067, "memory_gb": 4, "intra_node_bandwidth_gbps": 40,
+                   "emulated_slowdown": 6}}})";
+  const Json j = Json::parse(text);
+  return parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "runtime_bench", ""}));
+}
+
+void emulated_section(const std::string& eth_binary, int steps, bool quick) {
+  const fs::path dir = fs::temp_directory_path() / ("eth_runtime_bench_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const ModelSpec model = emulated_model();
+  const ClusterSpec cluster = emulated_cluster();
+  const std::int64_t gbs = 16, seq = model.seq_len;
+  std::printf("\n== emulated heterogeneous cluster: 2 x cpu-fast + 2 x cpu-slow (EMULATED: every op "
+              "stretched 2x on fast, 6x on slow ranks), %s, gbs %lld, seq %lld\n",
+              model.name.c_str(), static_cast<long long>(gbs), static_cast<long long>(seq));
+  // The measured cpu profile, on one thread (each rank runs one), scaled to the emulated types.
+  omp_set_num_threads(1);
+  ProfileDb measured(model);
+  const std::vector<std::int64_t> sizes = quick ? std::vector<std::int64_t>{1, 4}
+                                                : std::vector<std::int64_t>{1, 2, 4, 8};
+  for (std::int64_t m : sizes) {
+    MeasureOptions mo;
+    mo.model = model;
+    mo.micro_batch = m;
+    mo.seq_len = seq;
+    mo.repeats = quick ? 1 : 3;
+    mo.recompute_times = false;
+    measured.add(measure_profile(mo));
+    std::fprintf(stderr, "measured cpu profile at micro-batch %lld\n", static_cast<long long>(m));
+  }
+  write_profile_dir(measured, dir / "profile");
+  const ProfileDb profile = emulated_profile(measured, cluster);
+  {
+    std::ofstream(dir / "cluster.json") << cluster_to_json(cluster).dump(1);
+    SyntheticSpec s;
+    s.num_tokens = 200000;
+    s.vocab = model.vocab;
+    write_token_file(dir / "data.bin", synthetic_tokens(s));
+  }
+  PlannerOptions po;
+  po.tp = {1};
+  po.micro_batch_sizes = sizes;
+  std::printf("%-8s %-44s %12s %12s %10s\n", "method", "plan", "predicted ms", "measured ms",
+              "pred/meas");
+  double measured_ms[3] = {0, 0, 0}, predicted_ms[3] = {0, 0, 0};
+  int i = 0;
+  for (PlanMethod m : {PlanMethod::Eth, PlanMethod::Layer, PlanMethod::Uniform}) {
+    const PlannerResult r = plan_training(m, model, cluster, profile, gbs, seq, po);
+    const fs::path plan_file = dir / (std::string(plan_method_name(m)) + ".json");
+    Plan plan = r.plan;
+    plan.cluster = cluster;
+    save_plan(plan, plan_file.string());
+    std::string shape;
+    for (const auto& pp : plan.pipelines) {
+      shape += (shape.empty() ? "" : "; ") + std::to_string(pp.micro_batch_size) + "/" +
+               std::to_string(pp.local_batch) + ":";
+      for (const auto& st : pp.stages) {
+        shape += " " + st.device_type.substr(4) + "[" + std::to_string(st.first_unit) + "-" +
+                 std::to_string(st.last_unit) + "]";
+      }
+    }
+    std::string out;
+    const std::string cmd = eth_binary + " launch --plan " + plan_file.string() +
+                            " -- --data " + (dir / "data.bin").string() + " --steps " +
+                            std::to_string(steps) + " --profile " + (dir / "profile").string() +
+                            " --print-every 0 --format json --threads 1 2>/dev/null";
+    if (run_command(cmd, &out) != 0) {
+      std::printf("%-8s (run failed: %s)\n", std::string(plan_method_name(m)).c_str(), cmd.c_str());
+      ++i;
+      continue;
+    }
+    const Json j = Json::parse(out.substr(out.find('{')));
+    measured_ms[i] = j["measured_iteration_ms"];
+    predicted_ms[i] = j["predicted_iteration_ms"];
+    std::printf("%-8s %-44s %12.1f %12.1f %9.2f\n", std::string(plan_method_name(m)).c_str(),
+                shape.substr(0, 44).c_str(), predicted_ms[i], measured_ms[i],
+                predicted_ms[i] / measured_ms[i]);
+    ++i;
+  }
+  if (measured_ms[0] > 0) {
+    std::printf("eth speedup, measured: %.2fx over layer, %.2fx over uniform; predicted: %.2fx "
+                "over layer, %.2fx over uniform\n",
+                measured_ms[1] / measured_ms[0], measured_ms[2] / measured_ms[0],
+                predicted_ms[1] / predicted_ms[0], predicted_ms[2] / predicted_ms[0]);
+  }
+  if (!std::getenv("ETH_BENCH_KEEP")) fs::remove_all(dir);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 2 && args[0] == "--worker-aggregation") {
+    return aggregation_worker(std::stoi(args[1]));
+  }
+  bool quick = false;
+  int steps = 6;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--quick") {
+      quick = true;
+      steps = 3;
+    } else if (args[i] == "--steps" && i + 1 < args.size()) {
+      steps = std::stoi(args[++i]);
+    } else {
+      std::cerr << "usage: runtime_bench [--quick] [--steps N]\n";
+      return 1;
+    }
+  }
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  aggregation_section(self);
+  emulated_section(ETH_BINARY_PATH, steps, quick);
+  return 0;
+}
