@@ -2,6 +2,7 @@
 #include "runtime/grad_sync.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "core/error.h"
@@ -80,7 +81,9 @@ GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& w
     }
     Job job;
     job.comm = it->second;
+    job.lowest_unit = layout.last_unit();
     for (const GradPiece& piece : b.pieces) {
+      job.lowest_unit = std::min(job.lowest_unit, std::max(piece.first_unit, layout.first_unit()));
       for (const PackRun& r : piece_runs(plan.model, layout, piece)) {
         add_run(job.runs, r.offset, r.count);
       }
@@ -92,7 +95,12 @@ GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& w
 }
 
 void GradSync::start(const float* grads) {
-  for (Job& job : jobs_) {
+  start_ready(grads, std::numeric_limits<std::int64_t>::min());
+}
+
+void GradSync::start_ready(const float* grads, std::int64_t lowest_done_unit) {
+  for (; next_ < jobs_.size() && jobs_[next_].lowest_unit >= lowest_done_unit; ++next_) {
+    Job& job = jobs_[next_];
     float* out = job.buffer.data();
     for (const PackRun& r : job.runs) {
       if (r.offset < 0) {
@@ -107,6 +115,8 @@ void GradSync::start(const float* grads) {
 }
 
 void GradSync::finish(float* grads) {
+  ETH_CHECK(next_ == jobs_.size(), "GradSync::finish before every collective was started");
+  next_ = 0;
   for (Job& job : jobs_) {
     job.request.wait();
     job.request = Request();

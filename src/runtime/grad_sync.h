@@ -44,7 +44,13 @@ class GradSync {
            const ParamLayout& layout);
 
   AggregationMode mode() const { return mode_; }
-  // Posts this rank's collectives (non-blocking, in the global order).
+  // Posts, in the global order, every not yet posted collective whose units this rank has
+  // finished: those whose lowest unit held here is >= `lowest_done_unit` (backward runs from
+  // the last unit down, so a block is final once the last micro-batch's backward has passed its
+  // lowest unit). Stops at the first collective not ready, so every rank keeps the one order.
+  // Call it as the last backward passes each unit to overlap aggregation with the rest of it.
+  void start_ready(const float* grads, std::int64_t lowest_done_unit);
+  // Posts every remaining collective (all gradients final).
   void start(const float* grads);
   // Waits for the posted collectives and writes their sums into `grads`.
   void finish(float* grads);
@@ -56,6 +62,7 @@ class GradSync {
 
  private:
   struct Job {
+    std::int64_t lowest_unit = 0;  // of the pieces this rank feeds (device-wise: its range)
     Communicator comm;
     std::vector<PackRun> runs;
     std::vector<float> buffer;
@@ -63,6 +70,7 @@ class GradSync {
   };
   AggregationMode mode_;
   std::vector<Job> jobs_;
+  std::size_t next_ = 0;  // first job not posted yet
   std::int64_t communicators_ = 0;
 };
 

@@ -88,6 +88,10 @@ TEST(GradSync, SumsEveryHolderExactlyOnce) {
         }
       }
       GradSync sync(plan, mode, comm, layout);
+      // As a backward would: units from the last down, posting what is ready after each.
+      for (std::int64_t u = layout.last_unit(); u >= layout.first_unit(); --u) {
+        sync.start_ready(g.data(), u);
+      }
       sync.start(g.data());
       sync.finish(g.data());
       for (const UnitSlot& u : layout.units()) {
