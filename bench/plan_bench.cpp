@@ -3,7 +3,11 @@
 // of eth, layer and uniform with speedups and eth's fraction of the ideal bound; the search
 // ablation (Fig. 13a), alpha sensitivity (Fig. 13b), 13B scalability in devices, global batch and
 // sequence length (Fig. 11), and eth on Metis's own inputs beside Metis's recorded figures.
-// Also clusters that are not Table 2's symmetric shapes (`uneven`).
+// Also clusters that are not Table 2's symmetric shapes (`uneven`). The scenarios table also
+// prints layer with eth's operator-level recompute (layerMO), which scenarios are memory-bound
+// (kMemoryBoundGap: layer with the real memory vs unlimited memory, as in the paper's Fig. 3),
+// and eth's fraction of the ideal bound split into compute efficiency x pipeline utilization x
+// tail.
 // Usage: plan_bench [scenarios|uneven|ablation|alpha|scale|metis|all] [--shared DIR]. Asserts
 // nothing.
 #include <chrono>
@@ -86,36 +90,134 @@ std::string cluster_name(const Scenario& s) {
   return m.substr(std::string("gpt3-").size()) + "-" + s.cluster_tag;
 }
 
+// The same cluster with every device type's memory made unlimited (the paper's Fig. 3
+// "Unlimited Memory" setting).
+ClusterSpec unlimited_memory(ClusterSpec c) {
+  for (auto& [name, type] : c.device_types) type.memory_gb = 1e9;
+  return c;
+}
+
+// Memory-bound, as this bench decides it (after the paper's Fig. 3, which compares layer
+// balancing with and without the memory limit): the layer baseline's best plan is at least
+// kMemoryBoundGap slower with the real memory than with unlimited memory, i.e. memory, not the
+// compute balance, is what limits one replicated layer-balanced shape.
+constexpr double kMemoryBoundGap = 1.10;
+
+struct MemoryVerdict {
+  double layer_unlimited_ms = 0;
+  double gap = 0;  // layer ms / layer ms with unlimited memory
+  bool bound = false;
+};
+
+MemoryVerdict memory_verdict(const ModelSpec& model, const ClusterSpec& c, const ProfileDb& db,
+                             std::int64_t gbs, double layer_ms) {
+  MemoryVerdict v;
+  const Timed free = timed_plan(PlanMethod::Layer, model, unlimited_memory(c), db, gbs,
+                                model.seq_len, PlannerOptions{});
+  if (!free.result || layer_ms <= 0) return v;
+  v.layer_unlimited_ms = ms(free);
+  v.gap = layer_ms / v.layer_unlimited_ms;
+  v.bound = v.gap >= kMemoryBoundGap;
+  return v;
+}
+
+// Where eth's plan loses against the ideal bound, as three factors whose product is
+// ideal / iteration: compute efficiency (ideal device-time over the plan's busy device-time:
+// tp, micro-batch size, recompute, tp communication), pipeline utilization (busy device-time
+// over devices x pipeline time: fill and drain, stage and pipeline imbalance, idle devices),
+// and the tail (pipeline time over iteration time: exposed gradient sync, optimizer step).
+struct LossSplit {
+  double efficiency = 0, utilization = 0, tail = 0;
+};
+
+LossSplit loss_split(const Prediction& pr, std::int64_t num_devices) {
+  double busy = 0;  // device-ms of forward + backward
+  for (const auto& p : pr.pipelines) {
+    const auto k = static_cast<double>(p.num_microbatches);
+    for (const auto& st : p.stages) {
+      const double per_device = (k - 1) * (st.forward_ms + st.backward_ms) +
+                                st.last_forward_ms + st.last_backward_ms;
+      busy += per_device * static_cast<double>(st.tp * st.dp);
+    }
+  }
+  LossSplit l;
+  const auto n = static_cast<double>(num_devices);
+  l.efficiency = pr.ideal_iteration_ms * n / busy;
+  l.utilization = busy / (n * pr.pipeline_ms);
+  l.tail = pr.pipeline_ms / pr.iteration_ms;
+  return l;
+}
+
 void run_scenarios() {
   std::printf(
       "== Paper scenarios (analytic profile, default options: alpha 0, all optimizations)\n");
-  std::printf("%-22s %5s %5s %9s %9s %8s %10s %10s %10s %7s %7s %6s %5s\n", "cluster", "devs",
-              "gbs", "search s", "cpu s", "cands", "eth ms", "layer ms", "uniform ms", "x layer",
-              "x unif", "ideal", "pipes");
+  std::printf("%-20s %4s %4s %8s %8s %7s %9s %9s %9s %9s %6s %6s %6s %6s %5s %4s\n", "cluster",
+              "devs", "gbs", "search s", "cpu s", "cands", "eth ms", "layer ms", "layerMO",
+              "unif ms", "x lay", "x lMO", "x unif", "ideal", "mem", "pip");
+  double min_bound = 1e9, max_bound = 0, min_all = 1e9;
+  std::vector<std::string> losses;
   for (const Scenario& s : paper_scenarios()) {
     const ModelSpec model = model_preset(s.model);
     const ClusterSpec c = load_cluster(cluster_name(s));
     const ProfileDb db = analytic_for(model, c, model.seq_len);
     const PlannerOptions o;
+    PlannerOptions mo;
+    mo.layer_operator_recompute = true;
     const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, s.gbs, model.seq_len, o);
     const Timed layer = timed_plan(PlanMethod::Layer, model, c, db, s.gbs, model.seq_len, o);
+    const Timed layer_mo = timed_plan(PlanMethod::Layer, model, c, db, s.gbs, model.seq_len, mo);
     const Timed uni = timed_plan(PlanMethod::Uniform, model, c, db, s.gbs, model.seq_len, o);
     if (!eth.result) {
-      std::printf("%-22s eth: %s\n", cluster_name(s).c_str(), eth.error.c_str());
+      std::printf("%-20s eth: %s\n", cluster_name(s).c_str(), eth.error.c_str());
       continue;
     }
     const auto& pr = eth.result->prediction;
     auto ratio = [&](const Timed& t) { return t.result ? ms(t) / ms(eth) : 0.0; };
-    std::printf("%-22s %5lld %5lld %9.3f %9.3f %8lld %10.1f %10.1f %10.1f %7.3f %7.3f %6.3f %5zu\n",
-                cluster_name(s).c_str(), static_cast<long long>(c.num_devices()),
-                static_cast<long long>(s.gbs), eth.wall_s, eth.cpu_s,
-                static_cast<long long>(eth.result->stats.generated), ms(eth), ms(layer), ms(uni),
-                ratio(layer), ratio(uni), pr.ideal_iteration_ms / pr.iteration_ms,
-                eth.result->plan.pipelines.size());
+    const MemoryVerdict mv = memory_verdict(model, c, db, s.gbs, ms(layer));
+    if (layer.result) {
+      min_all = std::min(min_all, ratio(layer));
+      if (mv.bound) {
+        min_bound = std::min(min_bound, ratio(layer));
+        max_bound = std::max(max_bound, ratio(layer));
+      }
+    }
+    const LossSplit l = loss_split(pr, c.num_devices());
+    char line[160];
+    std::snprintf(line, sizeof line, "%-20s %6.3f = %6.3f x %6.3f x %6.3f", cluster_name(s).c_str(),
+                  pr.ideal_iteration_ms / pr.iteration_ms, l.efficiency, l.utilization, l.tail);
+    losses.push_back(line);
+    char mem[16];
+    std::snprintf(mem, sizeof mem, "%s%.2f", mv.bound ? "Y" : "n", mv.gap);
+    std::printf(
+        "%-20s %4lld %4lld %8.3f %8.3f %7lld %9.1f %9.1f %9.1f %9.1f %6.3f %6.3f %6.3f %6.3f %5s "
+        "%4zu\n",
+        cluster_name(s).c_str(), static_cast<long long>(c.num_devices()),
+        static_cast<long long>(s.gbs), eth.wall_s, eth.cpu_s,
+        static_cast<long long>(eth.result->stats.generated), ms(eth), ms(layer), ms(layer_mo),
+        ms(uni), ratio(layer), ratio(layer_mo), ratio(uni), pr.ideal_iteration_ms / pr.iteration_ms,
+        mem, eth.result->plan.pipelines.size());
   }
   std::printf(
-      "(x layer / x unif: that method's iteration time over eth's; ideal: ideal bound over "
-      "eth's iteration time; 0 = no plan fits)\n\n");
+      "(x lay / x lMO / x unif: that method's iteration time over eth's; layer = Metis/HexiScale "
+      "style, no or full recompute per stage; layerMO = layer given eth's operator-level "
+      "recompute; ideal: ideal bound over eth's iteration time; 0 = no plan fits)\n"
+      "(mem: Y = memory-bound, the layer baseline is >= %.2fx slower with the real memory than "
+      "with unlimited memory (the gap printed); paper Fig. 3's comparison)\n",
+      kMemoryBoundGap);
+  if (max_bound > 0) {
+    std::printf("eth over layer: %.3fx..%.3fx on the memory-bound scenarios; never below %.3fx\n",
+                min_bound, max_bound, min_all);
+  } else {
+    std::printf(
+        "eth over layer: no scenario is memory-bound by this criterion; never below %.3fx\n",
+        min_all);
+  }
+  std::printf(
+      "-- eth's fraction of the ideal bound = compute efficiency (tp, micro-batch size, recompute, "
+      "tp communication) x pipeline utilization (fill/drain, imbalance) x tail (exposed sync, "
+      "optimizer)\n");
+  for (const auto& l : losses) std::printf("%s\n", l.c_str());
+  std::printf("\n");
 }
 
 // Clusters that are not Table 2's N x M + N x M: uneven type counts, odd node sizes, three

@@ -30,6 +30,7 @@ struct PlanArgs {
   double alpha = 0.0;
   std::optional<double> v_inter, v_intra;
   bool no_cpc = false, no_ses = false, no_oso = false, no_dpo = false;
+  bool layer_operator_recompute = false;
   Format format = Format::Text;
 };
 
@@ -111,6 +112,7 @@ PlannerOptions planner_options(const PlanArgs& a) {
   o.oso = !a.no_oso;
   o.dpo = !a.no_dpo;
   o.top_k = a.top_k;
+  o.layer_operator_recompute = a.layer_operator_recompute;
   return o;
 }
 
@@ -279,6 +281,9 @@ void add_common_options(CLI::App* sub, PlanArgs& a) {
   sub->add_flag("--no-dpo", a.no_dpo, "Enumerate unit splits instead of the dynamic program");
   sub->add_option("--top-k", a.top_k, "Finalists priced by the predictor (default 8)")
       ->check(CLI::PositiveNumber);
+  sub->add_flag("--layer-operator-recompute", a.layer_operator_recompute,
+                "Let the layer baseline's stages recompute single operators as eth's do (by "
+                "default, as in Metis and HexiScale, only nothing or the whole unit)");
   add_format_option(sub, &a.format);
 }
 

@@ -292,6 +292,7 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
   out.fits = out.oversubscribed.empty();
 
   for (auto mode : {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
+    if (!options.all_modes && mode != options.aggregation) continue;
     out.sync_all_modes.push_back(
         predict_sync(plan, cluster, costs, t_p, out.pipeline_ms, seats, mode, options));
     if (mode == options.aggregation) out.sync = out.sync_all_modes.back();

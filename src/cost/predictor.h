@@ -29,6 +29,9 @@ struct PredictOptions {
   // Gradient collectives start once every holder's last backward has passed the block's units
   // (true) or only after every pipeline has finished (false).
   bool overlap = true;
+  // Price all three aggregation modes into sync_all_modes (false: only `aggregation`, which the
+  // planner uses to rank its finalists quickly).
+  bool all_modes = true;
 };
 
 // Ring all-reduce of `bytes` per holder over `holders` (global ids): 2(n-1)/n * bytes / bw +
@@ -85,7 +88,7 @@ struct Prediction {
   std::vector<PipelinePrediction> pipelines;
   std::vector<DevicePrediction> devices;  // ascending device id
   SyncPrediction sync;                    // the mode in PredictOptions
-  std::vector<SyncPrediction> sync_all_modes;  // block, tensor, device
+  std::vector<SyncPrediction> sync_all_modes;  // block, tensor, device (all_modes)
   double pipeline_ms = 0;   // max_p T_p
   double optimizer_ms = 0;  // max over devices
   double iteration_ms = 0;  // pipeline_ms + sync.exposed_ms + optimizer_ms

@@ -59,11 +59,41 @@ StageCost stage_cost(const Plan& plan, const ClusterSpec& cluster, const Pipelin
   return c;
 }
 
-StageStaticMemory static_memory(const Plan& plan, const StagePlan& st, const ProfileEntry& full) {
+// Parameters per tp rank of every unit, per tp degree, computed once per compute_stage_costs
+// call (unit_params builds the unit's tensor list on every call).
+class ParamCache {
+ public:
+  explicit ParamCache(const ModelSpec& m) : model_(m) {}
+  double unit(std::int64_t u, std::int64_t tp) {
+    return row(tp).per_unit[static_cast<std::size_t>(u)];
+  }
+  double model(std::int64_t tp) { return row(tp).total; }
+
+ private:
+  struct Row {
+    std::vector<double> per_unit;
+    double total = 0;
+  };
+  Row& row(std::int64_t tp) {
+    auto [it, inserted] = rows_.try_emplace(tp);
+    if (inserted) {
+      for (std::int64_t u = 0; u < model_.num_units(); ++u) {
+        it->second.per_unit.push_back(static_cast<double>(unit_params(model_, u, tp)));
+        it->second.total += it->second.per_unit.back();
+      }
+    }
+    return it->second;
+  }
+  const ModelSpec& model_;
+  std::map<std::int64_t, Row> rows_;
+};
+
+StageStaticMemory static_memory(const StagePlan& st, const ProfileEntry& full,
+                                ParamCache& params_of) {
   StageStaticMemory m;
   double params = 0;
   for (std::int64_t u = st.first_unit; u <= st.last_unit; ++u) {
-    params += static_cast<double>(unit_params(plan.model, u, st.tp));
+    params += params_of.unit(u, st.tp);
     const double act = full.units[static_cast<std::size_t>(u)].activation.total();
     m.workspace_bytes = std::max(m.workspace_bytes, act);
   }
@@ -73,23 +103,12 @@ StageStaticMemory static_memory(const Plan& plan, const StagePlan& st, const Pro
   return m;
 }
 
-double stage_params(const Plan& plan, const StagePlan& st) {
+double optimizer_ms(const StagePlan& st, const ProfileEntry& e, ParamCache& params_of) {
   double params = 0;
-  for (std::int64_t u = st.first_unit; u <= st.last_unit; ++u) {
-    params += static_cast<double>(unit_params(plan.model, u, st.tp));
-  }
-  return params;
-}
-
-double optimizer_ms(const Plan& plan, const StagePlan& st, const ProfileEntry& e) {
-  const double params = stage_params(plan, st);
+  for (std::int64_t u = st.first_unit; u <= st.last_unit; ++u) params += params_of.unit(u, st.tp);
   if (e.optimizer_ms > 0) {
     // The profile's figure is the whole model's step at this tp: take the stage's share.
-    double model_params = 0;
-    for (std::int64_t u = 0; u < plan.model.num_units(); ++u) {
-      model_params += static_cast<double>(unit_params(plan.model, u, st.tp));
-    }
-    return e.optimizer_ms * params / model_params;
+    return e.optimizer_ms * params / params_of.model(st.tp);
   }
   return 16.0 * params / kOptimizerBytesPerS * 1e3;
 }
@@ -101,6 +120,7 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
   ETH_CHECK(profile.model().num_units() == plan.model.num_units(),
             "profile and plan describe models with different unit counts");
   LookupCache cache(profile);
+  ParamCache params_of(plan.model);
   std::vector<PipelineCosts> out;
   out.reserve(plan.pipelines.size());
   for (const PipelinePlan& pipe : plan.pipelines) {
@@ -114,8 +134,8 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
       pc.last.push_back(
           stage_cost(plan, cluster, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms));
       const ProfileEntry& full = cache.get(st.device_type, st.tp, pc.full.back().share_mbs);
-      pc.memory.push_back(static_memory(plan, st, full));
-      pc.optimizer_ms.push_back(optimizer_ms(plan, st, full));
+      pc.memory.push_back(static_memory(st, full, params_of));
+      pc.optimizer_ms.push_back(optimizer_ms(st, full, params_of));
     }
     out.push_back(std::move(pc));
   }

@@ -102,8 +102,20 @@ void order_recompute_candidates(UnitTable& t) {
   }
 }
 
-CostTables::CostTables(const ProfileDb& profile, std::int64_t seq_len)
-    : profile_(&profile), seq_len_(seq_len), num_units_(profile.model().num_units()) {}
+void restrict_to_full_recompute(UnitTable& t) {
+  // A subsequence of rc_order keeps its unit-by-unit time order, so rc_first_fit still holds.
+  std::erase_if(t.rc_order, [](int r) { return r != 0 && r != kFullRecompute; });
+  if (t.rc_order.empty()) {
+    t.rc_order = {0, kFullRecompute};
+    t.rc_first_fit = false;
+  }
+}
+
+CostTables::CostTables(const ProfileDb& profile, std::int64_t seq_len, bool operator_recompute)
+    : profile_(&profile),
+      seq_len_(seq_len),
+      num_units_(profile.model().num_units()),
+      operator_recompute_(operator_recompute) {}
 
 bool CostTables::covers(const std::string& device_type, std::int64_t tp, std::int64_t mbs) const {
   const auto& entries = profile_->entries();
@@ -120,6 +132,7 @@ const UnitTable& CostTables::get(const std::string& device_type, std::int64_t tp
   ETH_CHECK(covers(device_type, tp, mbs), "cost table requested for an uncovered profile key");
   const ProfileLookup lk = profile_->lookup(device_type, tp, mbs);
   auto table = std::make_unique<UnitTable>(build_unit_table(lk.entry, profile_->model(), seq_len_));
+  if (!operator_recompute_) restrict_to_full_recompute(*table);
   const UnitTable& ref = *table;
   tables_.emplace(key, std::move(table));
   return ref;
@@ -141,6 +154,24 @@ RangeCost range_cost(const UnitTable& t, double capacity_bytes, std::int64_t in_
   double ws = 0;
   for (std::size_t u = i; u < j; ++u) ws = std::max(ws, t.workspace[u]);
   return range_cost_ws(t, capacity_bytes, static_cast<double>(in_flight), i, j, ws);
+}
+
+RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double q, std::size_t i,
+                        std::size_t j, double ws, std::size_t* position) {
+  if (!t.rc_first_fit || t.rc_order.empty()) return range_cost_ws(t, capacity_bytes, q, i, j, ws);
+  const double fixed = t.static_prefix[j] - t.static_prefix[i] + ws;
+  for (std::size_t k = *position; k < t.rc_order.size(); ++k) {
+    const auto ri = static_cast<std::size_t>(t.rc_order[k]);
+    const double mem = fixed + q * (t.held_prefix[ri][j] - t.held_prefix[ri][i]);
+    if (mem > capacity_bytes) continue;
+    *position = k;
+    // Summed as the other overload does, so both give the same bits.
+    const double fwd = t.forward_prefix[j] - t.forward_prefix[i];
+    const double time = fwd + (t.backward_prefix[ri][j] - t.backward_prefix[ri][i]);
+    return RangeCost{true, time, t.rc_order[k], mem};
+  }
+  *position = t.rc_order.size();
+  return RangeCost{};
 }
 
 RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double q, std::size_t i,

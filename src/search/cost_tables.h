@@ -55,7 +55,9 @@ struct UnitTable {
 // search many times"). Not thread-safe.
 class CostTables {
  public:
-  CostTables(const ProfileDb& profile, std::int64_t seq_len);
+  // operator_recompute false: stages may only choose no recompute or full recompute of every
+  // unit (the layer baseline: Metis and HexiScale have no operator-level recompute).
+  CostTables(const ProfileDb& profile, std::int64_t seq_len, bool operator_recompute = true);
 
   // True when the profile can answer (device type, tp, mbs) soundly: an entry of that type and
   // tp with a micro-batch size <= mbs exists (ProfileDb::lookup interpolates or extrapolates).
@@ -69,6 +71,7 @@ class CostTables {
   const ProfileDb* profile_;
   std::int64_t seq_len_;
   std::int64_t num_units_;
+  bool operator_recompute_;
   std::map<ProfileKey, std::unique_ptr<UnitTable>> tables_;
 };
 
@@ -77,6 +80,8 @@ UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model, st
 // time (index on ties); when that order holds unit by unit, a candidate that holds at least the
 // bytes of an earlier one on every unit can never be chosen and is dropped.
 void order_recompute_candidates(UnitTable& t);
+// Keeps only "nothing" and "unit" (full recompute) in rc_order.
+void restrict_to_full_recompute(UnitTable& t);
 
 // The cost of units [first, last) on one stage holding `in_flight` micro-batches, with the
 // cheapest candidate recompute set (by backward time) that fits `capacity_bytes`.
@@ -92,6 +97,12 @@ RangeCost range_cost(const UnitTable& t, double capacity_bytes, std::int64_t in_
 // planner's inner loops extend a range one unit at a time and keep that maximum running.
 RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double in_flight,
                         std::size_t first, std::size_t last, double workspace_bytes);
+// The same for a caller that grows one range (same stage, a longer range each call): a set
+// that does not fit a range fits no longer one, so with rc_first_fit the scan of rc_order
+// resumes at *position (0 for the first call), which it advances to the set chosen.
+RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double in_flight,
+                        std::size_t first, std::size_t last, double workspace_bytes,
+                        std::size_t* position);
 // Peak bytes of a stage of units [first, last) with recompute candidate `rc`.
 double range_memory(const UnitTable& t, std::int64_t in_flight, std::int64_t first,
                     std::int64_t last, int rc);

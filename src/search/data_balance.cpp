@@ -100,7 +100,8 @@ double balanced_time_ms(const std::vector<PipelineKind>& kinds, std::int64_t gbs
   }
   if (feasible(kinds, lo, gbs)) return lo;
   // Invariant: lo infeasible, hi feasible.
-  for (int it = 0; it < 200 && hi - lo > 1e-12 * hi; ++it) {
+  // Coarse on purpose: the walk below finishes exactly, one breakpoint at a time.
+  for (int it = 0; it < 200 && hi - lo > 1e-6 * hi; ++it) {
     const double mid = lo + (hi - lo) / 2;
     if (mid <= lo || mid >= hi) break;
     (feasible(kinds, mid, gbs) ? hi : lo) = mid;

@@ -24,7 +24,8 @@ struct Context {
   std::int64_t gbs;
   std::int64_t seq_len;
   const PlannerOptions& opt;
-  CostTables tables;
+  CostTables tables;        // every candidate recompute set (eth, uniform)
+  CostTables layer_tables;  // none or full recompute only, unless opt.layer_operator_recompute
   std::vector<TypeInfo> types;        // tps filled: allowed and profiled
   std::int64_t unusable_devices = 0;  // devices of types with no usable tp
   SearchStats stats;
@@ -64,6 +65,8 @@ std::vector<Candidate> search_uniform(Context& ctx, std::string& diagnosis);
 // Stages of a template with their cost tables at micro-batch size mbs; empty when the profile
 // does not cover some (type, tp) at mbs.
 std::vector<StageSlot> template_slots(Context& ctx, const PipelineTemplate& t, std::int64_t mbs);
+std::vector<StageSlot> template_slots(Context& ctx, CostTables& tables, const PipelineTemplate& t,
+                                      std::int64_t mbs);
 // The least-bad way a set of templates could be laid out, as the sentence that names the first
 // overflowing device (type, stage, units, bytes needed vs capacity).
 std::string explain_overflow(Context& ctx, const TemplateSet& templates);

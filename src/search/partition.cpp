@@ -117,32 +117,52 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
     options.push_back(pure_options(types[x], remaining[x], opt));
     if (options.back().empty()) return 0;  // this remainder has no cover at all
   }
+  // Each option's template, interned once; whether it is usable.
+  std::vector<std::vector<int>> ids(types.size());
+  std::vector<std::vector<char>> ok(types.size());
+  for (std::size_t x = 0; x < types.size(); ++x) {
+    for (const PureOption& o : options[x]) {
+      int id = -1;
+      if (o.count > 0) {
+        PipelineTemplate t;
+        t.groups.push_back(StageGroup{static_cast<int>(x), o.tp, o.stages});
+        id = templates.intern(t);
+      }
+      ids[x].push_back(id);
+      ok[x].push_back(id < 0 || !opt.usable || opt.usable(id) ? 1 : 0);
+    }
+  }
+  bool base_ok = true;
+  for (const auto& part : base.parts) base_ok = base_ok && (!opt.usable || opt.usable(part.tpl));
   std::int64_t too_many = 0;
   Partition cur = base;
   cur.idle.assign(types.size(), 0);
-  std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t x, std::int64_t pipes) {
+  std::function<void(std::size_t, std::int64_t, bool)> rec = [&](std::size_t x,
+                                                                 std::int64_t pipes, bool good) {
     if (x == types.size()) {
       if (cur.parts.empty()) return;
       if (pipes > opt.max_pipelines) {
         ++too_many;
         return;
       }
+      if (!good) {
+        // With idle devices allowed the caller keeps only partitions that leave some idle.
+        if (!opt.allow_idle || cur.num_idle() > 0) ++*opt.unusable;
+        return;
+      }
       out.push_back(cur);
       return;
     }
-    for (const PureOption& o : options[x]) {
+    for (std::size_t k = 0; k < options[x].size(); ++k) {
+      const PureOption& o = options[x][k];
       const std::size_t mark = cur.parts.size();
-      if (o.count > 0) {
-        PipelineTemplate t;
-        t.groups.push_back(StageGroup{static_cast<int>(x), o.tp, o.stages});
-        cur.parts.push_back(PartitionPart{templates.intern(t), o.count});
-      }
+      if (o.count > 0) cur.parts.push_back(PartitionPart{ids[x][k], o.count});
       cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
-      rec(x + 1, pipes + o.count);
+      rec(x + 1, pipes + o.count, good && ok[x][k]);
       cur.parts.resize(mark);
     }
   };
-  rec(0, base.num_pipelines());
+  rec(0, base.num_pipelines(), base_ok);
   return too_many;
 }
 
@@ -233,9 +253,14 @@ std::int64_t layer_partitions(const std::vector<TypeInfo>& types, const Generate
         for (const auto& ord : orders) {
           PipelineTemplate tpl;
           for (int o : ord) tpl.groups.push_back(pick[static_cast<std::size_t>(o)]);
+          const int id = templates.intern(tpl);
+          if (opt.usable && !opt.usable(id)) {
+            if (!opt.allow_idle) ++*opt.unusable;  // these never leave devices idle
+            continue;
+          }
           Partition p;
           p.family = Family::Layer;
-          p.parts.push_back(PartitionPart{templates.intern(tpl), c});
+          p.parts.push_back(PartitionPart{id, c});
           p.idle.assign(types.size(), 0);
           out.push_back(std::move(p));
         }

@@ -6,6 +6,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -77,6 +78,11 @@ struct GenerateOptions {
   std::int64_t num_units = 0;
   std::int64_t max_pipelines = 0;  // the most pipelines a partition may have (>= 1)
   bool allow_idle = false;         // inexact covers: devices of a type may stay unused
+  // When set, a partition with a template for which `usable` says false is counted in
+  // `*unusable` instead of appended (the search applies its memory floor while generating, so
+  // partitions that could never fit are not built).
+  std::function<bool(int)> usable;
+  std::int64_t* unusable = nullptr;
 };
 
 // Appends the pure and mixed families (docs/planner.md) to `out`; returns the number of

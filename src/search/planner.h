@@ -42,6 +42,9 @@ struct PlannerOptions {
   bool dpo = true;         // dynamic program for the unit split (false: enumerate every split)
   std::int64_t top_k = 8;  // best candidates (by the search's own objective) priced by predict()
   double max_enumerated_splits = 2e6;  // without DPO: templates with more splits are refused
+  // The layer baseline's stages choose only between no recompute and full recompute (Metis and
+  // HexiScale have no operator-level recompute); true gives it eth's per-stage operator sets.
+  bool layer_operator_recompute = false;
 };
 
 struct SearchStats {

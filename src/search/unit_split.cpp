@@ -38,6 +38,9 @@ UnitSplit describe(const std::vector<StageSlot>& stages, std::vector<std::int64_
   return out;
 }
 
+UnitSplit run_split_dp(const std::vector<StageSlot>& stages, std::int64_t num_units,
+                       SplitScratch& scratch, double* bottleneck_io);
+
 }  // namespace
 
 UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_units) {
@@ -47,6 +50,29 @@ UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_
 
 UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_units,
                          SplitScratch& scratch) {
+  return split_units_dp(stages, num_units, scratch, split_units_bottleneck(stages, num_units,
+                                                                          scratch));
+}
+
+double split_units_bottleneck(const std::vector<StageSlot>& stages, std::int64_t num_units,
+                              SplitScratch& scratch) {
+  double bottleneck = kInf;
+  run_split_dp(stages, num_units, scratch, &bottleneck);
+  return bottleneck;
+}
+
+UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_units,
+                         SplitScratch& scratch, double bottleneck) {
+  if (bottleneck == kInf) return {};
+  return run_split_dp(stages, num_units, scratch, &bottleneck);
+}
+
+namespace {
+
+// Phase 1 when *bottleneck is +infinity (writes the smallest bottleneck there, +infinity when
+// nothing fits, and returns nothing); otherwise phase 2 under *bottleneck, returning the split.
+UnitSplit run_split_dp(const std::vector<StageSlot>& stages, std::int64_t num_units,
+                       SplitScratch& scratch, double* bottleneck_io) {
   const std::size_t S = stages.size();
   const auto U = static_cast<std::size_t>(num_units);
   if (S == 0 || S > U) return {};
@@ -75,11 +101,12 @@ UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_
         double b = kInf;
         std::size_t arg = 0;
         bool top_fits = true;
+        std::size_t position = 0;  // the range only grows in this loop
         for (std::size_t i = top + 1; i-- > bottom;) {
           if (i < top) ws = std::max(ws, t.workspace[i]);
           const double before = s == 0 ? 0.0 : best[(s - 1) * W + i];
           if (before == kInf || (strict_improve && before >= b)) continue;
-          const RangeCost c = range_cost_ws(t, cap, q, i, j, ws);
+          const RangeCost c = range_cost_ws(t, cap, q, i, j, ws, &position);
           if (!c.fits && i == top) top_fits = false;
           if (!c.fits || c.time_ms > limit || (strict_improve && c.time_ms >= b)) break;
           const double v = combine(before, c.time_ms);
@@ -103,13 +130,15 @@ UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_
     }
   };
 
-  // Phase 1: the smallest bottleneck.
-  fill([](double before, double time) { return std::max(before, time); }, kInf, true);
-  const double bottleneck = best[(S - 1) * W + U];
-  if (bottleneck == kInf) return {};
+  if (*bottleneck_io == kInf) {
+    // Phase 1: the smallest bottleneck.
+    fill([](double before, double time) { return std::max(before, time); }, kInf, true);
+    *bottleneck_io = best[(S - 1) * W + U];
+    return {};
+  }
+  const double bottleneck = *bottleneck_io;
 
   // Phase 2: the smallest sum with every stage at most the bottleneck.
-  std::fill(best.begin(), best.end(), kInf);
   fill([](double before, double time) { return before + time; }, bottleneck, false);
   ETH_CHECK(best[(S - 1) * W + U] < kInf, "unit split: no split meets the bottleneck it found");
   std::vector<std::int64_t> bounds(S + 1);
@@ -124,6 +153,8 @@ UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_
   out.sum_ms = best[(S - 1) * W + U];
   return out;
 }
+
+}  // namespace
 
 double num_unit_splits(std::int64_t num_units, std::int64_t num_stages) {
   if (num_stages < 1 || num_stages > num_units) return 0;

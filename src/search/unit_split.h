@@ -41,6 +41,13 @@ struct SplitScratch {
 };
 UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_units,
                          SplitScratch& scratch);
+// The program in its two phases: the smallest bottleneck alone (+infinity when no split fits),
+// and the split given that bottleneck (the same split as above). The search runs the first
+// phase as a bound and the second only where the bound does not settle the question.
+double split_units_bottleneck(const std::vector<StageSlot>& stages, std::int64_t num_units,
+                              SplitScratch& scratch);
+UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_units,
+                         SplitScratch& scratch, double bottleneck);
 
 // Every composition of the units into S non-empty contiguous ranges: C(U-1, S-1) of them.
 UnitSplit split_units_enumerate(const std::vector<StageSlot>& stages, std::int64_t num_units);

@@ -27,6 +27,14 @@ std::vector<TypeInfo> types_with_tps(const ClusterSpec& c, std::vector<std::int6
   return types;
 }
 
+GenerateOptions gen(std::int64_t units, std::int64_t max_pipelines, bool idle) {
+  GenerateOptions o;
+  o.num_units = units;
+  o.max_pipelines = max_pipelines;
+  o.allow_idle = idle;
+  return o;
+}
+
 TEST(Partition, ClusterTypesCountDevicesPerType) {
   const ClusterSpec c =
       cluster(R"({"device_type": "B", "devices": 3}, {"device_type": "A", "devices": 4},
@@ -49,7 +57,7 @@ TEST(Partition, EveryPartitionCoversEveryDeviceExactlyOrCountsIdle) {
   for (bool idle : {false, true}) {
     TemplateSet set;
     std::vector<Partition> parts;
-    const GenerateOptions opt{10, 12, idle};
+    const GenerateOptions opt = gen(10, 12, idle);
     generate_partitions(types, opt, set, parts);
     layer_partitions(types, opt, set, parts);
     ASSERT_FALSE(parts.empty());
@@ -76,8 +84,8 @@ TEST(Partition, MixedFamilyHoldsTheLayerShapesOfTwoTypes) {
   const auto types = types_with_tps(c, {1, 2});
   TemplateSet set;
   std::vector<Partition> eth_parts, layer_parts;
-  generate_partitions(types, GenerateOptions{12, 64, false}, set, eth_parts);
-  layer_partitions(types, GenerateOptions{12, 64, false}, set, layer_parts);
+  generate_partitions(types, gen(12, 64, false), set, eth_parts);
+  layer_partitions(types, gen(12, 64, false), set, layer_parts);
   std::set<std::pair<int, std::int64_t>> eth_single;
   for (const auto& p : eth_parts) {
     if (p.parts.size() == 1) eth_single.insert({p.parts[0].tpl, p.parts[0].count});
@@ -98,7 +106,7 @@ TEST(Partition, PackingAgreesWithItsShortcutAndPlacesStagesInOneNode) {
   const auto types = types_with_tps(c, {1, 2, 4});
   TemplateSet set;
   std::vector<Partition> parts;
-  generate_partitions(types, GenerateOptions{8, 64, true}, set, parts);
+  generate_partitions(types, gen(8, 64, true), set, parts);
   std::vector<std::int64_t> scratch;
   int packed = 0, refused = 0;
   for (const Partition& p : parts) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <set>
 
 #include "core/error.h"
@@ -53,6 +54,7 @@ void expect_valid(const Plan& plan, const ClusterSpec& c, const ProfileDb& db, s
   for (const auto& p : plan.pipelines) {
     EXPECT_GE(p.local_batch, 1);
     EXPECT_GE(p.micro_batch_size, 1);
+    EXPECT_LE(p.micro_batch_size, p.local_batch);
     total += p.local_batch;
     std::int64_t next = 0;
     for (const auto& s : p.stages) {
@@ -133,6 +135,57 @@ TEST(Planner, OptimizedSearchAtAlphaZeroEqualsExhaustiveSearch) {
   }
 }
 
+// Memory-tight clusters: the bounds that prune (stage speeds, memory capacity, the first phase
+// of the unit split) must never cut the optimum.
+TEST(Planner, OptimizedSearchEqualsExhaustiveWhenMemoryIsTight) {
+  const std::string clusters[] = {
+      R"({"device_type": "mid", "devices": 4}, {"device_type": "slow", "devices": 4})",
+      R"({"device_type": "fast", "devices": 1}, {"device_type": "slow", "devices": 4},
+         {"device_type": "slow", "devices": 2})",
+  };
+  for (const auto& nodes : clusters) {
+    const ClusterSpec c = cluster_of(nodes);
+    PlannerOptions fast = small_options();
+    PlannerOptions slow = fast;
+    slow.cpc = slow.ses = slow.oso = slow.dpo = false;
+    for (std::int64_t gbs : {8, 31}) {
+      const PlannerResult a = run(PlanMethod::Eth, c, gbs, fast);
+      const PlannerResult b = run(PlanMethod::Eth, c, gbs, slow);
+      EXPECT_DOUBLE_EQ(a.best_objective_ms, b.best_objective_ms) << nodes << " gbs " << gbs;
+      EXPECT_EQ(a.stats.generated, a.stats.evaluated + a.stats.skipped_total());
+    }
+  }
+}
+
+// The layer baseline is Metis/HexiScale-style: one replicated shape, equal data, one micro-batch
+// size, and no operator-level recompute (nothing or the whole unit per stage) unless asked.
+TEST(Planner, LayerBaselineHasNoOperatorRecomputeUnlessAsked) {
+  const ClusterSpec c = cluster_of(R"({"device_type": "mid", "devices": 4},
+      {"device_type": "slow", "devices": 4})");
+  PlannerOptions o = small_options();
+  const PlannerResult layer = run(PlanMethod::Layer, c, 30, o);
+  const auto& pipes = layer.plan.pipelines;
+  ASSERT_FALSE(pipes.empty());
+  for (const auto& p : pipes) {
+    EXPECT_EQ(p.micro_batch_size, pipes.front().micro_batch_size);
+    EXPECT_LE(std::abs(p.local_batch - pipes.front().local_batch), 1);
+    ASSERT_EQ(p.stages.size(), pipes.front().stages.size());
+    for (std::size_t s = 0; s < p.stages.size(); ++s) {
+      const RecomputeSet& r = p.stages[s].recompute;
+      EXPECT_TRUE(r.empty() || r.ops() == std::vector<RecomputeOp>{RecomputeOp::Unit});
+      EXPECT_EQ(p.stages[s].device_type, pipes.front().stages[s].device_type);
+      EXPECT_EQ(p.stages[s].first_unit, pipes.front().stages[s].first_unit);
+      EXPECT_EQ(p.stages[s].tp, pipes.front().stages[s].tp);
+    }
+  }
+  o.layer_operator_recompute = true;
+  const PlannerResult layer_mo = run(PlanMethod::Layer, c, 30, o);
+  EXPECT_LE(layer_mo.prediction.iteration_ms, layer.prediction.iteration_ms);
+  const PlannerResult eth = run(PlanMethod::Eth, c, 30, small_options());
+  EXPECT_LE(eth.prediction.iteration_ms, layer.prediction.iteration_ms);
+  EXPECT_LE(eth.prediction.iteration_ms, layer_mo.prediction.iteration_ms);
+}
+
 TEST(Planner, DeterministicAndIndependentOfIdenticalNodeOrder) {
   const ClusterSpec a = cluster_of(R"({"device_type": "fast", "devices": 2},
       {"device_type": "slow", "devices": 2}, {"device_type": "fast", "devices": 2},
@@ -156,6 +209,20 @@ TEST(Planner, ThreeTypesUnevenNodesAndOddBatch) {
   for (auto m : {PlanMethod::Eth, PlanMethod::Layer}) {
     const PlannerResult r = run(m, c, 37, small_options());
     EXPECT_GT(r.prediction.iteration_ms, 0);
+  }
+}
+
+TEST(Planner, SmallLocalBatchesKeepMicroBatchWithinThem) {
+  // A fast device alone gets 12 of 16 samples while 16 was its best micro-batch size: the plan
+  // must say micro-batch 12 (found on the emulated CPU cluster, where it once said 16 / 12).
+  const ClusterSpec c = load_cluster("cpu-emulated");
+  const ModelSpec m = model_preset("tiny");
+  PlannerOptions o;
+  o.tp = {1};
+  const ProfileDb db = analytic_profile_db(m, c, {1}, o.micro_batch_sizes, 64);
+  for (std::int64_t gbs : {5, 12, 16, 30}) {
+    const PlannerResult r = plan_training(PlanMethod::Eth, m, c, db, gbs, 64, o);
+    expect_valid(r.plan, c, db, gbs);
   }
 }
 

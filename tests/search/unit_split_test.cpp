@@ -179,6 +179,18 @@ TEST(UnitSplit, DynamicProgramEqualsEnumerationAndBruteForce) {
     }
     const UnitSplit dp = split_units_dp(slots, static_cast<std::int64_t>(U));
     const UnitSplit en = split_units_enumerate(slots, static_cast<std::int64_t>(U));
+    // The program's first phase alone, as the search runs it for a bound, then the second.
+    SplitScratch scratch;
+    const double bottleneck =
+        split_units_bottleneck(slots, static_cast<std::int64_t>(U), scratch);
+    EXPECT_EQ(bottleneck < std::numeric_limits<double>::infinity(), en.feasible) << trial;
+    if (en.feasible) {
+      EXPECT_EQ(bottleneck, en.max_ms) << "trial " << trial;
+      const UnitSplit two =
+          split_units_dp(slots, static_cast<std::int64_t>(U), scratch, bottleneck);
+      EXPECT_EQ(two.sum_ms, en.sum_ms) << "trial " << trial;
+      EXPECT_EQ(two.bounds, dp.bounds) << "trial " << trial;
+    }
     const auto bf = brute_force(raw, caps, U);
     ASSERT_EQ(dp.feasible, en.feasible) << "trial " << trial;
     ASSERT_EQ(dp.feasible, bf.first < std::numeric_limits<double>::infinity()) << trial;
@@ -215,6 +227,45 @@ TEST(UnitSplit, SplitCount) {
   EXPECT_EQ(num_unit_splits(10, 3), 36);        // C(9, 2)
   EXPECT_EQ(num_unit_splits(42, 8), 22481940);  // C(41, 7)
   EXPECT_EQ(num_unit_splits(3, 4), 0);
+}
+
+}  // namespace
+}  // namespace eth::search
+
+namespace eth::search {
+namespace {
+
+// Growing one range with the resumable scan gives exactly what the plain scan gives, and a
+// table restricted to full recompute only ever picks "nothing" or "unit".
+TEST(UnitSplit, ResumableRecomputeScanAndFullRecomputeOnly) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t U = 3 + rng() % 8;
+    UnitTable t = make_table(random_units(rng, U));
+    order_recompute_candidates(t);
+    ASSERT_TRUE(t.rc_first_fit);
+    const double cap = std::uniform_real_distribution<double>(20.0, 120.0)(rng);
+    const double q = static_cast<double>(1 + rng() % 4);
+    const std::size_t j = U;
+    std::size_t position = 0;
+    double ws = 0;
+    for (std::size_t i = j; i-- > 0;) {
+      ws = std::max(ws, t.workspace[i]);
+      const RangeCost a = range_cost_ws(t, cap, q, i, j, ws);
+      const RangeCost b = range_cost_ws(t, cap, q, i, j, ws, &position);
+      ASSERT_EQ(a.fits, b.fits) << trial;
+      if (!a.fits) break;
+      EXPECT_EQ(a.time_ms, b.time_ms) << trial;
+      EXPECT_EQ(a.recompute, b.recompute) << trial;
+    }
+    UnitTable full = t;
+    restrict_to_full_recompute(full);
+    for (int r : full.rc_order) EXPECT_TRUE(r == 0 || r == kFullRecompute);
+    const RangeCost c = range_cost(full, cap, static_cast<std::int64_t>(q), 0, 1);
+    if (c.fits) {
+      EXPECT_TRUE(c.recompute == 0 || c.recompute == kFullRecompute);
+    }
+  }
 }
 
 }  // namespace
