@@ -184,9 +184,9 @@ ClusterSpec emulated_cluster() {
   const std::string text = R"({"name": "emulated-2fast-2slow",
     "nodes": [{"device_type": "cpu-fast", "devices": 2}, {"device_type": "cpu-slow", "devices": 2}],
     "device_types": {
-      "cpu-fast": {"tflops": 0.02, "memory_gb": 4, "intra_node_bandwidth_gbps": 40,
+      "cpu-fast": {"tflops": 0.02, "memory_gb": 4, "intra_node_bandwidth_gbps": 20,
                    "emulated_slowdown": 2},
-      "cpu-slow": {"tflops": 0.0067, "memory_gb": 4, "intra_node_bandwidth_gbps": 40,
+      "cpu-slow": {"tflops": 0.0067, "memory_gb": 4, "intra_node_bandwidth_gbps": 20,
                    "emulated_slowdown": 6}}})";
   const Json j = Json::parse(text);
   return parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "runtime_bench", ""}));

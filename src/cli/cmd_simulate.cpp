@@ -16,6 +16,7 @@
 #include "plan/plan.h"
 #include "plan/validate.h"
 #include "profile/analytic.h"
+#include "profile/emulated.h"
 #include "profile/metis_format.h"
 #include "profile/profile_io.h"
 #include "sim/simulator.h"
@@ -169,8 +170,12 @@ int run_simulate(const SimulateOptions& o) {
   std::string profile_name = "analytic";
   ProfileDb db(plan.model);
   if (!o.profile.empty()) {
-    db = is_metis_profile_dir(o.profile) ? read_metis_profile_dir(o.profile, plan.model, &cluster)
-                                         : read_profile_dir(o.profile, plan.model);
+    if (is_metis_profile_dir(o.profile)) {
+      db = read_metis_profile_dir(o.profile, plan.model, &cluster);
+    } else {
+      // Emulated device types (cpu-emulated) take the measured cpu times scaled by their factor.
+      db = emulated_profile(read_profile_dir(o.profile, plan.model), cluster);
+    }
     profile_name = o.profile;
   } else {
     db = analytic_for(plan, cluster);

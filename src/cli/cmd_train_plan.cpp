@@ -273,6 +273,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   if (r.profile) {
     PredictOptions po;
     po.aggregation = r.config.aggregation;
+    po.element_bytes = 4;  // the CPU runtime moves fp32 activations and gradients
     predicted_ms = predict(r.plan, r.cluster, *r.profile, po).iteration_ms;
   }
   if (a.format == Format::Json) {

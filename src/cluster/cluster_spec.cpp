@@ -10,8 +10,10 @@ namespace eth {
 const std::vector<DeviceType>& device_type_presets() {
   // Table 1 of the paper; H100 from NVIDIA's SXM datasheet (dense BF16, NVLink 900 GB/s);
   // `cpu` is one core of the 2-core machines ETH's CPU runtime runs on: fp32 sgemm measures
-  // about 0.18-0.19 TFLOPS per core (the runtime trains in fp32), MPI over shared memory moves
-  // about 8.7-20 GB/s, and one rank may use a third of the 24 GiB.
+  // about 0.18-0.19 TFLOPS per core (the runtime trains in fp32), and one rank may use a third
+  // of the 24 GiB. Its link figure is what the ring model needs to price MPI all-reduce over
+  // shared memory: 16 MiB over 4 ranks on 2 cores takes 10.7 ms, 2 * 3/4 * 16.8 MB / 10.7 ms =
+  // 2.35 GB/s, about 20 Gbit/s (point-to-point messages alone move 8.7-20 GB/s).
   static const std::vector<DeviceType> presets = {
       {"910B2", 376, 64, 1536, std::nullopt, 1.0},
       {"910B3", 313, 64, 1536, std::nullopt, 1.0},
@@ -19,12 +21,12 @@ const std::vector<DeviceType>& device_type_presets() {
       {"A100", 312, 80, 1536, std::nullopt, 1.0},
       {"RTX3090", 80, 24, 1408, std::nullopt, 1.0},
       {"H100", 989, 80, 7200, std::nullopt, 1.0},
-      {"cpu", 0.19, 8, 80, std::nullopt, 1.0},
+      {"cpu", 0.19, 8, 20, std::nullopt, 1.0},
       // Emulated types for the CPU runtime (one core each, stretched 2x and 6x: the slow one is
       // 3x slower than the fast one, and four such ranks keep only 1.33 of 2 cores busy, so
       // they do not slow each other down; docs/runtime.md).
-      {"cpu-fast", 0.19 / 2, 4, 80, std::nullopt, 2.0},
-      {"cpu-slow", 0.19 / 6, 4, 80, std::nullopt, 6.0},
+      {"cpu-fast", 0.19 / 2, 4, 20, std::nullopt, 2.0},
+      {"cpu-slow", 0.19 / 6, 4, 20, std::nullopt, 6.0},
   };
   return presets;
 }

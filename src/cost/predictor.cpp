@@ -13,7 +13,6 @@ namespace eth {
 
 namespace {
 
-constexpr double kGradBytesPerElement = 2.0;  // 16-bit gradients
 
 double max_of(const std::vector<StageCost>& v, double (*f)(const StageCost&)) {
   double m = 0;
@@ -72,7 +71,7 @@ SyncPrediction predict_sync(const Plan& plan, const ClusterSpec& cluster,
   SyncPrediction sp;
   sp.mode = mode;
   const std::vector<GradBlock> blocks = aggregation_collectives(plan, mode);
-  sp.stats = aggregation_stats(blocks, kGradBytesPerElement);
+  sp.stats = aggregation_stats(blocks, opt.element_bytes);
   // In-order list schedule: every device issues the collectives in the one global order, one
   // at a time; a collective starts once it is ready on every holder and every holder is done
   // with its previous one. Disjoint groups therefore run in parallel.
@@ -91,7 +90,7 @@ SyncPrediction predict_sync(const Plan& plan, const ClusterSpec& cluster,
       start = std::max(start, free_at[h]);
     }
     const double dur = ring_allreduce_ms(
-        cluster, b.holders, static_cast<double>(b.elements) * kGradBytesPerElement,
+        cluster, b.holders, static_cast<double>(b.elements) * opt.element_bytes,
         opt.collective_latency_ms);
     for (std::int64_t h : b.holders) {
       free_at[h] = start + dur;
@@ -247,7 +246,7 @@ double ideal_iteration_ms(const Plan& plan, const ClusterSpec& cluster, const Pr
 Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
                    const PredictOptions& options) {
   const std::vector<PipelineCosts> costs =
-      compute_stage_costs(plan, cluster, profile, options.p2p_latency_ms);
+      compute_stage_costs(plan, cluster, profile, options.p2p_latency_ms, options.element_bytes);
   Prediction out;
   std::vector<double> t_p;
   for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {

@@ -32,6 +32,9 @@ struct PredictOptions {
   // Price all three aggregation modes into sync_all_modes (false: only `aggregation`, which the
   // planner uses to rank its finalists quickly).
   bool all_modes = true;
+  // Bytes of one gradient or activation element moved between devices: 2 for the 16-bit
+  // training the cost model describes, 4 for ETH's fp32 CPU runtime (eth train --plan).
+  double element_bytes = 2.0;
 };
 
 // Ring all-reduce of `bytes` per holder over `holders` (global ids): 2(n-1)/n * bytes / bw +

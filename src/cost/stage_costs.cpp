@@ -34,7 +34,8 @@ class LookupCache {
 std::int64_t largest_share(std::int64_t mbs, std::int64_t dp) { return (mbs + dp - 1) / dp; }
 
 StageCost stage_cost(const Plan& plan, const ClusterSpec& cluster, const PipelinePlan& pipe,
-                     std::size_t s, std::int64_t mbs, LookupCache& cache, double p2p_latency_ms) {
+                     std::size_t s, std::int64_t mbs, LookupCache& cache, double p2p_latency_ms,
+                     double element_bytes) {
   const StagePlan& st = pipe.stages[s];
   StageCost c;
   c.share_mbs = largest_share(mbs, st.dp);
@@ -49,10 +50,10 @@ StageCost stage_cost(const Plan& plan, const ClusterSpec& cluster, const Pipelin
     c.activation_bytes += up.activation.held(st.recompute);
   }
   if (s + 1 < pipe.stages.size()) {
-    // The whole micro-batch's hidden states in 16 bits, from the stage's last device to the next
-    // stage's first (one message; the dp split of the receiving side is not modelled).
+    // The whole micro-batch's hidden states (element_bytes each), from the stage's last device to
+    // the next stage's first (one message; the dp split of the receiving side is not modelled).
     c.send_bytes = static_cast<double>(mbs) * static_cast<double>(plan.seq_len) *
-                   static_cast<double>(plan.model.hidden) * 2.0;
+                   static_cast<double>(plan.model.hidden) * element_bytes;
     const double bw = cluster.link_bytes_per_s(st.devices.back(), pipe.stages[s + 1].devices.front());
     c.send_ms = c.send_bytes / bw * 1e3 + p2p_latency_ms;
   }
@@ -116,7 +117,8 @@ double optimizer_ms(const StagePlan& st, const ProfileEntry& e, ParamCache& para
 }  // namespace
 
 std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSpec& cluster,
-                                               const ProfileDb& profile, double p2p_latency_ms) {
+                                               const ProfileDb& profile, double p2p_latency_ms,
+                                               double element_bytes) {
   ETH_CHECK(profile.model().num_units() == plan.model.num_units(),
             "profile and plan describe models with different unit counts");
   LookupCache cache(profile);
@@ -130,9 +132,11 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
       ETH_CHECK(static_cast<std::int64_t>(st.devices.size()) == st.tp * st.dp,
                 "stage device count must equal tp * dp");
       pc.full.push_back(
-          stage_cost(plan, cluster, pipe, s, pipe.micro_batch_size, cache, p2p_latency_ms));
+          stage_cost(plan, cluster, pipe, s, pipe.micro_batch_size, cache, p2p_latency_ms,
+                     element_bytes));
       pc.last.push_back(
-          stage_cost(plan, cluster, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms));
+          stage_cost(plan, cluster, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms,
+                     element_bytes));
       const ProfileEntry& full = cache.get(st.device_type, st.tp, pc.full.back().share_mbs);
       pc.memory.push_back(static_memory(st, full, params_of));
       pc.optimizer_ms.push_back(optimizer_ms(st, full, params_of));

@@ -61,8 +61,11 @@ inline constexpr double kOptimizerBytesPerS = 1.0e12;
 
 // One entry per pipeline of the plan, one element per stage in each vector. Throws InputError
 // (naming the profile key) when the profile lacks a needed entry.
+// `element_bytes` is the size of one activation element on the wire: 2 for the 16-bit training
+// the cost model describes, 4 for ETH's fp32 CPU runtime.
 std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSpec& cluster,
                                                const ProfileDb& profile,
-                                               double p2p_latency_ms = kDefaultP2pLatencyMs);
+                                               double p2p_latency_ms = kDefaultP2pLatencyMs,
+                                               double element_bytes = 2.0);
 
 }  // namespace eth

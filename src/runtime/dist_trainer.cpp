@@ -3,9 +3,9 @@
 
 #include <chrono>
 #include <cmath>
-#include <thread>
 
 #include "core/error.h"
+#include "runtime/emulation.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 
@@ -123,12 +123,10 @@ StepStats DistributedTrainer::step() {
   s.loss = sums[static_cast<std::size_t>(U)];
   s.grad_norm = std::sqrt(squares);
   s.lr = cfg_.train.lr.at(next_step_);
-  const auto t_update = Clock::now();
+  EmulatedOp update(slowdown_);  // emulation stretches the optimizer like every other op
   adamw_update(state_, cfg_.train.adamw, s.lr, next_step_,
                clip_factor(s.grad_norm, cfg_.train.adamw.grad_clip));
-  if (slowdown_ > 1.0) {  // emulation stretches the optimizer's compute like every other op
-    std::this_thread::sleep_for(std::chrono::duration<double>((slowdown_ - 1.0) * since(t_update)));
-  }
+  update.finish();
   times_.optimizer_s = since(t_opt);
   ++next_step_;
   s.seconds = since(t0);

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 #include "core/error.h"
 #include "cost/blocks.h"
+#include "runtime/emulation.h"
 #include "schedule/generate.h"
 #include "schedule/lower.h"
 
@@ -121,14 +121,6 @@ void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_
   }
 }
 
-void StageRunner::stretch(double seconds, RankTimes& times) const {
-  if (cfg_.slowdown > 1.0) {
-    const double extra = (cfg_.slowdown - 1.0) * seconds;
-    std::this_thread::sleep_for(std::chrono::duration<double>(extra));
-  }
-  times.compute_s += seconds * std::max(cfg_.slowdown, 1.0);
-}
-
 double StageRunner::run(const float* params, float* grads, const StepInput& in,
                         RankTimes& times) {
   const std::int64_t s = place_.stage;
@@ -170,10 +162,10 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
       case ActionKind::Forward: {
         const MicroBatch mb = micro_batch(a.microbatch, c, true);
         act_out = s + 1 < S ? &acquire_send_buffer() : nullptr;
-        const auto t0 = Clock::now();
+        EmulatedOp op(cfg_.slowdown);
         loss += compute_->forward(slot, params, mb, s > 0 ? x_in_.data() : nullptr,
                                   act_out ? act_out->data.data() : nullptr);
-        stretch(since(t0), times);
+        times.compute_s += op.finish();
         break;
       }
       case ActionKind::SendActivation:
@@ -187,10 +179,10 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
       case ActionKind::Backward: {
         const MicroBatch mb = micro_batch(a.microbatch, c, false);
         grad_out = s > 0 ? &acquire_send_buffer() : nullptr;
-        const auto t0 = Clock::now();
+        EmulatedOp op(cfg_.slowdown);
         compute_->backward(slot, params, grads, mb, s + 1 < S ? dx_out_.data() : nullptr,
                            grad_out ? grad_out->data.data() : nullptr);
-        stretch(since(t0), times);
+        times.compute_s += op.finish();
         break;
       }
       case ActionKind::SendGradient:

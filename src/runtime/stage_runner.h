@@ -6,8 +6,8 @@
 // have different dp, each replica sends every replica of the next stage the overlap of their
 // sample chunks (placement.h). Pipelines never wait on each other here: that is GradSync's job.
 // Emulated heterogeneity: a slowdown factor f stretches every forward and backward to f times its
-// measured length by sleeping afterwards (sleeping, not spinning, so the emulated slow rank does
-// not steal the cores of the fast ones on a shared machine).
+// compute by sleeping afterwards (runtime/emulation.h; sleeping, not spinning, so an emulated
+// slow rank does not steal the cores of the fast ones).
 #pragma once
 
 #include <cstdint>
@@ -77,7 +77,6 @@ class StageRunner {
                RankTimes& times);
   void send(const SendBuffer& buf, std::int64_t to_stage, std::int64_t mb, const Chunk& mine,
             int tag, std::vector<Request>& pending);
-  void stretch(double seconds, RankTimes& times) const;
 
   const Plan& plan_;
   RankPlace place_;
