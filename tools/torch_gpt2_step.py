@@ -3,6 +3,10 @@
 the same GPT as ETH's (pre-norm blocks, tanh GELU, untied LM head, no dropout), timed the same
 way. Prints one JSON object. Not a trainer: random tokens, no data, no checkpoints.
 
+With --serve it runs the warm-up steps, prints "ready", then one timed step per "step" line on
+stdin (answering {"step_s": ...} on one line) until "quit" or end of input, then the summary:
+train_bench alternates these steps with its own so that both meet the same machine load.
+
 Run it with Debian's interpreter (/usr/bin/python3, which has python3-torch) and, for the
 tuned figure, OMP_NUM_THREADS=2 OPENBLAS_CORETYPE=SkylakeX GLIBC_TUNABLES=glibc.malloc.hugetlb=1
 and the OpenMP OpenBLAS (LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp); the bench
@@ -11,6 +15,7 @@ sets all of that (see /work/shared/notes/machine-figures.md).
 import argparse
 import json
 import math
+import resource
 import sys
 import time
 
@@ -77,6 +82,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--serve", action="store_true",
+                   help="after warm-up, one step per 'step' line on stdin")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -84,21 +91,38 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
     idx = torch.randint(0, a.vocab, (a.batch, a.seq))
     tgt = torch.randint(0, a.vocab, (a.batch, a.seq))
-    times = []
-    for i in range(a.warmup + a.steps):
+
+    def step():
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = model(idx, tgt)
         loss.backward()
         opt.step()
-        dt = time.perf_counter() - t0
-        if i >= a.warmup:
+        return time.perf_counter() - t0, loss
+
+    times = []
+    loss = torch.zeros(())
+    for _ in range(a.warmup):
+        step()
+    if a.serve:
+        print("ready", flush=True)
+        for line in sys.stdin:
+            if line.strip() != "step":
+                break
+            dt, loss = step()
             times.append(dt)
-    best = min(times)
+            print(json.dumps({"step_s": dt}), flush=True)
+    else:
+        for _ in range(a.steps):
+            dt, loss = step()
+            times.append(dt)
+    best = min(times) if times else float("nan")
     json.dump({"torch": torch.__version__, "threads": torch.get_num_threads(),
                "step_s_best": best, "step_s_all": times,
-               "tokens_per_s": a.batch * a.seq / best, "loss": float(loss)}, sys.stdout)
-    print()
+               "tokens_per_s": a.batch * a.seq / best, "loss": float(loss),
+               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024},
+              sys.stdout)
+    print(flush=True)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,18 @@
 // `eth profile`: writes the analytic profile of every device type of a cluster (ETH's format or
-// Metis's), or shows a profile directory of either format. Measured profiles come with the CPU
-// runtime; the profile library (profile/) does the work, this file only parses and prints.
+// Metis's), measures the CPU runtime's own profile (device type `cpu`), or shows a profile
+// directory of either format. The profile library (profile/) and the trainer's measurement
+// (train/measure_profile.h) do the work; this file only parses, checks memory and prints.
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "cli/command.h"
@@ -15,6 +22,7 @@
 #include "profile/analytic.h"
 #include "profile/metis_format.h"
 #include "profile/profile_io.h"
+#include "train/measure_profile.h"
 
 namespace eth::cli {
 
@@ -30,7 +38,10 @@ struct ProfileOptions {
   std::vector<std::int64_t> tps;
   std::vector<std::int64_t> mbss{1, 2, 4, 8, 16};
   std::int64_t seq = 0;  // 0: the model's
-  std::string format;    // eth|metis with --analytic, text|json with --show
+  std::string format;    // eth|metis with --analytic, text|json with --show and --measure
+  int threads = 1;       // --measure: OpenMP threads (the `cpu` device type is one core)
+  int repeats = 3;       // --measure: timed runs per unit (median kept)
+  double dropout = 0;    // --measure: dropout probability (masks held and measured)
 };
 
 // The tp degrees to profile for one device type: --tp as given, or by default 1, 2, 4, 8 where
@@ -106,6 +117,137 @@ int run_analytic(const ProfileOptions& o) {
   return kExitOk;
 }
 
+// Bytes this process may map: MemAvailable from /proc/meminfo, else physical memory.
+double available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  for (std::string line; std::getline(f, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    double kb = 0;
+    if (fields >> key >> kb && key == "MemAvailable:") return kb * 1024.0;
+  }
+  return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+         static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+}
+
+double entry_step_ms(const ProfileEntry& e) {
+  double ms = e.optimizer_ms;
+  for (const auto& u : e.units) ms += u.forward_ms + u.backward_ms;
+  return ms;
+}
+
+int run_measure(const ProfileOptions& o) {
+  // Every check before any work: measuring gpt2-small takes minutes.
+  if (o.out.empty())
+    throw InputError("cli", "--out", "", "missing: the folder to write the profile to");
+  if (!o.cluster.empty()) {
+    throw InputError("cli", "--cluster", "",
+                     "not used with --measure (it measures this machine, device type cpu)");
+  }
+  if (!o.tps.empty()) {
+    throw InputError("cli", "--tp", "", "--measure measures tp 1 only (one process)");
+  }
+  const std::string format = o.format.empty() ? "text" : o.format;
+  if (format != "text" && format != "json") {
+    throw InputError("cli", "--format", "", "with --measure expected text or json, got " + format);
+  }
+  if (o.repeats < 1) {
+    throw InputError("cli", "--repeats", "", "expected >= 1, got " + std::to_string(o.repeats));
+  }
+  if (o.threads < 1) {
+    throw InputError("cli", "--threads", "", "expected >= 1, got " + std::to_string(o.threads));
+  }
+  std::set<std::int64_t> seen;
+  for (std::int64_t b : o.mbss) {
+    if (b < 1) {
+      throw InputError("cli", "--micro-batch-sizes", "",
+                       "expected sizes >= 1, got " + std::to_string(b));
+    }
+    if (!seen.insert(b).second) {
+      throw InputError("cli", "--micro-batch-sizes", "",
+                       "size " + std::to_string(b) + " given twice");
+    }
+  }
+  const ModelSpec m = load_model(o.model);
+  std::vector<MeasureOptions> runs;
+  const double memory = available_memory_bytes();
+  for (std::int64_t b : seen) {  // ascending
+    MeasureOptions mo;
+    mo.model = m;
+    mo.micro_batch = b;
+    mo.seq_len = o.seq;
+    mo.threads = o.threads;
+    mo.repeats = o.repeats;
+    mo.dropout = static_cast<float>(o.dropout);
+    check_measure_options(mo, memory);
+    runs.push_back(mo);
+  }
+  const std::int64_t seq = o.seq == 0 ? m.seq_len : o.seq;
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(o.out, ec);
+    if (ec || !std::filesystem::is_directory(o.out)) {
+      throw InputError("cli", "--out", "",
+                       "cannot create the folder " + o.out + (ec ? ": " + ec.message() : ""));
+    }
+  }
+
+  ProfileDb db(m);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::cerr << "[profile] " << m.name << " mbs " << runs[i].micro_batch << " (" << i + 1 << "/"
+              << runs.size() << ", seq " << seq << ", " << o.threads << " thread"
+              << (o.threads == 1 ? "" : "s") << "): measuring " << m.num_units() << " units..."
+              << std::flush;
+    ProfileEntry e = measure_profile(runs[i]);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double step = entry_step_ms(e);
+    std::cerr << " done in " << fmt_num(s, 1) << " s (step " << fmt_ms(step) << ", "
+              << fmt_num(static_cast<double>(runs[i].micro_batch * seq) / step * 1e3, 0)
+              << " tok/s)\n";
+    db.add(std::move(e));
+  }
+  // Written only once every size is measured; each file atomically.
+  const std::size_t files = write_profile_dir(db, o.out);
+
+  if (format == "json") {
+    Json entries = Json::array();
+    for (const auto& [key, e] : db.entries()) {
+      Json j = profile_entry_to_json(m, e);
+      const double step = entry_step_ms(e);
+      entries.push_back(Json{{"mbs", key.mbs},
+                             {"step_ms", step},
+                             {"tokens_per_s", static_cast<double>(key.mbs * seq) / step * 1e3},
+                             {"profile", j}});
+    }
+    print_json(Json{{"model", m.name},
+                    {"seq", seq},
+                    {"threads", o.threads},
+                    {"dropout", o.dropout},
+                    {"out", o.out},
+                    {"files", files},
+                    {"entries", entries}});
+    return kExitOk;
+  }
+  Table t({"mbs", "embed fwd+bwd ms", "block fwd ms", "block bwd ms", "block activation",
+           "head fwd+bwd ms", "optimizer ms", "step ms", "tok/s"});
+  for (const auto& [key, e] : db.entries()) {
+    const auto& embed = e.units.front();
+    const auto& head = e.units.back();
+    const double step = entry_step_ms(e);
+    t.add({std::to_string(key.mbs), ms_cell(embed.forward_ms + embed.backward_ms),
+           block_ms(e, true), block_ms(e, false), block_act(e),
+           ms_cell(head.forward_ms + head.backward_ms), ms_cell(e.optimizer_ms), ms_cell(step),
+           fmt_num(static_cast<double>(key.mbs * seq) / step * 1e3, 0)});
+  }
+  std::cout << "measured profile of " << m.name << " (seq " << seq << ", " << o.threads
+            << " thread" << (o.threads == 1 ? "" : "s") << ", dropout " << o.dropout
+            << ", device type cpu, tp 1; block = unit 1, median of " << o.repeats << "):\n\n"
+            << t.render() << "\nwrote " << files << " files (eth format) to " << o.out << "\n";
+  return kExitOk;
+}
+
 int run_show(const ProfileOptions& o) {
   const std::string format = o.format.empty() ? "text" : o.format;
   if (format != "text" && format != "json") {
@@ -141,13 +283,15 @@ int run_show(const ProfileOptions& o) {
 void add_profile_command(CLI::App& app, Registry& r) {
   auto* sub = app.add_subcommand(
       "profile",
-      "Write the analytic profile of a cluster's device types (--analytic), or show a profile "
-      "directory in ETH's or Metis's format (--show)");
+      "Write the analytic profile of a cluster's device types (--analytic), measure this "
+      "machine's (--measure, device type cpu), or show a profile directory in ETH's or Metis's "
+      "format (--show)");
   auto o = std::make_shared<ProfileOptions>();
   sub->add_flag("--analytic", o->analytic,
                 "Profile from FLOP counts and device peaks (docs/profile.md)");
   sub->add_flag("--measure", o->measure,
-                "Measure on the runtime's kernels (comes with the CPU runtime)");
+                "Measure every unit on the CPU training kernels of this machine (device type "
+                "cpu, tp 1) and write an ETH-format profile to --out");
   sub->add_option("--show", o->show, "Print the profile directory DIR (ETH or Metis format)");
   sub->add_option("--model", o->model, "Model preset name or model JSON file")->required();
   sub->add_option("--cluster", o->cluster,
@@ -158,22 +302,28 @@ void add_profile_command(CLI::App& app, Registry& r) {
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   sub->add_option("--micro-batch-sizes", o->mbss, "Micro-batch sizes (default 1,2,4,8,16)")
-      ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->delimiter(',');
   sub->add_option("--seq", o->seq, "Sequence length (default: the model's)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--format", o->format,
-                  "--analytic: eth (default) or metis; --show: text (default) or json");
+                  "--analytic: eth (default) or metis; --show, --measure: text (default) or json");
+  sub->add_option("--threads", o->threads,
+                  "--measure: OpenMP threads (default 1: the cpu device type is one core)");
+  sub->add_option("--repeats", o->repeats, "--measure: timed runs per unit, median kept (3)");
+  sub->add_option("--dropout", o->dropout,
+                  "--measure: dropout probability; > 0 also holds the dropout masks (default 0)");
   r.on(sub, [o] {
     const int modes = (o->analytic ? 1 : 0) + (o->measure ? 1 : 0) + (o->show.empty() ? 0 : 1);
     if (modes != 1) {
       throw InputError("cli", "--analytic", "",
                        "choose exactly one of --analytic, --measure, --show");
     }
-    if (o->measure) {
-      throw InputError("cli", "--measure", "",
-                       "measured profiles come with the CPU runtime, which is not built yet; "
-                       "use --analytic, or --show a Metis profile directory");
+    if (o->measure) return run_measure(*o);
+    for (std::int64_t b : o->mbss) {
+      if (b < 1) {
+        throw InputError("cli", "--micro-batch-sizes", "",
+                         "expected sizes >= 1, got " + std::to_string(b));
+      }
     }
     return o->analytic ? run_analytic(*o) : run_show(*o);
   });

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace eth {
 namespace {
@@ -12,6 +13,10 @@ namespace {
 constexpr std::int64_t kMaxSample = std::int64_t{1} << 32;
 constexpr std::int64_t kMaxElem = std::int64_t{1} << 34;
 constexpr std::int64_t kBlocksPerTask = 256;  // Philox blocks one thread draws at a time
+// normal_fill draws whole chunks of 256 Philox blocks (1024 normals), always all of a chunk,
+// so every element comes out of the same fully vectorized code whatever slice is asked for.
+constexpr std::int64_t kNormalBlocks = 256;
+constexpr std::int64_t kNormalChunk = 4 * kNormalBlocks;
 
 void check_stream(const RngStream& s) {
   ETH_CHECK(s.step >= 0 && s.step < (std::int64_t{1} << 32), "rng: step must be in [0, 2^32)");
@@ -42,6 +47,26 @@ std::array<std::uint32_t, 2> key_of(const RngStream& s) {
     words[4 * j + 1] = w[1];
     words[4 * j + 2] = w[2];
     words[4 * j + 3] = w[3];
+  }
+}
+
+// The 1024 normals (stddev 1) of chunk `chunk` of a sample: element 4b + l comes from Philox
+// block b; words 2p and 2p + 1 (p = element / 2) are one Box-Muller pair, the even element
+// takes the cosine, the odd one the sine.
+[[gnu::noinline]] void normal_chunk(float* out, const RngStream& s, std::int64_t sample,
+                                    std::int64_t chunk, float stddev) {
+  alignas(64) std::uint32_t words[kNormalChunk];
+  philox_blocks(words, counter(s, sample, chunk * kNormalBlocks), key_of(s), kNormalBlocks);
+  constexpr float k2m24 = 1.0f / 16777216.0f;
+#pragma omp simd
+  for (std::int64_t p = 0; p < kNormalChunk / 2; ++p) {
+    const float u1 = static_cast<float>((words[2 * p] >> 8) + 1) * k2m24;  // (0, 1]
+    const float u2 = static_cast<float>(words[2 * p + 1] >> 8) * k2m24;    // [0, 1)
+    const float r = std::sqrt(-2.0f * cpu::log_approx(u1)) * stddev;
+    float c = 0, sn = 0;
+    cpu::sincos_2pi_approx(u2, &c, &sn);
+    out[2 * p] = r * c;
+    out[2 * p + 1] = r * sn;
   }
 }
 
@@ -86,18 +111,15 @@ void normal_fill(float* out, const RngStream& s, float stddev, std::int64_t samp
   check_stream(s);
   ETH_CHECK(sample >= 0 && sample < kMaxSample, "normal_fill: sample index must be < 2^32");
   ETH_CHECK(elem0 >= 0 && n >= 0 && elem0 + n <= kMaxElem, "normal_fill: bad element range");
-  const auto key = key_of(s);
-  constexpr double kTwoPi = 6.283185307179586476925286766559;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t j = 0; j < n; ++j) {
-    // Element e uses the first two words of Philox block e/2: one Box-Muller pair per block.
-    const std::int64_t e = elem0 + j;
-    const Philox4x32 w = philox4x32_10(counter(s, sample, e >> 1), key);
-    const double u1 = (static_cast<double>(w[0] >> 8) + 1.0) * (1.0 / 16777216.0);  // (0, 1]
-    const double u2 = static_cast<double>(w[1] >> 8) * (1.0 / 16777216.0);
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    const double z = (e & 1) ? r * std::sin(kTwoPi * u2) : r * std::cos(kTwoPi * u2);
-    out[j] = static_cast<float>(z * static_cast<double>(stddev));
+  if (n == 0) return;
+  const std::int64_t first = elem0 / kNormalChunk, last = (elem0 + n - 1) / kNormalChunk;
+#pragma omp parallel for schedule(dynamic, 4) if (last > first)
+  for (std::int64_t ch = first; ch <= last; ++ch) {
+    alignas(64) float z[kNormalChunk];
+    normal_chunk(z, s, sample, ch, stddev);
+    const std::int64_t lo = std::max(elem0, ch * kNormalChunk);
+    const std::int64_t hi = std::min(elem0 + n, (ch + 1) * kNormalChunk);
+    std::copy(z + (lo - ch * kNormalChunk), z + (hi - ch * kNormalChunk), out + (lo - elem0));
   }
 }
 

@@ -68,8 +68,10 @@ void dropout_mask_fill(std::uint8_t* mask, const RngStream& s, float p, std::int
                        std::int64_t elem0, std::int64_t B, std::int64_t n);
 
 // Fills out[j] with N(0, stddev^2) numbers for elements elem0 + j of "sample" `sample` of the
-// stream (Box-Muller on pairs of words; element 2i and 2i+1 share a pair). Used for parameter
-// initialization, where `sample` is the tensor's index within its unit.
+// stream (Box-Muller on pairs of words, in float with the vectorized log and sin/cos of
+// kernels/cpu/vec_math.h; element 2i and 2i+1 share a pair, a Philox block feeds two pairs).
+// Each element is a pure function of (stream, sample, element): any slice, any thread count.
+// Used for parameter initialization, where `sample` is the tensor's index within its unit.
 //   out (n)
 void normal_fill(float* out, const RngStream& s, float stddev, std::int64_t sample,
                  std::int64_t elem0, std::int64_t n);

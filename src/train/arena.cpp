@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "kernels/cpu/threads.h"
+
 namespace eth {
 
 Arena::Arena(std::size_t bytes) : capacity_(bytes) {
@@ -19,8 +21,9 @@ Arena::Arena(std::size_t bytes) : capacity_(bytes) {
   // Advice only: a kernel without THP still gives working (slower to fault) memory.
   (void)::madvise(p, bytes, MADV_HUGEPAGE);
   base_ = static_cast<unsigned char*>(p);
-  // Pre-fault: write one byte per 4 KiB page (zero, which the mapping already holds).
-  for (std::size_t off = 0; off < bytes; off += 4096) base_[off] = 0;
+  // Pre-fault: write one byte per 4 KiB page (zero, which the mapping already holds), on every
+  // thread: each fault has the kernel zero a whole (huge) page, the slow part of start-up.
+  cpu::prefault_zero_pages(base_, bytes);
 }
 
 Arena::Arena(Arena&& o) noexcept { *this = std::move(o); }

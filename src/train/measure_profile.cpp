@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 #include "core/error.h"
 #include "data/tokenize.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/rng.h"
 #include "model/arithmetic.h"
 #include "train/kernel_set.h"
@@ -29,6 +31,43 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+std::int64_t resolved_seq(const MeasureOptions& opt) {
+  return opt.seq_len == 0 ? opt.model.seq_len : opt.seq_len;
+}
+
+// The size checks (everything but memory), shared by the public check and measure_profile.
+void check_sizes(const MeasureOptions& opt) {
+  const ModelSpec& m = opt.model;
+  const std::int64_t T = resolved_seq(opt);
+  if (opt.micro_batch < 1) {
+    throw InputError("profile", "--micro-batch-sizes", "",
+                     "expected sizes >= 1, got " + std::to_string(opt.micro_batch));
+  }
+  if (T < 1 || T > m.seq_len) {
+    throw InputError("profile", "--seq", "",
+                     "expected 1.." + std::to_string(m.seq_len) + " (model " + m.name +
+                         "'s position table), got " + std::to_string(T));
+  }
+  if (opt.threads < 0) {
+    throw InputError("profile", "--threads", "",
+                     "expected >= 1 (0: the caller's), got " + std::to_string(opt.threads));
+  }
+  if (!(opt.dropout >= 0 && opt.dropout < 1)) {
+    throw InputError("profile", "--dropout", "",
+                     "expected a probability in [0, 1), got " + std::to_string(opt.dropout));
+  }
+}
+
+StageComputeConfig unit_config(const MeasureOptions& opt, std::int64_t u) {
+  StageComputeConfig cfg;
+  cfg.first_unit = cfg.last_unit = u;
+  cfg.max_micro_batch = opt.micro_batch;
+  cfg.seq_len = resolved_seq(opt);
+  cfg.dropout = opt.dropout;
+  cfg.seed = opt.seed;
+  return cfg;
+}
+
 struct Timing {
   double forward_ms = 0;
   double backward_ms = 0;
@@ -37,7 +76,7 @@ struct Timing {
 // Inputs of one unit: tokens and targets for the ends, a random activation in between.
 struct UnitInputs {
   std::vector<std::int32_t> tokens, targets;
-  std::vector<float> x, dy, dx;
+  std::vector<float> x, dy, dx, out;
 };
 
 Timing time_unit(StageCompute<CpuKernels>& sc, ModelState& st, UnitInputs& in,
@@ -49,12 +88,11 @@ Timing time_unit(StageCompute<CpuKernels>& sc, ModelState& st, UnitInputs& in,
   mb.loss_scale = 1.0 / static_cast<double>(opt.micro_batch * T);
   const bool has_head = sc.config().last_unit == st.model().num_units() - 1;
   const bool has_embed = sc.config().first_unit == 0;
-  std::vector<float> out(in.x.size());
   std::vector<double> fwd, bwd;
   for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
     auto t0 = Clock::now();
     sc.forward(0, st.params(), mb, has_embed ? nullptr : in.x.data(),
-               has_head ? nullptr : out.data());
+               has_head ? nullptr : in.out.data());
     const double f = ms_since(t0);
     t0 = Clock::now();
     sc.backward(0, st.params(), st.grads(), mb, has_head ? nullptr : in.dy.data(),
@@ -68,19 +106,96 @@ Timing time_unit(StageCompute<CpuKernels>& sc, ModelState& st, UnitInputs& in,
   return {median(fwd), median(bwd)};
 }
 
+// Restores the caller's OpenMP thread count when measuring ends (or throws).
+class ThreadScope {
+ public:
+  explicit ThreadScope(int threads) : saved_(cpu::max_threads()) {
+    if (threads > 0) cpu::set_max_threads(threads);
+  }
+  ~ThreadScope() { cpu::set_max_threads(saved_); }
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int saved_;
+};
+
+UnitProfile measure_unit(const MeasureOptions& opt, std::int64_t u, UnitInputs& in,
+                         double* optimizer_ms) {
+  const ModelSpec& m = opt.model;
+  const std::int64_t T = resolved_seq(opt);
+  ModelState st(m, u, u);
+  st.init(opt.seed);
+  const StageComputeConfig cfg = unit_config(opt, u);
+  UnitProfile up;
+  up.params = unit_params(m, u);
+  StageCompute<CpuKernels> sc(m, cfg);
+  const Timing base = time_unit(sc, st, in, opt, T);
+  up.forward_ms = base.forward_ms;
+  up.backward_ms = base.backward_ms;
+  up.activation = sc.activation_bytes(u);
+  if (opt.recompute_times) {
+    for (int k = 0; k < kNumRecomputeOps; ++k) {
+      const auto op = static_cast<RecomputeOp>(k);
+      // Classes that hold nothing here (all of them outside blocks except the full unit, the
+      // dropout classes without dropout) cost nothing to recompute.
+      const bool holds =
+          op == RecomputeOp::Unit || up.activation.op[static_cast<std::size_t>(k)] > 0;
+      if (!holds) continue;
+      StageComputeConfig rc_cfg = cfg;
+      rc_cfg.recompute.add(op);
+      StageCompute<CpuKernels> rc(m, rc_cfg);
+      const Timing t = time_unit(rc, st, in, opt, T);
+      up.recompute_ms[static_cast<std::size_t>(k)] =
+          std::max(0.0, t.backward_ms - base.backward_ms);
+    }
+  }
+  // The optimizer step of this unit (AdamW over its parameters).
+  std::vector<double> opt_ms;
+  for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
+    const auto t0 = Clock::now();
+    adamw_update(st, AdamWConfig{}, 1e-4, r, 1.0);
+    if (r >= opt.warmup) opt_ms.push_back(ms_since(t0));
+  }
+  *optimizer_ms = median(opt_ms);
+  return up;
+}
+
 }  // namespace
 
-ProfileEntry measure_profile(const MeasureOptions& opt) {
+double measure_peak_bytes(const MeasureOptions& opt) {
+  check_sizes(opt);
   const ModelSpec& m = opt.model;
-  const std::int64_t T = opt.seq_len == 0 ? m.seq_len : opt.seq_len;
-  if (opt.micro_batch < 1) {
-    throw InputError("profile", "--micro-batch-sizes", "", "expected sizes >= 1");
+  const double n = static_cast<double>(opt.micro_batch * resolved_seq(opt));
+  double most = 0;
+  for (std::int64_t u = 0; u < m.num_units(); ++u) {
+    const double state = 4.0 * arena_bytes<float>(unit_params(m, u));
+    const double arena =
+        static_cast<double>(StageCompute<CpuKernels>::planned_arena_bytes(m, unit_config(opt, u)));
+    most = std::max(most, state + 2.0 * arena);
   }
-  if (T < 1 || T > m.seq_len) {
-    throw InputError("profile", "--seq", "",
-                     "expected 1.." + std::to_string(m.seq_len) + ", got " + std::to_string(T));
+  return most + 4.0 * n * static_cast<double>(m.hidden) * sizeof(float);
+}
+
+void check_measure_options(const MeasureOptions& opt, double memory_limit_bytes) {
+  check_sizes(opt);
+  const double need = measure_peak_bytes(opt);
+  if (need > memory_limit_bytes) {
+    throw InputError("profile", "--micro-batch-sizes", "",
+                     "micro-batch size " + std::to_string(opt.micro_batch) + " at sequence " +
+                         std::to_string(resolved_seq(opt)) + " needs " +
+                         std::to_string(std::llround(need / 1e6)) + " MB to measure, more than " +
+                         std::to_string(std::llround(memory_limit_bytes / 1e6)) +
+                         " MB available; use smaller sizes or --seq");
   }
+}
+
+ProfileEntry measure_profile(const MeasureOptions& opt) {
+  check_sizes(opt);
   ETH_CHECK(opt.repeats >= 1 && opt.warmup >= 0, "measure_profile: need at least one repeat");
+  const ModelSpec& m = opt.model;
+  const std::int64_t T = resolved_seq(opt);
+  const ThreadScope threads(opt.threads);
   ProfileEntry e;
   e.key = ProfileKey{opt.device_type, 1, opt.micro_batch};
   e.seq_len = T;
@@ -94,55 +209,17 @@ ProfileEntry measure_profile(const MeasureOptions& opt) {
     t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
   for (auto& t : in.targets)
     t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
-  in.x.resize(static_cast<std::size_t>(n * m.hidden));
-  in.dy.resize(in.x.size());
-  in.dx.resize(in.x.size());
+  const auto nc = static_cast<std::size_t>(n * m.hidden);
+  in.x.resize(nc);
+  in.dy.resize(nc);
+  in.dx.resize(nc);
+  in.out.resize(nc);
   normal_fill(in.x.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1.0f, 0, 0, n * m.hidden);
   normal_fill(in.dy.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1e-3f, 1, 0, n * m.hidden);
-
   for (std::int64_t u = 0; u < m.num_units(); ++u) {
-    ModelState st(m, u, u);
-    st.init(opt.seed);
-    StageComputeConfig cfg;
-    cfg.first_unit = cfg.last_unit = u;
-    cfg.max_micro_batch = opt.micro_batch;
-    cfg.seq_len = T;
-    cfg.dropout = opt.dropout;
-    cfg.seed = opt.seed;
-    UnitProfile up;
-    up.params = unit_params(m, u);
-    {
-      StageCompute<CpuKernels> sc(m, cfg);
-      const Timing base = time_unit(sc, st, in, opt, T);
-      up.forward_ms = base.forward_ms;
-      up.backward_ms = base.backward_ms;
-      up.activation = sc.activation_bytes(u);
-      if (opt.recompute_times) {
-        for (int k = 0; k < kNumRecomputeOps; ++k) {
-          const auto op = static_cast<RecomputeOp>(k);
-          // Classes that hold nothing here (all of them outside blocks except the full unit,
-          // the dropout classes without dropout) cost nothing to recompute.
-          const bool holds =
-              op == RecomputeOp::Unit || up.activation.op[static_cast<std::size_t>(k)] > 0;
-          if (!holds) continue;
-          StageComputeConfig rc_cfg = cfg;
-          rc_cfg.recompute.add(op);
-          StageCompute<CpuKernels> rc(m, rc_cfg);
-          const Timing t = time_unit(rc, st, in, opt, T);
-          up.recompute_ms[static_cast<std::size_t>(k)] =
-              std::max(0.0, t.backward_ms - base.backward_ms);
-        }
-      }
-    }
-    // The optimizer step of this unit (AdamW over its parameters), summed over the model.
-    std::vector<double> opt_ms;
-    for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
-      const auto t0 = Clock::now();
-      adamw_update(st, AdamWConfig{}, 1e-4, r, 1.0);
-      if (r >= opt.warmup) opt_ms.push_back(ms_since(t0));
-    }
-    e.optimizer_ms += median(opt_ms);
-    e.units.push_back(up);
+    double optimizer_ms = 0;
+    e.units.push_back(measure_unit(opt, u, in, &optimizer_ms));
+    e.optimizer_ms += optimizer_ms;  // the whole model's step: the sum over its units
   }
   return e;
 }

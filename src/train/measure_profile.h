@@ -2,7 +2,12 @@
 // recomputing each operator class) with the training kernels on this machine, and reads the
 // activation bytes off the buffers StageCompute really allocates, giving a ProfileEntry of
 // device type "cpu" that the planner uses like any other. `eth profile --measure` calls this.
-// Not a benchmark harness: one process, the caller's OpenMP thread count, median of repeats.
+// Not a benchmark harness: one process, median of repeats, nothing printed.
+//
+// How to use:
+//   MeasureOptions o{.model = m, .micro_batch = 4, .seq_len = 256, .threads = 1};
+//   check_measure_options(o, physical_memory_bytes);   // InputError naming the flag, no work
+//   ProfileDb db(m); db.add(measure_profile(o));        // then profile/profile_io.h writes it
 #pragma once
 
 #include <cstdint>
@@ -17,16 +22,29 @@ struct MeasureOptions {
   ModelSpec model;
   std::int64_t micro_batch = 1;
   std::int64_t seq_len = 0;     // 0: the model's
+  int threads = 0;              // OpenMP threads while measuring; 0: the caller's setting
   int warmup = 1;               // untimed runs first (caches, GEMM library set-up)
   int repeats = 3;              // timed runs; the median is kept
   bool recompute_times = true;  // also time backward under each operator class's recompute
-  float dropout = 0;
+  float dropout = 0;            // > 0 also holds (and measures) the dropout masks
   std::string device_type = "cpu";
   std::uint64_t seed = 1;
 };
 
-// One entry (tp 1, mbs = micro_batch, source "measured"). ETH_CHECKs the options; throws
-// InputError("profile", "--micro-batch-sizes"/"--seq", ...) for sizes the model cannot take.
+// Bytes measure_profile(opt) maps at its peak: the largest unit's parameters, gradients and
+// AdamW moments, two StageCompute arenas (base and recompute) and the boundary tensors.
+// Requires options that pass check_measure_options' size checks.
+double measure_peak_bytes(const MeasureOptions& opt);
+
+// Throws InputError("profile", flag, ...) for options that cannot be measured, before any
+// work: micro_batch < 1 (--micro-batch-sizes), seq_len outside 1..model seq_len (--seq),
+// threads < 0 (--threads), dropout outside [0, 1) (--dropout), and a peak above
+// memory_limit_bytes (--micro-batch-sizes, naming the size and the bytes it needs).
+void check_measure_options(const MeasureOptions& opt, double memory_limit_bytes);
+
+// One entry (tp 1, mbs = micro_batch, source "measured", seq_len = the resolved T). Throws what
+// check_measure_options throws (without the memory check). Units are measured one at a time
+// (each with its own state and buffers), so the peak is one unit's, not the model's.
 ProfileEntry measure_profile(const MeasureOptions& opt);
 
 }  // namespace eth

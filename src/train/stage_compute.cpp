@@ -389,6 +389,15 @@ template <class K>
 StageCompute<K>::~StageCompute() = default;
 
 template <class K>
+std::size_t StageCompute<K>::planned_arena_bytes(const ModelSpec& model,
+                                                 const StageComputeConfig& cfg) {
+  Impl sizing(model, cfg);
+  Carver counter(nullptr);
+  sizing.assign(counter, cfg.first_unit, cfg.last_unit);
+  return counter.bytes();
+}
+
+template <class K>
 const ActivationBytes& StageCompute<K>::activation_bytes(std::int64_t u) const {
   ETH_CHECK(u >= cfg_.first_unit && u <= cfg_.last_unit, "activation_bytes: unit not in range");
   return bytes_[static_cast<std::size_t>(u - cfg_.first_unit)];

@@ -81,6 +81,9 @@ class StageCompute {
   // alignment padding excluded); equals the sum over units of activation_bytes(u).held(rc).
   double held_bytes_per_slot() const { return slot_bytes_; }
   std::size_t arena_bytes_total() const { return arena_.capacity(); }
+  // The arena bytes StageCompute(model, cfg) would map, from the same sizing pass, without
+  // allocating anything (callers check memory before committing to a size).
+  static std::size_t planned_arena_bytes(const ModelSpec& model, const StageComputeConfig& cfg);
 
   struct Impl;  // buffer tables and the per-kind code (stage_compute.cpp)
 
