@@ -214,6 +214,13 @@ const std::vector<ClusterPreset>& cluster_presets() {
         out.push_back({name, desc, two_type_cluster(name, p.a, p.b, s.nodes, s.per_node)});
       }
     }
+    {
+      ClusterSpec cpu;
+      cpu.name = "cpu-2";
+      cpu.nodes.push_back({"cpu", 2});
+      cpu.device_types["cpu"] = *find_device_type_preset("cpu");
+      out.push_back({"cpu-2", "1 x 2 x cpu: this 2-core machine as a homogeneous cluster", cpu});
+    }
     out.push_back({"cpu-emulated",
                    "1 x 2 x cpu-fast + 1 x 2 x cpu-slow: an EMULATED heterogeneous cluster of "
                    "four CPU ranks on one machine (the slow ones 3x slower)",
