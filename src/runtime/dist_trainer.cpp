@@ -99,10 +99,10 @@ StepStats DistributedTrainer::step() {
   in.tokens = data_.tokens();
   in.loss_scale = 1.0 / static_cast<double>(cfg_.plan.gbs * seq_len_);
   state_.zero_grads();
-  double loss = runner_->run(state_.params(), state_.grads(), in, times_);
+  double loss = runner_->run(state_.params(), state_.grads(), in, times_, sync_.get());
 
   const auto t_sync = Clock::now();
-  sync_->start(state_.grads());
+  sync_->start(state_.grads());  // what the last backward did not post (or all, without one)
   sync_->finish(state_.grads());
   times_.sync_s = since(t_sync);
 

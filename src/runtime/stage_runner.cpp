@@ -122,7 +122,7 @@ void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_
 }
 
 double StageRunner::run(const float* params, float* grads, const StepInput& in,
-                        RankTimes& times) {
+                        RankTimes& times, GradSync* sync) {
   const std::int64_t s = place_.stage;
   const std::int64_t T = cfg_.seq_len;
   const std::int64_t m = pipe_.micro_batch_size;
@@ -151,6 +151,15 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
     return mb;
   };
   const std::int64_t S = static_cast<std::int64_t>(pipe_.stages.size());
+  // Backward runs micro-batches in ascending order: the last one this replica holds samples of
+  // is its final backward, after which a unit's gradient is complete.
+  std::int64_t last_mb = -1;
+  for (std::int64_t j = 0; j < pipe_.num_microbatches(); ++j) {
+    if (chunk(s, place_.dp_rank, j).size > 0) last_mb = j;
+  }
+  const std::function<void(std::int64_t)> post_ready = [&](std::int64_t unit) {
+    sync->start_ready(grads, unit);
+  };
   for (const Action& a : schedule_.programs[static_cast<std::size_t>(s)].actions) {
     const Chunk c = chunk(s, place_.dp_rank, a.microbatch);
     if (c.size == 0) continue;  // this replica holds no sample of a small last micro-batch
@@ -181,7 +190,8 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
         grad_out = s > 0 ? &acquire_send_buffer() : nullptr;
         EmulatedOp op(cfg_.slowdown);
         compute_->backward(slot, params, grads, mb, s + 1 < S ? dx_out_.data() : nullptr,
-                           grad_out ? grad_out->data.data() : nullptr);
+                           grad_out ? grad_out->data.data() : nullptr,
+                           sync != nullptr && a.microbatch == last_mb ? post_ready : nullptr);
         times.compute_s += op.finish();
         break;
       }

@@ -18,6 +18,7 @@
 #include "comm/communicator.h"
 #include "data/sampler.h"
 #include "plan/plan.h"
+#include "runtime/grad_sync.h"
 #include "runtime/placement.h"
 #include "schedule/schedule.h"
 #include "train/kernel_set.h"
@@ -60,7 +61,10 @@ class StageRunner {
 
   // Runs the program once: gradients accumulate into `grads` (zero them first). Returns the sum
   // of this rank's scaled head losses (0 unless the stage holds the head). Adds into `times`.
-  double run(const float* params, float* grads, const StepInput& in, RankTimes& times);
+  // With `sync`, the rank's last backward posts each gradient collective as soon as it has
+  // passed the collective's units (GradSync::start_ready), overlapping the rest of it.
+  double run(const float* params, float* grads, const StepInput& in, RankTimes& times,
+             GradSync* sync = nullptr);
 
   const Schedule& schedule() const { return schedule_; }
   const StageCompute<CpuKernels>& compute() const { return *compute_; }

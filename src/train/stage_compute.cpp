@@ -456,7 +456,8 @@ double StageCompute<K>::forward(int slot, const Real* params, const MicroBatch& 
 
 template <class K>
 void StageCompute<K>::backward(int slot, const Real* params, Real* grads, const MicroBatch& mb,
-                               const Real* dx_out, Real* dx_in) {
+                               const Real* dx_out, Real* dx_in,
+                               const std::function<void(std::int64_t)>& unit_done) {
   ETH_CHECK(slot >= 0 && slot < cfg_.num_slots, "stage backward: slot out of range");
   ETH_CHECK(mb.size >= 1 && mb.size <= cfg_.max_micro_batch,
             "stage backward: bad micro-batch size");
@@ -483,6 +484,7 @@ void StageCompute<K>::backward(int slot, const Real* params, Real* grads, const 
         break;
     }
     dout = dx;
+    if (unit_done) unit_done(u);
   }
 }
 

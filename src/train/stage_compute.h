@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -70,8 +71,10 @@ class StageCompute {
   // Backward of the micro-batch held in `slot` (the same `mb` as its forward).
   //   grads += (parameter gradients accumulate over micro-batches), dx_out (B,T,C) unless the
   //   range ends with the head, dx_in (B,T,C) written (=) unless the range starts at unit 0.
+  // `unit_done(u)`, when given, runs as soon as unit u's parameter gradients of this micro-batch
+  // are accumulated (units go from last to first): the runtime starts gradient all-reduces there.
   void backward(int slot, const Real* params, Real* grads, const MicroBatch& mb, const Real* dx_out,
-                Real* dx_in);
+                Real* dx_in, const std::function<void(std::int64_t)>& unit_done = {});
 
   // Activation bytes of unit u per micro-batch of max_micro_batch samples, per operator class,
   // when nothing is recomputed (the profile's convention: held(rc) is what a recompute set
