@@ -1,7 +1,7 @@
 // The distributed runtime, measured: (1) one gradient aggregation of an asymmetric plan in each
 // mode (block, tensor, device) on 4 and 8 MPI ranks, with bytes fed and collectives issued
 // beside the time; (2) on an emulated heterogeneous cluster (2 fast + 2 slow CPU ranks, the slow
-// ones stretched 3x), the measured iteration time of the eth, layer and uniform plans, each
+// ones 3x slower), the measured iteration time of the eth, layer and uniform plans, each
 // beside the predictor's figure for the same plan and the measured cpu profile (their ratio is
 // the predictor's error; target within 15%).
 //
@@ -177,29 +177,14 @@ void aggregation_section(const std::string& self) {
 // long enough that compute, not message latency, dominates on 2 cores.
 ModelSpec emulated_model() { return ModelSpec{"bench-4x256", 4, 256, 4, 128, 512, 1024}; }
 
-// The slow type is 3x slower than the fast one. Both are stretched (2x and 6x), so each rank
-// computes for only 1/2 or 1/6 of its time: four ranks then need 1.33 cores, and two cores run
-// them without contention, which a 1x/3x emulation (2.33 cores) would not.
-ClusterSpec emulated_cluster() {
-  const std::string text = R"({"name": "emulated-2fast-2slow",
-    "nodes": [{"device_type": "cpu-fast", "devices": 2}, {"device_type": "cpu-slow", "devices": 2}],
-    "device_types": {
-      "cpu-fast": {"tflops": 0.02, "memory_gb": 4, "intra_node_bandwidth_gbps": 20,
-                   "emulated_slowdown": 2},
-      "cpu-slow": {"tflops": 0.0067, "memory_gb": 4, "intra_node_bandwidth_gbps": 20,
-                   "emulated_slowdown": 6}}})";
-  const Json j = Json::parse(text);
-  return parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "runtime_bench", ""}));
-}
-
 void emulated_section(const std::string& eth_binary, int steps, bool quick) {
   const fs::path dir = fs::temp_directory_path() / ("eth_runtime_bench_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const ModelSpec model = emulated_model();
-  const ClusterSpec cluster = emulated_cluster();
+  const ClusterSpec cluster = load_cluster("cpu-emulated");
   const std::int64_t gbs = 16, seq = model.seq_len;
   std::printf("\n== emulated heterogeneous cluster: 2 x cpu-fast + 2 x cpu-slow (EMULATED: every op "
-              "stretched 2x on fast, 6x on slow ranks), %s, gbs %lld, seq %lld\n",
+              "stretched 4x on fast, 12x on slow ranks), %s, gbs %lld, seq %lld\n",
               model.name.c_str(), static_cast<long long>(gbs), static_cast<long long>(seq));
   // The measured cpu profile, on one thread (each rank runs one), scaled to the emulated types.
   omp_set_num_threads(1);
@@ -282,7 +267,7 @@ int main(int argc, char** argv) {
     return aggregation_worker(std::stoi(args[1]));
   }
   bool quick = false;
-  int steps = 6;
+  int steps = 10;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--quick") {
       quick = true;

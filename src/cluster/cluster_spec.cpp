@@ -22,11 +22,13 @@ const std::vector<DeviceType>& device_type_presets() {
       {"RTX3090", 80, 24, 1408, std::nullopt, 1.0},
       {"H100", 989, 80, 7200, std::nullopt, 1.0},
       {"cpu", 0.19, 8, 20, std::nullopt, 1.0},
-      // Emulated types for the CPU runtime (one core each, stretched 2x and 6x: the slow one is
-      // 3x slower than the fast one, and four such ranks keep only 1.33 of 2 cores busy, so
-      // they do not slow each other down; docs/runtime.md).
-      {"cpu-fast", 0.19 / 2, 4, 20, std::nullopt, 2.0},
-      {"cpu-slow", 0.19 / 6, 4, 20, std::nullopt, 6.0},
+      // Emulated types for the CPU runtime (one core each, stretched 4x and 12x: the slow one is
+      // 3x slower than the fast one, and four such ranks keep only 0.67 of 2 cores busy, so
+      // they seldom slow each other down; docs/runtime.md). Their link figure is what the
+      // runtime's own non-blocking all-reduce achieves among 4 ranks on 2 cores (about
+      // 0.65 GB/s in bench/runtime_bench), not shared memory's raw speed.
+      {"cpu-fast", 0.19 / 4, 4, 5, std::nullopt, 4.0},
+      {"cpu-slow", 0.19 / 12, 4, 5, std::nullopt, 12.0},
   };
   return presets;
 }

@@ -117,7 +117,10 @@ StepStats DistributedTrainer::step() {
     }
   }
   sums[static_cast<std::size_t>(U)] = loss;
+  const auto t_reduce = Clock::now();  // waits for every rank: counted as sync, not optimizer
   world_.allreduce_sum(std::span<double>(sums));
+  const double reduce_s = since(t_reduce);
+  times_.sync_s += reduce_s;
   double squares = 0;
   for (std::int64_t u = 0; u < U; ++u) squares += sums[static_cast<std::size_t>(u)];
   s.loss = sums[static_cast<std::size_t>(U)];
@@ -127,7 +130,7 @@ StepStats DistributedTrainer::step() {
   adamw_update(state_, cfg_.train.adamw, s.lr, next_step_,
                clip_factor(s.grad_norm, cfg_.train.adamw.grad_clip));
   update.finish();
-  times_.optimizer_s = since(t_opt);
+  times_.optimizer_s = since(t_opt) - reduce_s;
   ++next_step_;
   s.seconds = since(t0);
   times_.step_s = s.seconds;

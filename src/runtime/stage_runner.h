@@ -38,7 +38,8 @@ struct StageRunnerConfig {
 struct RankTimes {
   double compute_s = 0;    // forward + backward (emulated stretch included)
   double wait_s = 0;       // blocked on activations / gradients from neighbours
-  double sync_s = 0;       // gradient aggregation not hidden behind compute
+  double sync_s = 0;       // gradient aggregation after the schedule, and the loss/norm reduction
+                           // (both wait for the slowest rank)
   double optimizer_s = 0;  // norm, clipping, AdamW
   double step_s = 0;       // the whole step
 };
