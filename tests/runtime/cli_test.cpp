@@ -127,6 +127,37 @@ TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]);
 }
 
+TEST(TrainPlanCli, ResumesUnderAnotherPlanWithDpUnderMpi) {
+  // Two steps under the asymmetric plan, then two more under one pipeline of three stages with
+  // dp 2 in the middle and micro-batch 3: the four losses are single-process training's.
+  const char* other = R"({"format": "eth-plan", "version": 1, "model": "tiny", "gbs": 8,
+    "seq_len": 16, "pipelines": [
+    {"micro_batch_size": 3, "local_batch": 8, "stages": [
+      {"device_type": "cpu", "devices": [0], "units": [0, 1]},
+      {"device_type": "cpu", "devices": [1, 2], "dp": 2, "units": [2, 4]},
+      {"device_type": "cpu", "devices": [3], "units": [5, 5], "recompute": ["unit"]}]}]})";
+  const Fixture f = setup("resume");
+  const fs::path second = f.dir / "second.json", ckpt = f.dir / "ckpt";
+  std::ofstream(second) << other;
+  const Result single = run("train --model tiny --batch 8 --seq-len 16 " +
+                                train_args(f, f.dir / "single.jsonl", 4),
+                            f.dir);
+  ASSERT_EQ(single.code, 0) << single.err;
+  const std::string common = " -- --cluster " + f.cluster.string() + " --checkpoint-dir " +
+                             ckpt.string() + " " + train_args(f, f.dir / "dist.jsonl", 4);
+  const Result a = run("launch --plan " + f.plan.string() + common + " --stop-at 2", f.dir);
+  ASSERT_EQ(a.code, 0) << a.err;
+  const Result b = run("launch --plan " + second.string() + common + " --resume " + ckpt.string(),
+                       f.dir);
+  ASSERT_EQ(b.code, 0) << b.err;
+  const std::vector<double> want = losses(f.dir / "single.jsonl");
+  const std::vector<double> got = losses(f.dir / "dist.jsonl");
+  ASSERT_EQ(got.size(), 4u);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << "step " << i;
+  }
+}
+
 TEST(TrainPlanCli, WrongRankCountIsRefusedOnceBeforeCompute) {
   const Fixture f = setup("ranks");
   const fs::path log = f.dir / "log.jsonl";
