@@ -186,9 +186,9 @@ void add_train_command(CLI::App& app, Registry& r) {
       ->capture_default_str()
       ->group(dist);
   sub->add_option("--emulate", a->emulate,
-                  "EMULATION on one machine: TYPE=FACTOR stretches every forward and backward of "
-                  "ranks of device type TYPE to FACTOR times its length (repeatable; overrides "
-                  "the cluster file's emulated_slowdown)")
+                  "EMULATION on one machine: TYPE=FACTOR stretches every forward, backward and "
+                  "optimizer step of ranks of device type TYPE to FACTOR times its compute "
+                  "(repeatable; overrides the cluster file's emulated_slowdown)")
       ->group(dist);
   sub->add_option("--backend", a->backend,
                   "mpi (under mpirun / eth launch) or threads (every rank a thread of this "

@@ -148,9 +148,10 @@ void print_header(const PlanRun& r, const DistributedTrainer& t, int ranks) {
     std::cerr << "\n";
   }
   for (const auto& [type, f] : r.config.slowdown) {
-    std::cerr << "  EMULATED: device type " << type << " runs every forward and backward " << f
-              << "x as long (sleeping after each op); this is emulation on one machine, not a "
-                 "real device\n";
+    std::cerr << "  EMULATED: device type " << type << " stretches every forward, backward and "
+              << "optimizer step to " << f
+              << "x its compute (sleeping after each op); this is emulation on one machine, not "
+                 "a real device\n";
   }
 }
 
