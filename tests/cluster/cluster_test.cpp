@@ -11,30 +11,14 @@
 #include "cluster/cluster_spec.h"
 #include "core/error.h"
 #include "core/json_file.h"
+#include "test_util.h"
 
 namespace eth {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-std::filesystem::path scratch(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("eth_cluster_test_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-std::string write(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream(path) << text;
-  return path.string();
-}
+using test::error_of;
+using test::write;
+std::filesystem::path scratch(const std::string& name) { return test::scratch("cluster_test", name); }
 
 TEST(DevicePresets, PaperTable1) {
   struct Row {

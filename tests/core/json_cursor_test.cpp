@@ -7,18 +7,12 @@
 #include "core/error.h"
 #include "core/json_cursor.h"
 #include "core/json_file.h"
+#include "test_util.h"
 
 namespace eth {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST(JsonCursor, MissingFieldNamesPath) {
   Json j = Json::parse(R"({"a": {"b": [1, {"c": 2}]}})");

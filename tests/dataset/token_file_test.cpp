@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "data/tokenize.h"
+#include "test_util.h"
 
 namespace eth {
 namespace {
@@ -36,14 +37,7 @@ void write_bytes(const fs::path& p, const std::string& s) {
   out.write(s.data(), static_cast<std::streamsize>(s.size()));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 std::int32_t int_at(const std::string& bytes, std::size_t i) {
   std::int32_t v;

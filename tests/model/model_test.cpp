@@ -13,31 +13,14 @@
 #include "model/arithmetic.h"
 #include "model/model_spec.h"
 #include "model/recompute.h"
+#include "test_util.h"
 
 namespace eth {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-// A per-test scratch folder (pid in the name: ctest may run tests of this binary in parallel).
-std::filesystem::path scratch(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("eth_model_test_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-std::string write(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream(path) << text;
-  return path.string();
-}
+using test::error_of;
+using test::write;
+std::filesystem::path scratch(const std::string& name) { return test::scratch("model_test", name); }
 
 TEST(ModelPresets, PaperTable2AndCpuModels) {
   struct Row {

@@ -6,18 +6,12 @@
 #include <set>
 
 #include "runtime_test_util.h"
+#include "test_util.h"
 
 namespace eth {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST(Placement, EveryRankGetsItsOwnDeviceAndCoordinates) {
   const Plan plan = test::make_plan(test::small3(), 8,

@@ -14,6 +14,7 @@
 #include "data/token_file.h"
 #include "data/tokenize.h"
 #include "model/model_spec.h"
+#include "test_util.h"
 
 namespace eth::test {
 
@@ -62,13 +63,6 @@ class OneThread {
   int saved_;
 };
 
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using eth::test::error_of;
 
 }  // namespace eth::test

@@ -1,0 +1,40 @@
+// Helpers every test folder uses: the message of the InputError a call throws, and per-test
+// scratch folders. Test-only.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "core/error.h"
+
+namespace eth::test {
+
+// The what() of the InputError `f` throws, or "(no error)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// <tmp>/eth_<suite>_<name>_<pid>, created (the pid: ctest may run a binary's tests in parallel).
+inline std::filesystem::path scratch(const std::string& suite, const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("eth_" + suite + "_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Writes `text` to `path` and returns the path as a string.
+inline std::string write(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+}  // namespace eth::test
