@@ -9,10 +9,10 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/plan_inputs.h"
 #include "cluster/cluster_spec.h"
 #include "core/error.h"
 #include "profile/analytic.h"
-#include "profile/emulated.h"
 #include "profile/metis_format.h"
 #include "profile/profile_io.h"
 #include "search/planner.h"
@@ -67,17 +67,13 @@ Inputs load_inputs(const PlanArgs& a) {
   if (!a.profile.empty()) {
     const bool metis = is_metis_profile_dir(a.profile);
     in.profile = metis ? read_metis_profile_dir(a.profile, in.model, &in.cluster)
-                       : read_profile_dir(a.profile, in.model);
+                       : read_profile_for_cluster(a.profile, in.model, in.cluster);
     in.profile_source = a.profile + (metis ? " (Metis format)" : " (ETH format)");
     bool emulated = false;
     for (const auto& [name, type] : in.cluster.device_types) {
       emulated = emulated || type.emulated_slowdown != 1.0;
     }
-    if (!metis && emulated) {
-      // Emulated types run the cpu kernels stretched by their factor: scale the measured profile.
-      in.profile = emulated_profile(*in.profile, in.cluster);
-      in.profile_source += ", cpu times scaled to the EMULATED types";
-    }
+    if (!metis && emulated) in.profile_source += ", cpu times scaled to the EMULATED types";
     for (const auto& [key, e] : in.profile->entries()) {
       if (e.seq_len != in.seq) {
         throw InputError("cli", "--seq", "",

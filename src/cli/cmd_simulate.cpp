@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/plan_inputs.h"
 #include "cluster/cluster_spec.h"
 #include "core/error.h"
 #include "core/json_file.h"
@@ -16,7 +17,6 @@
 #include "plan/plan.h"
 #include "plan/validate.h"
 #include "profile/analytic.h"
-#include "profile/emulated.h"
 #include "profile/metis_format.h"
 #include "profile/profile_io.h"
 #include "sim/simulator.h"
@@ -34,14 +34,6 @@ struct SimulateOptions {
   bool no_overlap = false;
   Format format = Format::Text;
 };
-
-ClusterSpec choose_cluster(const Plan& plan, const SimulateOptions& o) {
-  if (!o.cluster.empty()) return load_cluster(o.cluster);
-  if (plan.cluster) return *plan.cluster;
-  throw InputError("cli", "--cluster", "",
-                   "missing: the plan has no \"cluster\" field, so pass --cluster with a preset "
-                   "name (see `eth clusters`) or a cluster file");
-}
 
 // The analytic profile at exactly the (tp, per-replica micro-batch) shapes the plan prices.
 ProfileDb analytic_for(const Plan& plan, const ClusterSpec& cluster) {
@@ -157,7 +149,7 @@ void print_report(const Plan& plan, const ClusterSpec& cluster, const std::strin
 
 int run_simulate(const SimulateOptions& o) {
   Plan plan = load_plan(o.plan);
-  const ClusterSpec cluster = choose_cluster(plan, o);
+  const ClusterSpec cluster = cluster_for_plan(plan, o.cluster);
   if (!o.schedule.empty()) plan.schedule = o.schedule;
   check_plan(plan, cluster, o.plan);
   const auto kind = parse_schedule_kind(plan.schedule);
@@ -173,8 +165,7 @@ int run_simulate(const SimulateOptions& o) {
     if (is_metis_profile_dir(o.profile)) {
       db = read_metis_profile_dir(o.profile, plan.model, &cluster);
     } else {
-      // Emulated device types (cpu-emulated) take the measured cpu times scaled by their factor.
-      db = emulated_profile(read_profile_dir(o.profile, plan.model), cluster);
+      db = read_profile_for_cluster(o.profile, plan.model, cluster);
     }
     profile_name = o.profile;
   } else {

@@ -19,13 +19,12 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/plan_inputs.h"
 #include "cli/train_args.h"
 #include "comm/local_comm.h"
 #include "comm/mpi_comm.h"
 #include "core/error.h"
 #include "cost/predictor.h"
-#include "profile/emulated.h"
-#include "profile/profile_io.h"
 #include "runtime/dist_trainer.h"
 #include "runtime/placement.h"
 
@@ -42,14 +41,6 @@ struct PlanRun {
   std::optional<std::filesystem::path> resume;
   CommOptions comm;
 };
-
-ClusterSpec choose_cluster(const Plan& plan, const TrainArgs& a) {
-  if (!a.cluster.empty()) return load_cluster(a.cluster);
-  if (plan.cluster) return *plan.cluster;
-  throw InputError("cli", "--cluster", "",
-                   "missing: the plan has no \"cluster\" field, so pass --cluster with a preset "
-                   "name (see `eth clusters`) or a cluster file");
-}
 
 void apply_emulation(ClusterSpec& cluster, const std::vector<std::string>& specs) {
   for (const std::string& spec : specs) {
@@ -80,7 +71,7 @@ void apply_emulation(ClusterSpec& cluster, const std::vector<std::string>& specs
 PlanRun prepare(const TrainArgs& a) {
   PlanRun r;
   r.plan = load_plan(a.plan);
-  r.cluster = choose_cluster(r.plan, a);
+  r.cluster = cluster_for_plan(r.plan, a.cluster);
   apply_emulation(r.cluster, a.emulate);
   if (!a.model.empty() && !(load_model(a.model) == r.plan.model)) {
     throw InputError("cli", "--model", "",
@@ -110,7 +101,7 @@ PlanRun prepare(const TrainArgs& a) {
     if (type.emulated_slowdown != 1.0) r.config.slowdown[name] = type.emulated_slowdown;
   }
   if (!a.profile.empty()) {
-    r.profile = emulated_profile(read_profile_dir(a.profile, r.plan.model), r.cluster);
+    r.profile = read_profile_for_cluster(a.profile, r.plan.model, r.cluster);
   }
   // The data are read by every rank: check them here, once, before any rank starts.
   const TokenFile data = open_training_data(r.config.train);

@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/plan_inputs.h"
 #include "cluster/cluster_spec.h"
 #include "core/error.h"
 #include "plan/plan.h"
@@ -23,14 +24,6 @@ struct ValidateOptions {
 };
 
 // --cluster wins over the plan's own "cluster" field; one of them must be there.
-ClusterSpec choose_cluster(const Plan& plan, const ValidateOptions& o) {
-  if (!o.cluster.empty()) return load_cluster(o.cluster);
-  if (plan.cluster) return *plan.cluster;
-  throw InputError("cli", "--cluster", "",
-                   "missing: the plan has no \"cluster\" field, so pass --cluster with a preset "
-                   "name (see `eth clusters`) or a cluster file");
-}
-
 // "910B2 2x1 x 4" (runs of equal stages collapsed) or "0-10,11-20,...": one table cell each.
 std::string stage_types(const PipelinePlan& pipe) {
   std::vector<std::pair<std::string, int>> runs;
@@ -83,7 +76,7 @@ int run_validate(const ValidateOptions& o) {
   std::optional<ClusterSpec> cluster;
   try {
     plan = load_plan(o.plan);
-    cluster = choose_cluster(*plan, o);
+    cluster = cluster_for_plan(*plan, o.cluster);
   } catch (const InputError& e) {
     if (o.format == Format::Text) throw;  // main prints it and exits 2
     // Scripts get one shape for every outcome: a file that does not parse is a violation too.

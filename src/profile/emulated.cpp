@@ -12,6 +12,9 @@ ProfileDb emulated_profile(const ProfileDb& db, const ClusterSpec& cluster,
   for (const auto& [name, type] : cluster.device_types) {
     bool own = false;
     for (const auto& [key, e] : db.entries()) own = own || key.device_type == name;
+    // Only an emulated type runs the base type's kernels; a real one without entries of its own
+    // stays missing, so lookups name it instead of silently pricing it as a CPU core.
+    if (!own && type.emulated_slowdown == 1.0) continue;
     const std::string& source = own ? name : base_type;
     for (const auto& [key, e] : db.entries()) {
       if (key.device_type != source) continue;

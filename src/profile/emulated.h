@@ -11,10 +11,10 @@
 
 namespace eth {
 
-// For every device type of `cluster`: its own entries in `db` if it has any, otherwise those of
-// `base_type` (the measured "cpu" profile) renamed, with every time (forward, backward,
-// recompute, optimizer) multiplied by the type's emulated_slowdown. Memory figures are kept.
-// Types with neither their own nor base entries are left out (lookups name them).
+// For every device type of `cluster`: its own entries in `db` if it has any, otherwise, for an
+// emulated type (emulated_slowdown != 1), those of `base_type` (the measured "cpu" profile)
+// renamed; every time (forward, backward, recompute, optimizer) multiplied by the type's
+// emulated_slowdown, memory figures kept. Other types are left out (lookups name them).
 ProfileDb emulated_profile(const ProfileDb& db, const ClusterSpec& cluster,
                            const std::string& base_type = "cpu");
 

@@ -41,6 +41,11 @@ TEST(EmulatedProfile, ScalesTimesKeepsBytes) {
   }
   // Only the cluster's types: the base "cpu" is not one of them.
   EXPECT_FALSE(db.has_device_tp("cpu", 1));
+  // A real (not emulated) type without entries is not priced as a CPU core.
+  ClusterSpec mixed = emulated;
+  mixed.nodes.push_back(NodeSpec{"A100", 2});
+  mixed.device_types.emplace("A100", *find_device_type_preset("A100"));
+  EXPECT_FALSE(emulated_profile(base, mixed).has_device_tp("A100", 1));
 }
 
 TEST(EmulatedProfile, ATypesOwnEntriesAreUsed) {
