@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
@@ -35,6 +36,14 @@ inline std::filesystem::path scratch(const std::string& suite, const std::string
 inline std::string write(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path) << text;
   return path.string();
+}
+
+// The whole text of a file ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 }  // namespace eth::test

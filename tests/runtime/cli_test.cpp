@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/json_cursor.h"
+#include "test_util.h"
 
 namespace eth {
 namespace {
@@ -27,12 +28,7 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::slurp;
 
 struct Result {
   int code = -1;

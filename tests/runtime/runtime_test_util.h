@@ -4,7 +4,6 @@
 #pragma once
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <mutex>
@@ -13,9 +12,8 @@
 #include <vector>
 
 #include "comm/local_comm.h"
-#include "data/token_file.h"
-#include "data/tokenize.h"
 #include "runtime/dist_trainer.h"
+#include "train/train_test_util.h"
 #include "train/trainer.h"
 
 namespace eth::test {
@@ -64,25 +62,6 @@ inline ClusterSpec cpu_cluster(std::int64_t devices) {
   c.nodes.push_back(NodeSpec{"cpu", devices});
   c.device_types.emplace("cpu", *find_device_type_preset("cpu"));
   return c;
-}
-
-inline std::filesystem::path temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() /
-           ("eth_runtime_test_" + std::to_string(::getpid())) / name;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
-
-inline std::filesystem::path synthetic_file(const std::filesystem::path& dir, std::int64_t tokens,
-                                            std::int64_t vocab) {
-  SyntheticSpec s;
-  s.num_tokens = tokens;
-  s.vocab = vocab;
-  s.seed = 3;
-  const auto path = dir / "data.bin";
-  write_token_file(path, synthetic_tokens(s));
-  return path;
 }
 
 inline TrainConfig train_config(const ModelSpec& m, const std::filesystem::path& data,

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/json_cursor.h"
+#include "test_util.h"
 
 namespace eth {
 namespace {
@@ -35,12 +36,7 @@ ToolRun run_eth(const std::string& args) {
   return r;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::slurp;
 
 class CliSimulate : public ::testing::Test {
  protected:

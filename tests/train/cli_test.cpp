@@ -16,21 +16,8 @@ namespace eth {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Runs `eth <args>`, stdout and stderr to files; returns the exit code.
-int eth_run(const std::string& args, const fs::path& out, const fs::path& err) {
-  const std::string cmd = std::string("OMP_NUM_THREADS=1 ") + ETH_BINARY + " " + args + " >" +
-                          out.string() + " 2>" + err.string();
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::eth_run;
+using test::slurp;
 
 TEST(Cli, DataThenTrainWritesLogAndCheckpoint) {
   const fs::path dir = test::temp_dir("cli");

@@ -21,6 +21,8 @@ namespace eth {
 namespace {
 
 namespace fs = std::filesystem;
+using test::eth_run;
+using test::slurp;
 
 MeasureOptions quick(std::int64_t mbs, std::int64_t seq, float dropout) {
   MeasureOptions o;
@@ -150,20 +152,6 @@ TEST(Measure, BadOptionsAreRefusedByFlagBeforeWork) {
 }
 
 // ---- through the files and the tool ------------------------------------------------------
-
-int eth_run(const std::string& args, const fs::path& out, const fs::path& err) {
-  const std::string cmd = std::string("OMP_NUM_THREADS=1 ") + ETH_BINARY + " " + args + " >" +
-                          out.string() + " 2>" + err.string();
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 TEST(Measure, WrittenProfileRoundTripsThroughTheReader) {
   const fs::path dir = test::temp_dir("measure_roundtrip");
