@@ -64,6 +64,13 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   rc.slowdown = slowdown_;
   runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc);
   sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout());
+  for (const StagePlan& other : cfg_.plan.pipelines.front().stages) {
+    for (std::int64_t u = other.first_unit; u <= other.last_unit; ++u) {
+      owners_.push_back(rank_of_device(cfg_.plan, stage_device(other, 0, 0)));
+    }
+  }
+  ETH_CHECK(static_cast<std::int64_t>(owners_.size()) == cfg_.plan.model.num_units(),
+            "pipeline 0 must cover every unit once");
   if (resume) {
     const CheckpointMeta meta = load_checkpoint(*resume, state_);
     CheckpointMeta want = make_meta();
@@ -77,13 +84,7 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
 DistributedTrainer::~DistributedTrainer() = default;
 
 int DistributedTrainer::owner_of(std::int64_t unit) const {
-  for (const StagePlan& st : cfg_.plan.pipelines.front().stages) {
-    if (unit >= st.first_unit && unit <= st.last_unit) {
-      return rank_of_device(cfg_.plan, stage_device(st, 0, 0));
-    }
-  }
-  ETH_CHECK(false, "unit not covered by pipeline 0");
-  return 0;
+  return owners_[static_cast<std::size_t>(unit)];
 }
 
 StepStats DistributedTrainer::step() {

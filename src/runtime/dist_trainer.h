@@ -75,6 +75,7 @@ class DistributedTrainer {
   CheckpointMeta make_meta() const;
   // The rank that speaks for unit u: pipeline 0's holder at dp rank 0.
   int owner_of(std::int64_t unit) const;
+  std::vector<int> owners_;  // owner_of, per unit
 
   DistTrainConfig cfg_;
   Communicator world_;

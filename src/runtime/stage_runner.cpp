@@ -59,6 +59,13 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   sc.dropout = cfg.dropout;
   sc.seed = cfg.seed;
   compute_ = std::make_unique<StageCompute<CpuKernels>>(plan.model, sc);
+  // Ranks of every replica of every stage of this pipeline, looked up once (not per message).
+  for (const StagePlan& other : pipe_.stages) {
+    std::vector<int>& ranks = peers_.emplace_back();
+    for (std::int64_t r = 0; r < other.dp; ++r) {
+      ranks.push_back(rank_of_device(plan, stage_device(other, r, 0)));
+    }
+  }
   const auto activations = static_cast<std::size_t>(max_chunk_ * width_);
   if (place.stage > 0) x_in_.resize(activations);
   if (place.stage + 1 < S) dx_out_.resize(activations);
@@ -74,8 +81,7 @@ Chunk StageRunner::chunk(std::int64_t stage, std::int64_t replica, std::int64_t 
 }
 
 int StageRunner::peer(std::int64_t stage, std::int64_t replica) const {
-  const StagePlan& st = pipe_.stages[static_cast<std::size_t>(stage)];
-  return rank_of_device(plan_, stage_device(st, replica, 0));
+  return peers_[static_cast<std::size_t>(stage)][static_cast<std::size_t>(replica)];
 }
 
 StageRunner::SendBuffer& StageRunner::acquire_send_buffer() {

@@ -97,6 +97,7 @@ class StageRunner {
   std::vector<float> x_in_, dx_out_;
   std::vector<std::int32_t> tokens_, targets_;  // per slot: max_chunk_ * T
   std::vector<std::unique_ptr<SendBuffer>> send_pool_;
+  std::vector<std::vector<int>> peers_;  // [stage][dp replica] -> world rank
 };
 
 }  // namespace eth
