@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "cost/blocks.h"
+#include "plan/blocks.h"
 #include "data/sampler.h"
 #include "data/token_file.h"
 #include "plan/plan.h"

@@ -1,5 +1,5 @@
 // Gradient aggregation across pipelines and dp replicas (DESIGN.md section 5), in the three
-// schemes of cost/blocks.h: block-wise (one all-reduce per distinct holder group), tensor-wise
+// schemes of plan/blocks.h: block-wise (one all-reduce per distinct holder group), tensor-wise
 // (one per parameter tensor) and device-wise (one zero-padded whole-model buffer). The
 // collectives, their holders and their global order come from aggregation_collectives, the same
 // derivation the predictor and simulator price, so what runs is what was costed. Every scheme
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "cost/blocks.h"
+#include "plan/blocks.h"
 #include "plan/plan.h"
 #include "train/model_state.h"
 

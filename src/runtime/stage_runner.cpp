@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "core/error.h"
-#include "cost/blocks.h"
+#include "plan/blocks.h"
 #include "runtime/emulation.h"
 #include "schedule/generate.h"
 #include "schedule/lower.h"
