@@ -22,7 +22,9 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 constexpr const char* kFormat = "eth-checkpoint";
-constexpr const char* kVersion = "1";
+// Version 2: qkv_w / qkv_b rows are head-interleaved ([q_h; k_h; v_h] per head h). Version 1
+// files hold them as [all q; all k; all v]: same shapes, other meaning, so they are refused.
+constexpr const char* kVersion = "2";
 // Safetensors caps the header at 100 MB; anything larger is a damaged length field.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
@@ -100,7 +102,13 @@ Header read_header(const std::filesystem::path& path) {
   const JsonCursor md = root.at("__metadata__");
   md.require_object();
   if (md.at("format").as_string() != kFormat) md.at("format").fail("\"eth-checkpoint\"");
-  if (md.at("version").as_string() != kVersion) md.at("version").fail("\"1\"");
+  const std::string version = md.at("version").as_string();
+  if (version == "1") {
+    md.at("version").fail_detail(
+        "version 1 checkpoints store qkv_w/qkv_b as [all q; all k; all v]; this version lays "
+        "them out per head ([q_h; k_h; v_h]), so the file cannot be resumed (train anew)");
+  }
+  if (version != kVersion) md.at("version").fail("\"2\"");
   const Json model = parse_meta_json(path, md, "model");
   h.meta.model =
       parse_model(JsonCursor(model, {"checkpoint", path.string(), "__metadata__.model"}));
