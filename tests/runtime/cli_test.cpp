@@ -161,6 +161,29 @@ TEST(TrainPlanCli, TensorParallelPlanUnderMpiMatchesOneProcess) {
   }
 }
 
+TEST(TrainPlanCli, APlanOfThePlannerWithItsDefaultTpRunsLikeOneProcess) {
+  // `eth plan` without --tp considers tp 1, 2, 4, 8; on this cluster it picks tp 2 stages for
+  // tiny (checked below, so the test keeps exercising tp if the planner changes its mind).
+  const Fixture f = setup("planner");
+  const fs::path plan = f.dir / "planned.json";
+  const Result p = run("plan --cluster 1.3b-910b2-910b4 --model tiny --gbs 16 --seq 16 --analytic "
+                       "--out " + plan.string(),
+                       f.dir);
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(slurp(plan).find("\"tp\": 2"), std::string::npos) << slurp(plan);
+  const Result single = run("train --model tiny --batch 16 --seq-len 16 " +
+                                train_args(f, f.dir / "single.jsonl"),
+                            f.dir);
+  ASSERT_EQ(single.code, 0) << single.err;
+  const Result t = run("train --plan " + plan.string() + " --cluster 1.3b-910b2-910b4 " +
+                           "--backend threads " + train_args(f, f.dir / "threads.jsonl"),
+                       f.dir);
+  ASSERT_EQ(t.code, 0) << t.err;
+  const std::vector<double> want = losses(f.dir / "single.jsonl"), got = losses(f.dir / "threads.jsonl");
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]);
+}
+
 TEST(TrainPlanCli, ResumesUnderAnotherPlanWithDpUnderMpi) {
   // Two steps under the asymmetric plan, then two more under one pipeline of three stages with
   // dp 2 in the middle and micro-batch 3: the four losses are single-process training's.
