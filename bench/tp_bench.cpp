@@ -21,8 +21,8 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cluster/cluster_spec.h"
@@ -82,11 +82,11 @@ Predicted predicted(const ModelSpec& m, std::int64_t tp, const DeviceType& d) {
     p.collectives += count;
   };
   const std::int64_t mbs = kLocalBatch / kMicroBatch;
-  add(4 * N * C, mbs);                   // embedding forward
-  add(4 * N * C, 4 * m.layers * mbs);    // blocks: 2 forward + 2 backward
-  add(4 * N, mbs);                       // head forward: the row maxima
-  add(4 * 2 * N, mbs);                   // head forward: sums of exp and target logits
-  add(4 * N * C, mbs);                   // head backward
+  add(4 * N * C, mbs);                 // embedding forward
+  add(4 * N * C, 4 * m.layers * mbs);  // blocks: 2 forward + 2 backward
+  add(4 * N, mbs);                     // head forward: the row maxima
+  add(4 * 2 * N, mbs);                 // head forward: sums of exp and target logits
+  add(4 * N * C, mbs);                 // head backward
   return p;
 }
 
@@ -167,14 +167,17 @@ int worker(int steps) {
     alone = std::min(alone,
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  const std::vector<double> mine{seconds / n, bytes / n, collectives / n, step_s / n,
-                                 compute_s / n, alone};
+  const std::vector<double> mine{seconds / n, bytes / n,     collectives / n,
+                                 step_s / n,  compute_s / n, alone};
   const std::vector<double> all = world.gather(mine);
   if (world.rank() == 0) {
     Json ranks = Json::array();
     for (std::size_t r = 0; r + 6 <= all.size(); r += 6) {
-      ranks.push_back(Json{{"tp_s", all[r]}, {"bytes", all[r + 1]}, {"collectives", all[r + 2]},
-                           {"step_s", all[r + 3]}, {"compute_s", all[r + 4]},
+      ranks.push_back(Json{{"tp_s", all[r]},
+                           {"bytes", all[r + 1]},
+                           {"collectives", all[r + 2]},
+                           {"step_s", all[r + 3]},
+                           {"compute_s", all[r + 4]},
                            {"alone_s", all[r + 5]}});
     }
     std::cout << Json{{"tp", world.size()}, {"ranks", ranks}}.dump() << std::endl;
@@ -211,18 +214,19 @@ int main(int argc, char** argv) {
   }
   const ModelSpec m = bench_model();
   const DeviceType cpu = *find_device_type_preset("cpu");
-  std::printf("== tp communication of a whole-model stage (%s, %lld micro-batches of %lld x %lld "
-              "tokens per step, fp32), mean per step over %d steps (first left out)\n",
-              m.name.c_str(), static_cast<long long>(kLocalBatch / kMicroBatch),
-              static_cast<long long>(kMicroBatch), static_cast<long long>(m.seq_len), steps);
-  std::printf("CPU: %s, %u hardware threads, 1 OpenMP thread per rank, load average %.2f at "
-              "start\n",
-              cpu_model().c_str(), std::thread::hardware_concurrency(), load_average());
+  std::printf(
+      "== tp communication of a whole-model stage (%s, %lld micro-batches of %lld x %lld "
+      "tokens per step, fp32), mean per step over %d steps (first left out)\n",
+      m.name.c_str(), static_cast<long long>(kLocalBatch / kMicroBatch),
+      static_cast<long long>(kMicroBatch), static_cast<long long>(m.seq_len), steps);
+  std::printf(
+      "CPU: %s, %u hardware threads, 1 OpenMP thread per rank, load average %.2f at "
+      "start\n",
+      cpu_model().c_str(), std::thread::hardware_concurrency(), load_average());
   std::printf("predicted: the analytic all-reduce terms over the cpu type's link (%.1f Gbit/s)\n\n",
               cpu.intra_node_bandwidth_gbps);
-  std::printf("%3s %5s %14s %10s %10s %10s %10s %12s %11s %9s\n", "tp", "rank",
-              "in training ms", "alone ms", "pred ms", "MB/step", "pred MB", "collectives",
-              "pred coll.", "step ms");
+  std::printf("%3s %5s %14s %10s %10s %10s %10s %12s %11s %9s\n", "tp", "rank", "in training ms",
+              "alone ms", "pred ms", "MB/step", "pred MB", "collectives", "pred coll.", "step ms");
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   for (int tp : {2, 4}) {
     MpirunOptions o;

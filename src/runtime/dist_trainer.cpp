@@ -42,7 +42,9 @@ double owned_sum_squares(const ParamLayout& layout, const UnitSlot& u, const flo
   if (layout.tp_rank() == 0) return sum_squares(grads + u.offset, u.numel);
   double sq = 0;
   for (const TensorSlot& t : u.tensors) {
-    if (t.desc.split == TpSplit::Sharded) sq += sum_squares(grads + u.offset + t.offset, t.desc.numel());
+    if (t.desc.split == TpSplit::Sharded) {
+      sq += sum_squares(grads + u.offset + t.offset, t.desc.numel());
+    }
   }
   return sq;
 }
@@ -108,7 +110,8 @@ const StagePlan& DistributedTrainer::owner_stage(std::int64_t unit) const {
 }
 
 bool DistributedTrainer::owns(std::int64_t unit) const {
-  return place_.pipeline == 0 && place_.dp_rank == 0 && &owner_stage(unit) == &stage_of(cfg_.plan, place_);
+  return place_.pipeline == 0 && place_.dp_rank == 0 &&
+         &owner_stage(unit) == &stage_of(cfg_.plan, place_);
 }
 
 StepStats DistributedTrainer::step() {

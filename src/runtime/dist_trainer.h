@@ -1,9 +1,9 @@
 // The distributed trainer: one rank of an HPP plan. Builds only this rank's units (its tp shard
 // of them), runs its stage's program of the plan's schedule (stage_runner.h), aggregates
 // gradients across pipelines, dp replicas and tp degrees (grad_sync.h), and applies the same
-// clipped AdamW step every holder of a unit applies, so replicas never drift. Loss, gradient norm and checkpoints are those of the whole model and the
-// whole global batch: the numbers single-process training (train/trainer.h) computes, up to float
-// rounding, whatever the plan. A library: it never prints; `eth train --plan` drives it.
+// clipped AdamW step every holder of a unit applies, so replicas never drift. Loss, gradient
+// norm and checkpoints are those of the whole model and the whole global batch: the numbers
+// single-process training (train/trainer.h) computes, up to float rounding, whatever the plan. A library: it never prints; `eth train --plan` drives it.
 //
 // How to use (every rank of the world):
 //   DistributedTrainer t(cfg, world);            // collective: creates the tp and gradient groups

@@ -14,8 +14,8 @@ namespace eth {
 // Per-rank tp communication since the last reset().
 struct TpCommStats {
   std::int64_t collectives = 0;
-  double bytes = 0;   // bytes this rank fed into the group's all-reduces
-  double seconds = 0; // wall time inside them (waiting for the slowest member included)
+  double bytes = 0;    // bytes this rank fed into the group's all-reduces
+  double seconds = 0;  // wall time inside them (waiting for the slowest member included)
 };
 
 class CommTpGroup final : public TpGroup {
@@ -24,10 +24,18 @@ class CommTpGroup final : public TpGroup {
 
   const Communicator& comm() const { return comm_; }
   int size() const override { return comm_.size(); }
-  void allreduce_sum(std::span<float> d) override { timed(d, [&] { comm_.allreduce_sum(d); }); }
-  void allreduce_sum(std::span<double> d) override { timed(d, [&] { comm_.allreduce_sum(d); }); }
-  void allreduce_max(std::span<float> d) override { timed(d, [&] { comm_.allreduce_max(d); }); }
-  void allreduce_max(std::span<double> d) override { timed(d, [&] { comm_.allreduce_max(d); }); }
+  void allreduce_sum(std::span<float> d) override {
+    timed(d, [&] { comm_.allreduce_sum(d); });
+  }
+  void allreduce_sum(std::span<double> d) override {
+    timed(d, [&] { comm_.allreduce_sum(d); });
+  }
+  void allreduce_max(std::span<float> d) override {
+    timed(d, [&] { comm_.allreduce_max(d); });
+  }
+  void allreduce_max(std::span<double> d) override {
+    timed(d, [&] { comm_.allreduce_max(d); });
+  }
 
   const TpCommStats& stats() const { return stats_; }
   void reset() { stats_ = TpCommStats{}; }

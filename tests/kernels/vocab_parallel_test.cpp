@@ -3,6 +3,8 @@
 // equal the whole-vocabulary embedding and cross-entropy in double, value and gradient; the fast
 // kernels equal their references within the reduction tolerance, and the embedding equals the
 // single-process encoder bitwise (one row plus zeros is exact).
+#include "kernels/cpu/vocab_parallel.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include "kernel_check.h"
 #include "kernels/cpu/crossentropy.h"
 #include "kernels/cpu/encoder.h"
-#include "kernels/cpu/vocab_parallel.h"
 #include "kernels/reference/crossentropy.h"
 #include "kernels/reference/encoder.h"
 #include "kernels/reference/vocab_parallel.h"
@@ -160,7 +161,8 @@ TEST(VocabParallel, ShardedCrossEntropyEqualsTheWholeInDouble) {
   double loss = 0;
   ref::crossentropy_forward(&loss, losses.data(), lse.data(), logits.data(), targets.data(), scale,
                             N, V);
-  ref::crossentropy_backward(dlogits.data(), logits.data(), lse.data(), targets.data(), scale, N, V);
+  ref::crossentropy_backward(dlogits.data(), logits.data(), lse.data(), targets.data(), scale, N,
+                             V);
   for (std::int64_t tp : {1, 2, 3, 8}) {
     const Joined j = sharded_loss(logits, targets, tp, scale, ref::vocab_ce_max<double>,
                                   ref::vocab_ce_sums<double>, ref::vocab_ce_finish<double>,
@@ -181,9 +183,9 @@ TEST(VocabParallel, FastCrossEntropyMatchesTheReferenceShardByShard) {
   const Vec logits = random_vec(gen, sz(N * V), -4, 4);
   const auto targets = random_ids(gen, sz(N), V);
   const double scale = 1.0 / 50;
-  const Joined want = sharded_loss(logits, targets, 3, scale, ref::vocab_ce_max<double>,
-                                   ref::vocab_ce_sums<double>, ref::vocab_ce_finish<double>,
-                                   ref::vocab_ce_backward<double>);
+  const Joined want =
+      sharded_loss(logits, targets, 3, scale, ref::vocab_ce_max<double>, ref::vocab_ce_sums<double>,
+                   ref::vocab_ce_finish<double>, ref::vocab_ce_backward<double>);
   const VecF lf = to_float(logits);
   auto finish = [](double* l, float* a, float* b, const float* m, const float* s, double sc,
                    std::int64_t n) { cpu::vocab_ce_finish(l, a, b, m, s, sc, n); };

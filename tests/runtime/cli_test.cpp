@@ -179,7 +179,8 @@ TEST(TrainPlanCli, APlanOfThePlannerWithItsDefaultTpRunsLikeOneProcess) {
                            "--backend threads " + train_args(f, f.dir / "threads.jsonl"),
                        f.dir);
   ASSERT_EQ(t.code, 0) << t.err;
-  const std::vector<double> want = losses(f.dir / "single.jsonl"), got = losses(f.dir / "threads.jsonl");
+  const std::vector<double> want = losses(f.dir / "single.jsonl");
+  const std::vector<double> got = losses(f.dir / "threads.jsonl");
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]);
 }

@@ -139,11 +139,14 @@ ParamLayout layout_of(const Plan& plan, const RankPlace& p) {
   return ParamLayout(plan.model, st.first_unit, st.last_unit, st.tp, p.tp_rank);
 }
 
+constexpr AggregationMode kModes[] = {AggregationMode::Block, AggregationMode::Tensor,
+                                      AggregationMode::Device};
+
 // Every element a rank holds is fed into its collectives exactly once, except replicated ones
 // on tp ranks other than 0 (their group's representative feeds them; finish() broadcasts).
 TEST(GradSync, TpPiecesCoverEachHeldElementOnce) {
   const Plan plan = tp_plan();
-  for (AggregationMode mode : {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
+  for (AggregationMode mode : kModes) {
     const auto blocks = aggregation_collectives(plan, mode);
     for (const RankPlace& p : place_ranks(plan)) {
       const ParamLayout layout = layout_of(plan, p);
@@ -154,8 +157,9 @@ TEST(GradSync, TpPiecesCoverEachHeldElementOnce) {
         for (const GradPiece& piece : b.pieces) {
           for (const PackRun& r : piece_runs(plan.model, layout, piece)) {
             packed += r.count;
-            if (r.offset < 0) continue;
-            for (std::int64_t i = 0; i < r.count; ++i) ++seen[static_cast<std::size_t>(r.offset + i)];
+            for (std::int64_t i = 0; r.offset >= 0 && i < r.count; ++i) {
+              ++seen[static_cast<std::size_t>(r.offset + i)];
+            }
           }
         }
         EXPECT_EQ(packed, b.elements);
@@ -180,9 +184,10 @@ TEST(GradSync, TpSumsEveryHolderOfEveryRowOnce) {
   const Plan plan = tp_plan();
   const auto places = place_ranks(plan);
   auto f = [](std::int64_t unit, std::size_t tensor, std::int64_t whole_index) {
-    return static_cast<float>((unit * 5 + static_cast<std::int64_t>(tensor) * 3 + whole_index) % 7 + 1);
+    const std::int64_t t = static_cast<std::int64_t>(tensor);
+    return static_cast<float>((unit * 5 + t * 3 + whole_index) % 7 + 1);
   };
-  for (AggregationMode mode : {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
+  for (AggregationMode mode : kModes) {
     LocalWorld world(static_cast<int>(plan.num_devices()));
     auto errors = run_on_threads(world, [&](Communicator comm) {
       const RankPlace& me = places[static_cast<std::size_t>(comm.rank())];
@@ -198,10 +203,12 @@ TEST(GradSync, TpSumsEveryHolderOfEveryRowOnce) {
         }
       }
       const StagePlan& st = stage_of(plan, me);
-      const Communicator tp = comm.split(st.tp > 1 ? static_cast<int>(stage_device(st, me.dp_rank, 0)) : -1,
-                                         static_cast<int>(me.tp_rank));
+      const int color = st.tp > 1 ? static_cast<int>(stage_device(st, me.dp_rank, 0)) : -1;
+      const Communicator tp = comm.split(color, static_cast<int>(me.tp_rank));
       GradSync sync(plan, mode, comm, layout, tp);
-      for (std::int64_t u = layout.last_unit(); u >= layout.first_unit(); --u) sync.start_ready(g.data(), u);
+      for (std::int64_t u = layout.last_unit(); u >= layout.first_unit(); --u) {
+        sync.start_ready(g.data(), u);
+      }
       sync.start(g.data());
       sync.finish(g.data());
       for (const UnitSlot& u : layout.units()) {

@@ -71,7 +71,8 @@ TEST(Placement, RefusesDevicesOutsideTheClusterAndUncoveredUnits) {
 }
 
 TEST(Placement, TensorParallelPlansRunAndEveryTpRankHasItsCoordinates) {
-  const Plan plan = test::make_plan(test::small3(), 8, {{2, 6, {{0, 1, 1, {}, 2}, {2, 4, 2, {}, 2}}}});
+  const Plan plan =
+      test::make_plan(test::small3(), 8, {{2, 6, {{0, 1, 1, {}, 2}, {2, 4, 2, {}, 2}}}});
   EXPECT_NO_THROW(check_runnable(plan, test::cpu_cluster(6), 6, "p.json", 6));
   const std::vector<RankPlace> places = place_ranks(plan);
   ASSERT_EQ(places.size(), 6u);

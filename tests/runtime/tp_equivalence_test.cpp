@@ -26,8 +26,8 @@ constexpr std::int64_t kSteps = 20;
 ModelSpec tp_model() { return ModelSpec{"tp4", 3, 16, 4, kSeq, 31, 24}; }
 
 TrainConfig config(const Plan& plan, const fs::path& dir, std::int64_t steps) {
-  TrainConfig c = test::train_config(plan.model, test::synthetic_file(dir, 6000, 31), plan.gbs,
-                                     kSeq, steps);
+  TrainConfig c =
+      test::train_config(plan.model, test::synthetic_file(dir, 6000, 31), plan.gbs, kSeq, steps);
   return c;
 }
 
@@ -109,9 +109,9 @@ TEST(TpEquivalence, PipelinesOfDifferentTpInEveryAggregationMode) {
 TEST(TpEquivalence, TpTimesDp) {
   // A tp 2 x dp 2 stage, then a tp 1 x dp 2 one, beside a pipeline with a tp 2 x dp 1 head.
   const fs::path dir = test::temp_dir("tp_dp");
-  const Plan plan = test::make_plan(
-      tp_model(), kSeq,
-      {{2, 4, {tp_stage(0, 2, 2, 2), tp_stage(3, 4, 1, 2)}}, {2, 2, {tp_stage(0, 3, 1), tp_stage(4, 4, 2)}}});
+  const Plan plan = test::make_plan(tp_model(), kSeq,
+                                    {{2, 4, {tp_stage(0, 2, 2, 2), tp_stage(3, 4, 1, 2)}},
+                                     {2, 2, {tp_stage(0, 3, 1), tp_stage(4, 4, 2)}}});
   ASSERT_EQ(plan.num_devices(), 9);
   const TrainConfig c = config(plan, dir, kSteps);
   expect_same_training(test::run_single(c, kSteps), test::run_plan(c, plan, kSteps), "tp x dp");
@@ -124,19 +124,21 @@ TEST(TpEquivalence, RecomputeInsideTpStagesChangesNothing) {
   RecomputeSet attn;
   attn.add(RecomputeOp::AttnScore);
   attn.add(RecomputeOp::AttnSoftmax);
-  const Plan plain = test::make_plan(tp_model(), kSeq,
-                                     {{2, 4, {tp_stage(0, 1, 2), tp_stage(2, 3, 4), tp_stage(4, 4, 2)}}});
-  const Plan with = test::make_plan(
-      tp_model(), kSeq,
-      {{2, 4,
-        {tp_stage(0, 1, 2, 1, unit), tp_stage(2, 3, 4, 1, RecomputeSet::all_ops()),
-         tp_stage(4, 4, 2, 1, unit)}}});
-  const Plan attn_only = test::make_plan(
-      tp_model(), kSeq, {{2, 4, {tp_stage(0, 1, 2), tp_stage(2, 3, 4, 1, attn), tp_stage(4, 4, 2)}}});
+  const Plan plain = test::make_plan(
+      tp_model(), kSeq, {{2, 4, {tp_stage(0, 1, 2), tp_stage(2, 3, 4), tp_stage(4, 4, 2)}}});
+  const Plan with =
+      test::make_plan(tp_model(), kSeq,
+                      {{2,
+                        4,
+                        {tp_stage(0, 1, 2, 1, unit), tp_stage(2, 3, 4, 1, RecomputeSet::all_ops()),
+                         tp_stage(4, 4, 2, 1, unit)}}});
+  const Plan attn_only =
+      test::make_plan(tp_model(), kSeq,
+                      {{2, 4, {tp_stage(0, 1, 2), tp_stage(2, 3, 4, 1, attn), tp_stage(4, 4, 2)}}});
   const TrainConfig c = config(plain, dir, kSteps);
   const test::RunResult a = test::run_plan(c, plain, kSteps);
-  for (const auto& [name, plan] : {std::pair{"unit and all operators", with},
-                                   std::pair{"attention operators", attn_only}}) {
+  for (const auto& [name, plan] :
+       {std::pair{"unit and all operators", with}, std::pair{"attention operators", attn_only}}) {
     const test::RunResult b = test::run_plan(c, plan, kSteps);
     // A recomputed shard is rebuilt by the same kernels from the same inputs: bitwise.
     EXPECT_EQ(a.losses, b.losses) << name;
@@ -158,8 +160,10 @@ TEST(TpEquivalence, ResumeAcrossTpDegrees) {
   // the losses of uninterrupted single-process training.
   const fs::path dir = test::temp_dir("tp_resume");
   const Plan tp4 = test::make_plan(tp_model(), kSeq, {{3, 6, {tp_stage(0, 4, 4)}}});
-  const Plan tp1 = test::make_plan(tp_model(), kSeq, {{2, 6, {tp_stage(0, 2, 1), tp_stage(3, 4, 1)}}});
-  const Plan tp2 = test::make_plan(tp_model(), kSeq, {{6, 6, {tp_stage(0, 1, 2), tp_stage(2, 4, 2)}}});
+  const Plan tp1 =
+      test::make_plan(tp_model(), kSeq, {{2, 6, {tp_stage(0, 2, 1), tp_stage(3, 4, 1)}}});
+  const Plan tp2 =
+      test::make_plan(tp_model(), kSeq, {{6, 6, {tp_stage(0, 1, 2), tp_stage(2, 4, 2)}}});
   const TrainConfig c = config(tp4, dir, 21);
   const test::RunResult single = test::run_single(c, 21);
   test::DistRun save;

@@ -44,8 +44,8 @@ void copy_rows(const ParamLayout& whole, const ParamLayout& shard, std::vector<d
     for (std::size_t i = 0; i < u.tensors.size(); ++i) {
       const TensorSlot& t = u.tensors[i];
       const auto a = static_cast<std::size_t>(u.offset + t.offset);
-      const auto b = static_cast<std::size_t>(wu.offset + wu.tensors[i].offset +
-                                              t.rows.begin * t.row_size());
+      const auto b =
+          static_cast<std::size_t>(wu.offset + wu.tensors[i].offset + t.rows.begin * t.row_size());
       for (std::int64_t k = 0; k < t.desc.numel(); ++k) {
         if (to_shard) {
           s[a + static_cast<std::size_t>(k)] = w[b + static_cast<std::size_t>(k)];

@@ -89,9 +89,8 @@ void vocab_ce_max(float* mx, const float* logits, std::int64_t N, std::int64_t V
   }
 }
 
-void vocab_ce_sums(float* stats, const float* logits, const float* mx,
-                   const std::int32_t* targets, std::int64_t v0, std::int64_t N,
-                   std::int64_t Vr) {
+void vocab_ce_sums(float* stats, const float* logits, const float* mx, const std::int32_t* targets,
+                   std::int64_t v0, std::int64_t N, std::int64_t Vr) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t n = 0; n < N; ++n) {
     const float* z = logits + n * Vr;

@@ -21,8 +21,7 @@ void vocab_embedding_backward(float* dwte_rows, const float* dout, const std::in
                               std::int64_t v0, std::int64_t Vr, std::int64_t N, std::int64_t C);
 
 // out[b,t,:] += wpe[t,:].   out (B,T,C), wpe (>=T,C)
-void position_forward(float* out, const float* wpe, std::int64_t B, std::int64_t T,
-                      std::int64_t C);
+void position_forward(float* out, const float* wpe, std::int64_t B, std::int64_t T, std::int64_t C);
 
 // dwpe[t,:] += dout[b,t,:], samples in order (+=).   dwpe (>=T,C), dout (B,T,C)
 void position_backward(float* dwpe, const float* dout, std::int64_t B, std::int64_t T,
@@ -33,8 +32,8 @@ void vocab_ce_max(float* mx, const float* logits, std::int64_t N, std::int64_t V
 
 // stats[n,0] = sum_v exp(logits[n,v] - mx[n]); stats[n,1] = the target's logit here or 0 (=).
 //   stats (N,2), logits (N,Vr), mx (N), targets (N)
-void vocab_ce_sums(float* stats, const float* logits, const float* mx,
-                   const std::int32_t* targets, std::int64_t v0, std::int64_t N, std::int64_t Vr);
+void vocab_ce_sums(float* stats, const float* logits, const float* mx, const std::int32_t* targets,
+                   std::int64_t v0, std::int64_t N, std::int64_t Vr);
 
 // lse = mx + log(stats[.,0]), losses = lse - stats[.,1], *loss = scale * sum (double, in order).
 //   loss (scalar), losses (N), lse (N), mx (N), stats (N,2)
