@@ -92,7 +92,10 @@ struct RunResult {
   bool replicas_agree = true;
 };
 
+// On one OpenMP thread (results do not depend on the count): on a shared 2-core machine the
+// barriers of a second thread can turn milliseconds into seconds.
 inline RunResult run_single(const TrainConfig& c, std::int64_t steps) {
+  const OneThread one_thread;
   Trainer t(c);
   RunResult r;
   for (std::int64_t i = 0; i < steps; ++i) {
