@@ -6,7 +6,7 @@
 // the predictor's error; target within 15%).
 //
 // Usage: runtime_bench [--quick] [--steps N] [--format json] (json: section (1) only, as one
-// JSON document, for scripts/evaluate.sh). It starts its own mpirun jobs (comm/mpirun.h) and
+// JSON document, for scripts/evaluate.sh; --quick: 4 ranks only there). It starts its own mpirun jobs (comm/mpirun.h) and
 // `eth launch`; the machine is shared and noisy, so compare rows of one run, not runs.
 #include <omp.h>
 #include <sys/wait.h>
@@ -142,7 +142,7 @@ int aggregation_worker(int ranks) {
 }
 
 // json: collect the rows into `*json` instead of printing the table.
-void aggregation_section(const std::string& self, Json* json) {
+void aggregation_section(const std::string& self, Json* json, bool quick) {
   if (json) (*json)["aggregation"] = Json::array();
   if (!json) std::printf("== gradient aggregation of an asymmetric plan (%s, %.1f M parameters, fp32)\n",
               aggregation_model().name.c_str(),
@@ -151,7 +151,7 @@ void aggregation_section(const std::string& self, Json* json) {
     std::printf("%6s %-7s %10s %14s %12s %14s %16s\n", "ranks", "mode", "ms", "MB/rank max",
                 "collectives", "communicators", "vs block-wise");
   }
-  for (int ranks : {4, 8}) {
+  for (int ranks : quick ? std::vector<int>{4} : std::vector<int>{4, 8}) {
     MpirunOptions o;
     o.num_ranks = ranks;
     o.as_root = running_as_root();
@@ -296,11 +296,11 @@ int main(int argc, char** argv) {
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   if (json) {
     Json doc{{"bench", "runtime_bench"}};
-    aggregation_section(self, &doc);
+    aggregation_section(self, &doc, quick);
     std::cout << doc.dump(1) << std::endl;
     return 0;
   }
-  aggregation_section(self, nullptr);
+  aggregation_section(self, nullptr, quick);
   emulated_section(ETH_BINARY_PATH, steps, quick);
   return 0;
 }
