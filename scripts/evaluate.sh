@@ -14,139 +14,146 @@
 # --no-plot: stop after the JSON (no matplotlib needed). About 6 minutes on 2 cores after the
 # build; the build itself is done here if the binaries are missing.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-quick=0 plot=1
-build=$root/build
-results=$root/docs/evaluation/results
-figures=$root/docs/evaluation
-while (($#)); do
-  case $1 in
-    --quick) quick=1 ;;
-    --no-plot) plot=0 ;;
-    --build) build=$2; shift ;;
-    --results) results=$2; shift ;;
-    --figures) figures=$2; shift ;;
-    *) echo "usage: scripts/evaluate.sh [--quick] [--no-plot] [--build DIR] [--results DIR]" \
-            "[--figures DIR]" >&2; exit 1 ;;
-  esac
-  shift
-done
-py=/usr/bin/python3  # Debian's interpreter: the one python3-matplotlib installs into
-
-# Debian packages the evaluation needs beyond the build's: matplotlib to draw, fortunes for the
-# English text of Fig. 14 (its files under /usr/share/games/fortunes).
-if ((plot)); then
-  "$root/scripts/install-deps.sh"
-  missing=()
-  for p in python3-matplotlib fortunes; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+# The whole script is one function, so bash has read all of it before it runs: editing the
+# file during a run cannot change what the run does.
+main() {
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  quick=0 plot=1
+  build=$root/build
+  results=$root/docs/evaluation/results
+  figures=$root/docs/evaluation
+  while (($#)); do
+    case $1 in
+      --quick) quick=1 ;;
+      --no-plot) plot=0 ;;
+      --build) build=$2; shift ;;
+      --results) results=$2; shift ;;
+      --figures) figures=$2; shift ;;
+      *) echo "usage: scripts/evaluate.sh [--quick] [--no-plot] [--build DIR] [--results DIR]" \
+              "[--figures DIR]" >&2; exit 1 ;;
+    esac
+    shift
   done
-  if ((${#missing[@]})); then
-    echo "evaluate: installing missing Debian packages: ${missing[*]}" >&2
-    sudo_cmd=()
-    [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-    "${sudo_cmd[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
-fi
+  py=/usr/bin/python3  # Debian's interpreter: the one python3-matplotlib installs into
 
-eth=$build/src/cli/eth
-benches=(plan_bench sim_bench runtime_bench)
-if [[ ! -x $eth ]] || ! for b in "${benches[@]}"; do [[ -x $build/bench/$b ]] || exit 1; done; then
-  echo "== building eth and the benches into $build (first time: several minutes on 2 cores)"
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$build" -j"${ETH_JOBS:-2}" --target eth "${benches[@]}" >/dev/null
-fi
-
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-runs=$results/runs
-rm -rf "$runs"
-mkdir -p "$results" "$runs"
-start=$(date +%s)
-uptime_before=$(uptime)
-q=()
-((quick)) && q=(--quick)
-note() { echo "== [$(($(date +%s) - start)) s] $*"; }
-# Runs a command with its stderr (progress lines) kept aside, shown only if it fails.
-quiet() { "$@" 2>"$results/last-stderr.txt" || { cat "$results/last-stderr.txt" >&2; exit 3; }; }
-
-note "plan_bench (predicted: the planner on analytic and Metis profiles; search times measured)"
-"$build/bench/plan_bench" all --format json "${q[@]}" >"$results/plan_bench.json"
-note "sim_bench (predicted and simulated: aggregation modes, predictor vs simulator)"
-"$build/bench/sim_bench" --format json "${q[@]}" >"$results/sim_bench.json"
-note "runtime_bench (measured: one gradient aggregation per mode on 4 and 8 MPI ranks)"
-"$build/bench/runtime_bench" --format json "${q[@]}" >"$results/runtime_bench.json"
-
-# Measured training runs. `text`: the tiny model on English text (Fig. 14 and Fig. 12b);
-# `small`: a wider model on the same text, timing only (Fig. 12b). Every run on the EMULATED
-# cpu-emulated cluster (2 x cpu-fast + 2 x cpu-slow) except the single process.
-work=$results/work
-mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
-corpus=$work/corpus.txt
-fortunes=/usr/share/games/fortunes
-if [[ -r $fortunes/fortunes ]]; then
-  corpus_source="Debian package fortunes: fortunes, literature, wisdom, science, people, humorists"
-  for f in fortunes literature wisdom science people humorists; do cat "$fortunes/$f"; done >"$corpus"
-elif ((quick)); then
-  corpus_source="this repository's docs (fortunes is not installed; --quick only)"
-  cat "$root"/docs/*.md "$root"/README.md >"$corpus"
-else
-  echo "evaluate: $fortunes/fortunes is missing (apt-get install fortunes)" >&2
-  exit 2
-fi
-"$eth" data --text "$corpus" --out "$work/text.bin" --format json >"$runs/data-text.json"
-
-if ((quick)); then
-  text_steps=3 small_steps=2 uniform_steps=2 mbs_text=1,2 mbs_small=1 repeats=1
-else
-  text_steps=300 small_steps=8 uniform_steps=40 mbs_text=1,2,4,8,16 mbs_small=1,2,4,8 repeats=3
-fi
-gbs_text=64 gbs_small=16
-small_model=$root/tools/evaluation/small-model.json
-((quick)) && small_model=tiny  # the quick run checks fields, not times
-note "measuring the tiny and small models' units on this CPU (eth profile --measure)"
-quiet "$eth" profile --measure --model tiny --micro-batch-sizes "$mbs_text" --repeats "$repeats" \
-  --out "$work/profile-text" >/dev/null
-quiet "$eth" profile --measure --model "$small_model" --micro-batch-sizes "$mbs_small" \
-  --repeats "$repeats" --out "$work/profile-small" >/dev/null
-
-index=()  # run name, model, method, gbs, steps: runs/index.json
-train_common=(--lr 3e-3 --warmup 10 --seed 1 --print-every 0 --format json)
-for set in text small; do
-  if [[ $set == text ]]; then
-    model=tiny gbs=$gbs_text steps=$text_steps
-  else
-    model=$small_model gbs=$gbs_small steps=$small_steps
-  fi
-  for method in eth layer uniform; do
-    name=$set-$method
-    n=$steps
-    [[ $set == text && $method == uniform ]] && n=$uniform_steps
-    quiet "$eth" plan --cluster cpu-emulated --model "$model" --gbs "$gbs" --tp 1 --method "$method" \
-      --profile "$work/profile-$set" --out "$runs/plan-$name.json" >/dev/null
-    note "training $name: $n steps under the $method plan on the EMULATED cluster"
-    args=(-- --data "$work/text.bin" --steps "$n" --profile "$work/profile-$set" --threads 1
-          --log "$runs/log-$name.jsonl" "${train_common[@]}")
-    if ((quick)); then
-      # The thread backend runs the same rank code (and prints the same JSON) without mpirun.
-      quiet "$eth" train --plan "$runs/plan-$name.json" --backend threads "${args[@]:1}" \
-        >"$runs/launch-$name.json"
-    else
-      quiet "$eth" launch --plan "$runs/plan-$name.json" "${args[@]}" >"$runs/launch-$name.json"
+  # Debian packages the evaluation needs beyond the build's: matplotlib to draw, fortunes for the
+  # English text of Fig. 14 (its files under /usr/share/games/fortunes).
+  if ((plot)); then
+    "$root/scripts/install-deps.sh"
+    missing=()
+    for p in python3-matplotlib fortunes; do
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+      echo "evaluate: installing missing Debian packages: ${missing[*]}" >&2
+      sudo_cmd=()
+      [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+      "${sudo_cmd[@]}" apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
-    index+=("$name" "$model" "$method" "$gbs" "$n" launch)
-  done
-done
-note "training text-single: $text_steps steps in one process (the reference curve)"
-OMP_NUM_THREADS=1 quiet "$eth" train --model tiny --data "$work/text.bin" --steps "$text_steps" \
-  --batch $gbs_text --micro-batch-size 8 --log "$runs/log-text-single.jsonl" \
-  "${train_common[@]}" >"$runs/single-text-single.json"
-index+=(text-single tiny single $gbs_text "$text_steps" single)
+  fi
 
-# What the figures need to say about this machine and these runs.
-"$py" - "$root" "$results" "$corpus_source" "$uptime_before" "$(uptime)" "$quick" "${index[@]}" \
-  <<'EOF'
+  eth=$build/src/cli/eth
+  benches=(plan_bench sim_bench runtime_bench)
+  if [[ ! -x $eth ]] || ! for b in "${benches[@]}"; do [[ -x $build/bench/$b ]] || exit 1; done; then
+    if ((quick)); then
+      echo "evaluate: $build lacks eth or a bench (build them first: it is the CI field test)" >&2
+      exit 2
+    fi
+    echo "== building eth and the benches into $build (first time: several minutes on 2 cores)"
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$build" -j"${ETH_JOBS:-2}" --target eth "${benches[@]}" >/dev/null
+  fi
+
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  runs=$results/runs
+  rm -rf "$runs"
+  mkdir -p "$results" "$runs"
+  start=$(date +%s)
+  uptime_before=$(uptime)
+  q=()
+  ((quick)) && q=(--quick)
+  note() { echo "== [$(($(date +%s) - start)) s] $*"; }
+  # Runs a command with its stderr (progress lines) kept aside, shown only if it fails.
+  quiet() { "$@" 2>"$results/last-stderr.txt" || { cat "$results/last-stderr.txt" >&2; exit 3; }; }
+
+  note "plan_bench (predicted: the planner on analytic and Metis profiles; search times measured)"
+  "$build/bench/plan_bench" all --format json "${q[@]}" >"$results/plan_bench.json"
+  note "sim_bench (predicted and simulated: aggregation modes, predictor vs simulator)"
+  "$build/bench/sim_bench" --format json "${q[@]}" >"$results/sim_bench.json"
+  note "runtime_bench (measured: one gradient aggregation per mode on 4 and 8 MPI ranks)"
+  "$build/bench/runtime_bench" --format json "${q[@]}" >"$results/runtime_bench.json"
+
+  # Measured training runs. `text`: the tiny model on English text (Fig. 14 and Fig. 12b);
+  # `small`: a wider model on the same text, timing only (Fig. 12b). Every run on the EMULATED
+  # cpu-emulated cluster (2 x cpu-fast + 2 x cpu-slow) except the single process.
+  work=$results/work
+  mkdir -p "$work"
+  trap 'rm -rf "$work"' EXIT
+  corpus=$work/corpus.txt
+  fortunes=/usr/share/games/fortunes
+  if [[ -r $fortunes/fortunes ]]; then
+    corpus_source="Debian package fortunes: fortunes, literature, wisdom, science, people, humorists"
+    for f in fortunes literature wisdom science people humorists; do cat "$fortunes/$f"; done >"$corpus"
+  elif ((quick)); then
+    corpus_source="this repository's docs (fortunes is not installed; --quick only)"
+    cat "$root"/docs/*.md "$root"/README.md >"$corpus"
+  else
+    echo "evaluate: $fortunes/fortunes is missing (apt-get install fortunes)" >&2
+    exit 2
+  fi
+  "$eth" data --text "$corpus" --out "$work/text.bin" --format json >"$runs/data-text.json"
+
+  if ((quick)); then
+    text_steps=3 small_steps=2 uniform_steps=2 mbs_text=1,2 mbs_small=1 repeats=1
+  else
+    text_steps=300 small_steps=8 uniform_steps=40 mbs_text=1,2,4,8,16 mbs_small=1,2,4,8 repeats=3
+  fi
+  gbs_text=64 gbs_small=16
+  small_model=$root/tools/evaluation/small-model.json
+  ((quick)) && small_model=tiny  # the quick run checks fields, not times
+  note "measuring the tiny and small models' units on this CPU (eth profile --measure)"
+  quiet "$eth" profile --measure --model tiny --micro-batch-sizes "$mbs_text" --repeats "$repeats" \
+    --out "$work/profile-text" >/dev/null
+  quiet "$eth" profile --measure --model "$small_model" --micro-batch-sizes "$mbs_small" \
+    --repeats "$repeats" --out "$work/profile-small" >/dev/null
+
+  index=()  # run name, model, method, gbs, steps: runs/index.json
+  train_common=(--lr 3e-3 --warmup 10 --seed 1 --print-every 0 --format json)
+  for set in text small; do
+    if [[ $set == text ]]; then
+      model=tiny gbs=$gbs_text steps=$text_steps
+    else
+      model=$small_model gbs=$gbs_small steps=$small_steps
+    fi
+    for method in eth layer uniform; do
+      name=$set-$method
+      n=$steps
+      [[ $set == text && $method == uniform ]] && n=$uniform_steps
+      quiet "$eth" plan --cluster cpu-emulated --model "$model" --gbs "$gbs" --tp 1 --method "$method" \
+        --profile "$work/profile-$set" --out "$runs/plan-$name.json" >/dev/null
+      note "training $name: $n steps under the $method plan on the EMULATED cluster"
+      args=(-- --data "$work/text.bin" --steps "$n" --profile "$work/profile-$set" --threads 1
+            --log "$runs/log-$name.jsonl" "${train_common[@]}")
+      if ((quick)); then
+        # The thread backend runs the same rank code (and prints the same JSON) without mpirun.
+        quiet "$eth" train --plan "$runs/plan-$name.json" --backend threads "${args[@]:1}" \
+          >"$runs/launch-$name.json"
+      else
+        quiet "$eth" launch --plan "$runs/plan-$name.json" "${args[@]}" >"$runs/launch-$name.json"
+      fi
+      index+=("$name" "$model" "$method" "$gbs" "$n" launch)
+    done
+  done
+  note "training text-single: $text_steps steps in one process (the reference curve)"
+  OMP_NUM_THREADS=1 quiet "$eth" train --model tiny --data "$work/text.bin" --steps "$text_steps" \
+    --batch $gbs_text --micro-batch-size 8 --log "$runs/log-text-single.jsonl" \
+    "${train_common[@]}" >"$runs/single-text-single.json"
+  index+=(text-single tiny single $gbs_text "$text_steps" single)
+
+  # What the figures need to say about this machine and these runs.
+  "$py" - "$root" "$results" "$corpus_source" "$uptime_before" "$(uptime)" "$quick" "${index[@]}" \
+    <<'EOF'
 import json, os, subprocess, sys
 root, results, source, before, after, quick = sys.argv[1:7]
 rest = sys.argv[7:]
@@ -172,11 +179,14 @@ for r in runs:
 json.dump({"cluster": "cpu-emulated", "runs": runs},
           open(os.path.join(results, "runs", "index.json"), "w"), indent=1)
 EOF
-rm -f "$results/last-stderr.txt"
-note "checking the results hold every field the figures read"
-"$py" "$root/tools/evaluation/check_fields.py" "$results"
-if ((plot)); then
-  note "drawing the figures into $figures"
-  MPLBACKEND=Agg "$py" "$root/tools/evaluation/plot.py" --results "$results" --out "$figures"
-fi
-note "done"
+  rm -f "$results/last-stderr.txt"
+  note "checking the results hold every field the figures read"
+  "$py" "$root/tools/evaluation/check_fields.py" "$results"
+  if ((plot)); then
+    note "drawing the figures into $figures"
+    MPLBACKEND=Agg "$py" "$root/tools/evaluation/plot.py" --results "$results" --out "$figures"
+  fi
+  note "done"
+}
+
+main "$@"
