@@ -69,13 +69,16 @@ main() {
   runs=$results/runs
   rm -rf "$runs"
   mkdir -p "$results" "$runs"
+  # Scratch (token file, profiles, stderr of the last command) outside the results folder.
+  work=$(mktemp -d "${TMPDIR:-/tmp}/eth-evaluate.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
   start=$(date +%s)
   uptime_before=$(uptime)
   q=()
   ((quick)) && q=(--quick)
   note() { echo "== [$(($(date +%s) - start)) s] $*"; }
   # Runs a command with its stderr (progress lines) kept aside, shown only if it fails.
-  quiet() { "$@" 2>"$results/last-stderr.txt" || { cat "$results/last-stderr.txt" >&2; exit 3; }; }
+  quiet() { "$@" 2>"$work/stderr.txt" || { cat "$work/stderr.txt" >&2; exit 3; }; }
 
   note "plan_bench (predicted: the planner on analytic and Metis profiles; search times measured)"
   "$build/bench/plan_bench" all --format json "${q[@]}" >"$results/plan_bench.json"
@@ -87,9 +90,6 @@ main() {
   # Measured training runs. `text`: the tiny model on English text (Fig. 14 and Fig. 12b);
   # `small`: a wider model on the same text, timing only (Fig. 12b). Every run on the EMULATED
   # cpu-emulated cluster (2 x cpu-fast + 2 x cpu-slow) except the single process.
-  work=$results/work
-  mkdir -p "$work"
-  trap 'rm -rf "$work"' EXIT
   corpus=$work/corpus.txt
   fortunes=/usr/share/games/fortunes
   if [[ -r $fortunes/fortunes ]]; then
@@ -110,7 +110,7 @@ main() {
     text_steps=300 small_steps=8 uniform_steps=40 mbs_text=1,2,4,8,16 mbs_small=1,2,4,8 repeats=3
   fi
   gbs_text=64 gbs_small=16
-  small_model=$root/tools/evaluation/small-model.json
+  small_model=$root/tools/evaluation/small.json
   ((quick)) && small_model=tiny  # the quick run checks fields, not times
   note "measuring the tiny and small models' units on this CPU (eth profile --measure)"
   quiet "$eth" profile --measure --model tiny --micro-batch-sizes "$mbs_text" --repeats "$repeats" \
@@ -157,12 +157,16 @@ main() {
 import json, os, subprocess, sys
 root, results, source, before, after, quick = sys.argv[1:7]
 rest = sys.argv[7:]
-cpu = "unknown"
+# The model name alone does not tell this machine kind's CPUs apart: add family and vector ISA.
+info = {}
 with open("/proc/cpuinfo") as f:
     for line in f:
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
+        key, _, value = line.partition(":")
+        info.setdefault(key.strip(), value.strip())
+flags = set(info.get("flags", "").split())
+isa = ("avx512+bf16" if "avx512_bf16" in flags else "avx512" if "avx512f" in flags
+       else "avx2" if "avx2" in flags else "no avx2")
+cpu = f"{info.get('model name', 'unknown')} (family {info.get('cpu family', '?')}, {isa})"
 def load(text):  # "... load average: 1.00, 2.00, 3.00"
     return [float(x) for x in text.rsplit("load average:", 1)[1].split(",")]
 commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
@@ -179,7 +183,6 @@ for r in runs:
 json.dump({"cluster": "cpu-emulated", "runs": runs},
           open(os.path.join(results, "runs", "index.json"), "w"), indent=1)
 EOF
-  rm -f "$results/last-stderr.txt"
   note "checking the results hold every field the figures read"
   "$py" "$root/tools/evaluation/check_fields.py" "$results"
   if ((plot)); then

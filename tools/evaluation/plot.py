@@ -92,6 +92,12 @@ def bars(ax, groups, series, width=0.8, log=False, labels_on=None):
     if log:
         ax.set_yscale("log")
     ax.grid(axis="y", alpha=0.3)
+    if labels_on:  # room above the tallest bar for its label
+        top = max((v for _, _, vs in series for v in vs if v), default=1)
+        if log:
+            ax.set_ylim(top=top * 8)
+        else:
+            ax.set_ylim(top=top * 1.3)
 
 
 def fig3(F):
@@ -137,7 +143,7 @@ def fig9(F):
         axes[1, col].set_title(f"({'de'[col]}) {label}: search time, MEASURED (1 run each)",
                                fontsize=9)
     metis = F.pb.rows("metis[]")
-    groups = [f"{model_label(r['model'])}\n{r['cluster']}\ngbs {r['gbs']}" for r in metis]
+    groups = [f"{model_label(r['model'])}\n{r['devices']} dev\ngbs {r['gbs']}" for r in metis]
     bars(axes[0, 2], groups,
          [(STYLE["eth"][0] + " (predictor)", STYLE["eth"][1],
            [r["methods.eth.iteration_ms"] / 1e3 for r in metis]),
@@ -150,7 +156,8 @@ def fig9(F):
                          fontsize=9)
     metis_s = [r["metis_search_s"] if r["metis_search_s"] is not None
                else r["metis_search_over_s"] for r in metis]
-    over = ["> limit" if r["metis_search_s"] is None else "" for r in metis]
+    over = [f"> {r['metis_search_over_s']:.0f} s (stopped)" if r["metis_search_s"] is None
+            else "" for r in metis]
     bars(axes[1, 2], groups,
          [(STYLE["eth"][0] + " (wall s, this machine)", STYLE["eth"][1],
            [r["methods.eth.search_wall_s"] for r in metis]),
@@ -206,19 +213,21 @@ def fig10(F):
         sync = np.array([r[f"methods.{k}.sync_exposed_ms"] for r in rows]) / 1e3
         opt = np.array([r[f"methods.{k}.optimizer_ms"] for r in rows]) / 1e3
         total = np.array([r[f"methods.{k}.iteration_ms"] for r in rows]) / 1e3
+        eth_total = np.array([r["methods.eth.iteration_ms"] for r in rows]) / 1e3
         xs = x - 0.4 + w * (i + 0.5)
         bottom = np.zeros(len(rows))
         for (label, colour), v in zip(parts, [busy, pipe - busy, sync, opt]):
-            ax.bar(xs, v / total * 100, w, bottom=bottom, color=colour, edgecolor="white",
+            ax.bar(xs, v / eth_total * 100, w, bottom=bottom, color=colour, edgecolor="white",
                    lw=0.3, label=label if i == 0 else None)
-            bottom += v / total * 100
-        for xi, t in zip(xs, total):
-            ax.annotate(f"{k}\n{t:.1f}s", (xi, 100), ha="center", va="bottom", fontsize=5)
+            bottom += v / eth_total * 100
+        for xi, t, b in zip(xs, total, bottom):
+            ax.annotate(f"{k}\n{t:.1f}s", (xi, b), ha="center", va="bottom", fontsize=5)
     ax.set_xticks(x, [f"{model_label(r['model'])}" for r in rows])
-    ax.set_ylim(0, 118)
-    ax.set_ylabel("share of the iteration (%)")
+    ax.set_ylim(0, None)
+    ax.set_ylabel("time, % of ETH's iteration")
     ax.set_title(f"(c) iteration breakdown of eth / layer / uniform, 910B2/910B4, {PREDICTED}",
                  fontsize=9)
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.1)
     ax.legend(fontsize=6, loc="lower right")
     meas = F.rb.rows("aggregation[]")
     ranks = sorted(set(r["ranks"] for r in meas))
@@ -335,32 +344,26 @@ def fig12(F):
 
 
 def fig13(F):
-    fig, axes = plt.subplots(1, 2, figsize=(15, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     abl = F.pb.rows("ablation[]")
     cases = list(dict.fromkeys((r["model"], r["cluster"]) for r in abl))
-    ax = axes[0]
-    x0 = 0
-    ticks, tick_labels = [], []
+    fig, axes = plt.subplots(1, len(cases) + 1, figsize=(5 * (len(cases) + 1), 4.8))
     cmap = plt.get_cmap("viridis")
-    for model, cluster in cases:
+    for ax, (model, cluster) in zip(axes, cases):
         rows = [r for r in abl if r["model"] == model]
-        for i, r in enumerate(rows):
-            rect = ax.bar(x0 + i, r["search_cpu_s"], 0.8, color=cmap(i / max(1, len(rows) - 1)))
-            ax.annotate(f"q {r['quality']:.3f}\n{r['unit_splits']} splits",
-                        (x0 + i, rect[0].get_height()), ha="center", va="bottom", fontsize=5)
-            ticks.append(x0 + i)
-            tick_labels.append(r["variant"])
-        ax.annotate(f"{model_label(model)} on {cluster}", (x0 + (len(rows) - 1) / 2, 0),
-                    xytext=(0, -58), textcoords="offset points", ha="center", fontsize=8,
-                    annotation_clip=False)
-        x0 += len(rows) + 1
-    ax.set_yscale("log")
-    ax.set_xticks(ticks, tick_labels, rotation=30, ha="right", fontsize=6)
-    ax.set_ylabel("plan search time (CPU s, log)")
-    ax.set_title("(a) cumulative ablation (q: plan quality, 1 = the unoptimized search's "
-                 "plan); MEASURED search time, 1 run each", fontsize=9)
-    ax.grid(axis="y", alpha=0.3)
-    ax = axes[1]
+        y = np.arange(len(rows))[::-1]
+        times = [r["search_cpu_s"] for r in rows]
+        ax.barh(y, times, 0.7, color=[cmap(i / max(1, len(rows) - 1)) for i in range(len(rows))])
+        for yi, r in zip(y, rows):
+            ax.annotate(f" q {r['quality']:.3f}, {r['unit_splits']} splits",
+                        (r["search_cpu_s"], yi), va="center", fontsize=6)
+        ax.set_yticks(y, [r["variant"] for r in rows], fontsize=7)
+        ax.set_xscale("log")
+        ax.set_xlim(min(times) / 2, max(times) * 30)
+        ax.set_xlabel("plan search time (CPU s, log)")
+        ax.set_title(f"(a) ablation, {model_label(model)} on {cluster}\nsearch time MEASURED "
+                     "(1 run each)", fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    ax = axes[-1]
     alpha = F.pb.rows("alpha[]")
     twin = ax.twinx()
     for j, model in enumerate(dict.fromkeys(r["model"] for r in alpha)):
@@ -372,15 +375,16 @@ def fig13(F):
                   color=colour, alpha=0.6, label=f"{model_label(model)} plan quality")
     ax.set_xlabel("SES tolerance alpha")
     ax.set_ylabel("plan search time (CPU s)")
-    twin.set_ylabel("plan quality (best objective at alpha 0 / at alpha)")
-    ax.set_title("(b) alpha sensitivity on 910B2/910B4, gbs 1024: MEASURED search time "
-                 "(1 run each), PREDICTED quality", fontsize=9)
+    twin.set_ylabel("plan quality (best objective at 0 / at alpha)")
+    ax.set_title("(b) alpha on 910B2/910B4, gbs 1024: search time\nMEASURED (1 run each), "
+                 "quality PREDICTED", fontsize=9)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = twin.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, fontsize=6, loc="center left")
     ax.grid(alpha=0.3)
     fig.suptitle("Fig. 13: search optimizations CPC, SES, OSO, DPO added one by one, and the "
-                 "tolerance alpha (analytic profile)", fontsize=11)
+                 "tolerance alpha (analytic profile; q: plan quality, 1 = the first row's plan)",
+                 fontsize=11)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     F.save(fig, "fig13-search-ablation", "Fig. 13 (GPT-3 13B on B2/B4)",
            "Without DPO every unit split is enumerated (only practical on small models, hence "
