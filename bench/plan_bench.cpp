@@ -164,7 +164,8 @@ Json run_scenarios(const Options& opt) {
     const Timed layer = timed_plan(PlanMethod::Layer, model, c, db, s.gbs, seq, {});
     const Timed layer_mo = timed_plan(PlanMethod::Layer, model, c, db, s.gbs, seq, mo);
     const Timed uni = timed_plan(PlanMethod::Uniform, model, c, db, s.gbs, seq, {});
-    const Timed free = timed_plan(PlanMethod::Layer, model, unlimited_memory(c), db, s.gbs, seq, {});
+    const Timed free =
+        timed_plan(PlanMethod::Layer, model, unlimited_memory(c), db, s.gbs, seq, {});
     Json row{{"model", s.model}, {"cluster", s.cluster},   {"cluster_family", s.family},
              {"devices", c.num_devices()}, {"gbs", s.gbs}};
     row["methods"] = Json{{"eth", method_json(eth)},
@@ -562,7 +563,8 @@ Json run_pure(const Options& opt) {
 }
 
 void print_pure(const Json& rows) {
-  std::printf("== eth vs TypeSplit-HPP (its pure family: pipelines of one device type), Fig. 11d\n");
+  std::printf(
+      "== eth vs TypeSplit-HPP (its pure family: pipelines of one device type), Fig. 11d\n");
   bench::print_rows(rows, {{"cluster", "cluster"},
                            {"eth ms", "methods.eth.iteration_ms", "%.1f"},
                            {"eth family", "methods.eth.family"},

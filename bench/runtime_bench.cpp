@@ -6,8 +6,9 @@
 // the predictor's error; target within 15%).
 //
 // Usage: runtime_bench [--quick] [--steps N] [--format json] (json: section (1) only, as one
-// JSON document, for scripts/evaluate.sh; --quick: 4 ranks only there). It starts its own mpirun jobs (comm/mpirun.h) and
-// `eth launch`; the machine is shared and noisy, so compare rows of one run, not runs.
+// JSON document, for scripts/evaluate.sh; --quick: 4 ranks only there). It starts its own
+// mpirun jobs (comm/mpirun.h) and `eth launch`; the machine is shared and noisy, so compare
+// rows of one run, not runs.
 #include <omp.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -143,11 +144,12 @@ int aggregation_worker(int ranks) {
 
 // json: collect the rows into `*json` instead of printing the table.
 void aggregation_section(const std::string& self, Json* json, bool quick) {
-  if (json) (*json)["aggregation"] = Json::array();
-  if (!json) std::printf("== gradient aggregation of an asymmetric plan (%s, %.1f M parameters, fp32)\n",
-              aggregation_model().name.c_str(),
-              static_cast<double>(total_params(aggregation_model())) / 1e6);
-  if (!json) {
+  if (json) {
+    (*json)["aggregation"] = Json::array();
+  } else {
+    std::printf("== gradient aggregation of an asymmetric plan (%s, %.1f M parameters, fp32)\n",
+                aggregation_model().name.c_str(),
+                static_cast<double>(total_params(aggregation_model())) / 1e6);
     std::printf("%6s %-7s %10s %14s %12s %14s %16s\n", "ranks", "mode", "ms", "MB/rank max",
                 "collectives", "communicators", "vs block-wise");
   }

@@ -38,24 +38,13 @@ main() {
 
   # Debian packages the evaluation needs beyond the build's: matplotlib to draw, fortunes for the
   # English text of Fig. 14 (its files under /usr/share/games/fortunes).
-  if ((plot)); then
-    "$root/scripts/install-deps.sh"
-    missing=()
-    for p in python3-matplotlib fortunes; do
-      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-    done
-    if ((${#missing[@]})); then
-      echo "evaluate: installing missing Debian packages: ${missing[*]}" >&2
-      sudo_cmd=()
-      [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-      "${sudo_cmd[@]}" apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
-    fi
-  fi
+  ((plot)) && "$root/scripts/install-deps.sh" python3-matplotlib fortunes
 
   eth=$build/src/cli/eth
   benches=(plan_bench sim_bench runtime_bench)
-  if [[ ! -x $eth ]] || ! for b in "${benches[@]}"; do [[ -x $build/bench/$b ]] || exit 1; done; then
+  built=1
+  for b in "$eth" "${benches[@]/#/$build/bench/}"; do [[ -x $b ]] || built=0; done
+  if ((!built)); then
     if ((quick)); then
       echo "evaluate: $build lacks eth or a bench (build them first: it is the CI field test)" >&2
       exit 2
@@ -93,8 +82,9 @@ main() {
   corpus=$work/corpus.txt
   fortunes=/usr/share/games/fortunes
   if [[ -r $fortunes/fortunes ]]; then
-    corpus_source="Debian package fortunes: fortunes, literature, wisdom, science, people, humorists"
-    for f in fortunes literature wisdom science people humorists; do cat "$fortunes/$f"; done >"$corpus"
+    files=(fortunes literature wisdom science people humorists)
+    corpus_source="Debian package fortunes: ${files[*]}"
+    for f in "${files[@]}"; do cat "$fortunes/$f"; done >"$corpus"
   elif ((quick)); then
     corpus_source="this repository's docs (fortunes is not installed; --quick only)"
     cat "$root"/docs/*.md "$root"/README.md >"$corpus"
@@ -131,7 +121,8 @@ main() {
       name=$set-$method
       n=$steps
       [[ $set == text && $method == uniform ]] && n=$uniform_steps
-      quiet "$eth" plan --cluster cpu-emulated --model "$model" --gbs "$gbs" --tp 1 --method "$method" \
+      quiet "$eth" plan --cluster cpu-emulated --model "$model" --gbs "$gbs" --tp 1 \
+      --method "$method" \
         --profile "$work/profile-$set" --out "$runs/plan-$name.json" >/dev/null
       note "training $name: $n steps under the $method plan on the EMULATED cluster"
       args=(-- --data "$work/text.bin" --steps "$n" --profile "$work/profile-$set" --threads 1

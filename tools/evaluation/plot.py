@@ -61,7 +61,10 @@ class Figures:
                 f"{lb[0]:.1f}/{lb[1]:.1f}/{lb[2]:.1f} before, {la[0]:.1f}/{la[1]:.1f}/{la[2]:.1f}"
                 f" after{' (QUICK run: tiny cases)' if m['quick'] else ''}.")
 
-    def save(self, fig, name, counterpart, note):
+    def save(self, fig, name, title, counterpart, note):
+        """Title, layout above a footer (paper counterpart, note, machine), SVG and PNG."""
+        fig.suptitle(title, fontsize=11)
+        fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
         fig.text(0.005, 0.004, f"Paper counterpart: {counterpart}. {note}\n{self.machine_text()}",
                  fontsize=7, va="bottom", ha="left", color="#444444")
         for ext in ("svg", "png"):
@@ -113,10 +116,9 @@ def fig3(F):
         ax.set_ylabel("max / min device busy time per iteration (ratio)")
         ax.set_title(f"{label} clusters of Table 2: {PREDICTED}", fontsize=10)
     axes[0].legend(fontsize=7, loc="upper left")
-    fig.suptitle("Fig. 3: the latency gap between the busiest and the idlest device, "
-                 "GPT-3 350M-70B", fontsize=11)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    F.save(fig, "fig3-latency-gap", "Fig. 3 (HexiScale, Metis, Metis with unlimited memory, "
+    F.save(fig, "fig3-latency-gap",
+           "Fig. 3: the latency gap between the busiest and the idlest device, GPT-3 350M-70B",
+           "Fig. 3 (HexiScale, Metis, Metis with unlimited memory, "
            "ideal)", "Busy time = forward + backward of all the device's micro-batches, "
            "from the predictor on the analytic profile; one plan per bar.")
 
@@ -169,10 +171,9 @@ def fig9(F):
     for ax in axes.flat:
         ax.tick_params(axis="x", labelsize=7)
         ax.legend(fontsize=6, loc="upper left")
-    fig.suptitle("Fig. 9: iteration time and plan search time, GPT-3 350M-70B on the Table 2 "
-                 "clusters (gbs 512; 1024 for 13B and 70B)", fontsize=11)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    F.save(fig, "fig9-iteration-and-search", "Fig. 9",
+    F.save(fig, "fig9-iteration-and-search",
+           "Fig. 9: iteration time and plan search time, GPT-3 350M-70B on the Table 2 "
+           "clusters (gbs 512; 1024 for 13B and 70B)", "Fig. 9",
            "Labels above bars: that method's time over ETH's. Metis's figures were recorded by "
            "the project's peer run of Metis on the same inputs (2 cores, Python; 13B stopped at "
            "600 s).")
@@ -241,10 +242,9 @@ def fig10(F):
                          "(MPI, shared memory)", fontsize=9)
     for a in (axes[0, 0], axes[0, 1], axes[1, 1]):
         a.legend(fontsize=7, loc="upper left")
-    fig.suptitle("Fig. 10: block-wise, tensor-wise and device-wise gradient aggregation, and "
-                 "the iteration breakdown, GPT-3 on 910B2/910B4", fontsize=11)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    F.save(fig, "fig10-aggregation", "Fig. 10",
+    F.save(fig, "fig10-aggregation",
+           "Fig. 10: block-wise, tensor-wise and device-wise gradient aggregation, and the "
+           "iteration breakdown, GPT-3 on 910B2/910B4", "Fig. 10",
            "(d): 1 run, median of the timed repetitions shown (a warm-up left out), 4 and 8 "
            "ranks on 2 cores: per-collective latency is tiny here, unlike on accelerator links.")
 
@@ -283,10 +283,9 @@ def fig11(F):
     axes[3].set_title(f"(d) ETH vs TypeSplit-HPP, A100/RTX3090 (Table 2)\n{PREDICTED}",
                       fontsize=9)
     axes[3].legend(fontsize=6, loc="upper left")
-    fig.suptitle("Fig. 11: scalability of GPT-3 13B in devices, global batch and sequence "
-                 "length; ETH against type-split HPP", fontsize=11)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    F.save(fig, "fig11-scalability", "Fig. 11 (a)-(d)",
+    F.save(fig, "fig11-scalability",
+           "Fig. 11: scalability of GPT-3 13B in devices, global batch and sequence length; ETH "
+           "against type-split HPP", "Fig. 11 (a)-(d)",
            "(d): labels give ETH's plan family (pure/mixed) and the type-split plan's pipelines.")
 
 
@@ -334,10 +333,9 @@ def fig12(F):
     ax.set_title(f"(b) iteration time, {MEASURED}, EMULATED 2 fast + 2 slow ranks\n"
                  "(1 run per bar, mean over its steps after the first)", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
-    fig.suptitle("Fig. 12: memory saved by operator-level recompute (GPT-3 on A100/RTX3090) and "
-                 "the predictor's error on this machine's runs", fontsize=11)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    F.save(fig, "fig12-memory-and-predictor", "Fig. 12",
+    F.save(fig, "fig12-memory-and-predictor",
+           "Fig. 12: memory saved by operator-level recompute (GPT-3 on A100/RTX3090) and the "
+           "predictor's error on this machine's runs", "Fig. 12",
            "(a) w/o MO: the same plan with its operator recompute sets removed (full-unit "
            "recompute kept). (b) positive = overestimate, as in the paper; cpu-emulated "
            "stretches ops 4x and 12x.")
@@ -382,11 +380,10 @@ def fig13(F):
     h2, l2 = twin.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, fontsize=6, loc="center left")
     ax.grid(alpha=0.3)
-    fig.suptitle("Fig. 13: search optimizations CPC, SES, OSO, DPO added one by one, and the "
-                 "tolerance alpha (analytic profile; q: plan quality, 1 = the first row's plan)",
-                 fontsize=11)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    F.save(fig, "fig13-search-ablation", "Fig. 13 (GPT-3 13B on B2/B4)",
+    F.save(fig, "fig13-search-ablation",
+           "Fig. 13: search optimizations CPC, SES, OSO, DPO added one by one, and the tolerance "
+           "alpha (analytic profile; q: plan quality, 1 = the first row's plan)",
+           "Fig. 13 (GPT-3 13B on B2/B4)",
            "Without DPO every unit split is enumerated (only practical on small models, hence "
            "350M and 1.3B); 13B's rows start from DPO.")
 
@@ -428,12 +425,12 @@ def fig14(F):
     axes[0].set_ylabel("cross-entropy loss (nats per byte token)")
     axes[1].set_ylabel("cross-entropy loss (nats per byte token)")
     r = runs.get("eth") or next(iter(runs.values()))
-    fig.suptitle(f"Fig. 14: loss curves of model tiny (4 layers, hidden 64) on English text "
-                 f"({data['tokens']} byte tokens), gbs {r['gbs']} x 64 tokens; plans on "
-                 "cpu-emulated (EMULATED 2 fast + 2 slow ranks)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    F.save(fig, "fig14-loss", "Fig. 14 (ETH, HexiScale and Metis on heterogeneous clusters, ETH "
-           "on a homogeneous one)", f"Text: {F.machine['corpus']}, tokenized by eth data --text "
+    F.save(fig, "fig14-loss",
+           f"Fig. 14: loss curves of model tiny (4 layers, hidden 64) on English text "
+           f"({data['tokens']} byte tokens), gbs {r['gbs']} x 64 tokens; plans on cpu-emulated "
+           "(EMULATED 2 fast + 2 slow ranks)",
+           "Fig. 14 (ETH, HexiScale and Metis on heterogeneous clusters, ETH on a homogeneous one)",
+           f"Text: {F.machine['corpus']}, tokenized by eth data --text "
            "(one token per byte). Same seed, data order and learning-rate schedule in every run.")
 
 
