@@ -328,6 +328,8 @@ def fig12(F):
         ax.annotate(text, (rect.get_x() + rect.get_width() / 2, e), ha="center",
                     va="bottom" if e >= 0 else "top", fontsize=6)
     ax.axhline(0, color="k", lw=0.8)
+    lo, hi = min(0, min(errs)), max(0, max(errs))
+    ax.set_ylim(lo - 0.2 * (hi - lo) - 5, hi + 0.2 * (hi - lo) + 5)  # room for the labels
     ax.set_xticks(x, names, fontsize=7)
     ax.set_ylabel("predictor error: (predicted - measured) / measured (%)")
     ax.set_title(f"(b) iteration time, {MEASURED}, EMULATED 2 fast + 2 slow ranks\n"
