@@ -22,9 +22,9 @@
 #include <iostream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "bench_json.h"
 #include "cluster/cluster_spec.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpirun.h"
@@ -88,28 +88,6 @@ Predicted predicted(const ModelSpec& m, std::int64_t tp, const DeviceType& d) {
   add(4 * 2 * N, mbs);                 // head forward: sums of exp and target logits
   add(4 * N * C, mbs);                 // head backward
   return p;
-}
-
-// "model name" and the vector extensions the kernels care about, from /proc/cpuinfo.
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string model = "unknown CPU", flags;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0 && model == "unknown CPU") {
-      model = line.substr(line.find(':') + 2);
-    }
-    if (line.rfind("flags", 0) == 0 && flags.empty()) flags = line + " ";
-  }
-  std::string ext;
-  for (const char* f : {"avx2", "fma", "avx512f", "avx512_bf16"}) {
-    if (flags.find(std::string(" ") + f + " ") != std::string::npos) ext += std::string(" ") + f;
-  }
-  return model + " (" + (ext.empty() ? " no AVX2" : ext.substr(1)) + ")";
-}
-
-double load_average() {
-  double l[1];
-  return ::getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
 // Worker (one MPI rank): trains `steps` steps of tp_plan(world size) and, on rank 0, prints one
@@ -219,10 +197,7 @@ int main(int argc, char** argv) {
       "tokens per step, fp32), mean per step over %d steps (first left out)\n",
       m.name.c_str(), static_cast<long long>(kLocalBatch / kMicroBatch),
       static_cast<long long>(kMicroBatch), static_cast<long long>(m.seq_len), steps);
-  std::printf(
-      "CPU: %s, %u hardware threads, 1 OpenMP thread per rank, load average %.2f at "
-      "start\n",
-      cpu_model().c_str(), std::thread::hardware_concurrency(), load_average());
+  std::printf("%s, 1 OpenMP thread per rank\n", bench::machine_line(bench::machine_info()).c_str());
   std::printf("predicted: the analytic all-reduce terms over the cpu type's link (%.1f Gbit/s)\n\n",
               cpu.intra_node_bandwidth_gbps);
   std::printf("%3s %5s %14s %10s %10s %10s %10s %12s %11s %9s\n", "tp", "rank", "in training ms",
@@ -254,6 +229,6 @@ int main(int argc, char** argv) {
                   rank["step_s"].get<double>() * 1e3);
     }
   }
-  std::printf("\nload average %.2f at the end\n", load_average());
+  std::printf("\nat the end: %s\n", bench::machine_line(bench::machine_info()).c_str());
   return 0;
 }
