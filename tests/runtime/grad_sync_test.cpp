@@ -12,6 +12,38 @@
 namespace eth {
 namespace {
 
+// How many times each element of `layout` is fed into the collectives `device` joins (padding
+// runs feed nothing), checking that the device packs every such collective's full size.
+std::vector<int> times_packed(const Plan& plan, const std::vector<GradBlock>& blocks,
+                              std::int64_t device, const ParamLayout& layout) {
+  std::vector<int> seen(static_cast<std::size_t>(layout.numel()), 0);
+  for (const GradBlock& b : blocks) {
+    if (!std::binary_search(b.holders.begin(), b.holders.end(), device)) continue;
+    std::int64_t packed = 0;
+    for (const GradPiece& piece : b.pieces) {
+      for (const PackRun& r : piece_runs(plan.model, layout, piece)) {
+        packed += r.count;
+        for (std::int64_t i = 0; r.offset >= 0 && i < r.count; ++i) {
+          ++seen[static_cast<std::size_t>(r.offset + i)];
+        }
+      }
+    }
+    EXPECT_EQ(packed, b.elements);  // every holder packs the block's full size
+  }
+  return seen;
+}
+
+void expect_no_errors(const std::vector<std::exception_ptr>& errors) {
+  for (std::size_t r = 0; r < errors.size(); ++r) {
+    if (!errors[r]) continue;
+    try {
+      std::rethrow_exception(errors[r]);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << r << ": " << e.what();
+    }
+  }
+}
+
 Plan dp_plan() {
   return test::make_plan(test::small3(), 8,
                          {{2, 4, {{0, 1, 2}, {2, 4, 1}}}, {3, 5, {{0, 2, 1}, {3, 4, 3}}}, {1, 1, {{0, 4}}}});
@@ -25,19 +57,7 @@ TEST(GradSync, PiecesCoverEachHeldElementOnce) {
       const StagePlan& st = plan.pipelines[static_cast<std::size_t>(p.pipeline)]
                                 .stages[static_cast<std::size_t>(p.stage)];
       const ParamLayout layout(plan.model, st.first_unit, st.last_unit);
-      std::vector<int> seen(static_cast<std::size_t>(layout.numel()), 0);
-      for (const GradBlock& b : blocks) {
-        if (!std::binary_search(b.holders.begin(), b.holders.end(), p.device)) continue;
-        std::int64_t packed = 0;
-        for (const GradPiece& piece : b.pieces) {
-          for (const PackRun& r : piece_runs(plan.model, layout, piece)) {
-            packed += r.count;
-            if (r.offset < 0) continue;
-            for (std::int64_t i = 0; i < r.count; ++i) ++seen[static_cast<std::size_t>(r.offset + i)];
-          }
-        }
-        EXPECT_EQ(packed, b.elements);  // every holder packs the block's full size
-      }
+      const std::vector<int> seen = times_packed(plan, blocks, p.device, layout);
       for (std::size_t i = 0; i < seen.size(); ++i) {
         ASSERT_EQ(seen[i], 1) << aggregation_mode_name(mode) << " device " << p.device
                               << " element " << i;
@@ -107,15 +127,7 @@ TEST(GradSync, SumsEveryHolderExactlyOnce) {
         }
       }
     });
-    for (std::size_t r = 0; r < errors.size(); ++r) {
-      if (errors[r]) {
-        try {
-          std::rethrow_exception(errors[r]);
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << "rank " << r << ": " << e.what();
-        }
-      }
-    }
+    expect_no_errors(errors);
   }
 }
 
@@ -150,20 +162,7 @@ TEST(GradSync, TpPiecesCoverEachHeldElementOnce) {
     const auto blocks = aggregation_collectives(plan, mode);
     for (const RankPlace& p : place_ranks(plan)) {
       const ParamLayout layout = layout_of(plan, p);
-      std::vector<int> seen(static_cast<std::size_t>(layout.numel()), 0);
-      for (const GradBlock& b : blocks) {
-        if (!std::binary_search(b.holders.begin(), b.holders.end(), p.device)) continue;
-        std::int64_t packed = 0;
-        for (const GradPiece& piece : b.pieces) {
-          for (const PackRun& r : piece_runs(plan.model, layout, piece)) {
-            packed += r.count;
-            for (std::int64_t i = 0; r.offset >= 0 && i < r.count; ++i) {
-              ++seen[static_cast<std::size_t>(r.offset + i)];
-            }
-          }
-        }
-        EXPECT_EQ(packed, b.elements);
-      }
+      const std::vector<int> seen = times_packed(plan, blocks, p.device, layout);
       for (const UnitSlot& u : layout.units()) {
         for (const TensorSlot& t : u.tensors) {
           const int want = t.desc.split == TpSplit::Replicated && p.tp_rank > 0 ? 0 : 1;
@@ -235,14 +234,7 @@ TEST(GradSync, TpSumsEveryHolderOfEveryRowOnce) {
         }
       }
     });
-    for (std::size_t r = 0; r < errors.size(); ++r) {
-      if (!errors[r]) continue;
-      try {
-        std::rethrow_exception(errors[r]);
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << r << ": " << e.what();
-      }
-    }
+    expect_no_errors(errors);
   }
 }
 

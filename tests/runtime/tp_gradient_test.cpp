@@ -68,13 +68,7 @@ TEST(TpGradient, Tp2StageMatchesTheDoubleReferenceAndFiniteDifferences) {
   for (std::size_t i = 0; i < p.size(); ++i) p[i] += 0.01 * std::sin(static_cast<double>(i));
   const auto tokens = test::random_tokens(1, static_cast<std::size_t>(B * T), m.vocab);
   const auto targets = test::random_tokens(2, static_cast<std::size_t>(B * T), m.vocab);
-  MicroBatch mb;
-  mb.step = 5;
-  mb.first_sample = 40;
-  mb.size = B;
-  mb.tokens = tokens.data();
-  mb.targets = targets.data();
-  mb.loss_scale = 1.0 / static_cast<double>(B * T);
+  const MicroBatch mb = test::micro_batch(tokens, targets, B, T);
 
   // One process, double precision.
   std::vector<double> want(p.size(), 0.0);

@@ -27,17 +27,7 @@ StageComputeConfig whole(const ModelSpec& m, std::int64_t B, RecomputeSet rc, fl
   return c;
 }
 
-MicroBatch micro_batch(const std::vector<std::int32_t>& tokens,
-                       const std::vector<std::int32_t>& targets, std::int64_t B, std::int64_t T) {
-  MicroBatch mb;
-  mb.step = 5;
-  mb.first_sample = 40;
-  mb.size = B;
-  mb.tokens = tokens.data();
-  mb.targets = targets.data();
-  mb.loss_scale = 1.0 / static_cast<double>(B * T);
-  return mb;
-}
+using test::micro_batch;
 
 // The model's loss as a function of every parameter, differentiated numerically in double.
 // With dropout on: masks are fixed by (seed, step, sample, unit, operator), so the loss is a
