@@ -147,6 +147,39 @@ TEST(TpEquivalence, RecomputeInsideTpStagesChangesNothing) {
   expect_same_training(test::run_single(c, kSteps), a, "recompute");
 }
 
+// Per micro-batch a tp stage of every unit all-reduces once after the lookup, four times per
+// block (two forward, two backward), twice for the loss statistics and once for the head's
+// input gradient. Operator recompute adds nothing; full-unit recompute adds exactly the
+// attention output of each block and the head's two loss statistics.
+TEST(TpEquivalence, RecomputeCommunicatesOnlyWhatItMustRebuild) {
+  const fs::path dir = test::temp_dir("tp_comm_count");
+  RecomputeSet unit;
+  unit.add(RecomputeOp::Unit);
+  const std::int64_t L = tp_model().layers, k = 3;  // micro-batches of the plan below
+  const std::int64_t base = k * (1 + 4 * L + 3);
+  for (const auto& [rc, want] : {std::pair{RecomputeSet{}, base},
+                                 std::pair{RecomputeSet::all_ops(), base},
+                                 std::pair{unit, base + k * (L + 2)}}) {
+    const Plan plan = test::make_plan(tp_model(), kSeq, {{2, 6, {tp_stage(0, 4, 2, 1, rc)}}});
+    DistTrainConfig dc;
+    dc.train = config(plan, dir, 1);
+    dc.plan = plan;
+    LocalWorld world(2);
+    std::vector<std::int64_t> got(2);
+    auto errors = run_on_threads(world, [&](Communicator comm) {
+      omp_set_num_threads(1);
+      DistributedTrainer t(dc, comm);
+      t.step();
+      got[static_cast<std::size_t>(comm.rank())] = t.last_tp_stats().collectives;
+    });
+    for (const auto& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+    EXPECT_EQ(got[0], want) << static_cast<int>(rc.bits());
+    EXPECT_EQ(got[1], want) << static_cast<int>(rc.bits());
+  }
+}
+
 TEST(TpEquivalence, GpipePlansRunAsGpipe) {
   const fs::path dir = test::temp_dir("tp_gpipe");
   Plan plan = mixed_plan();
