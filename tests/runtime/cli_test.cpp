@@ -138,7 +138,8 @@ TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
 }
 
 TEST(TrainPlanCli, TensorParallelPlanUnderMpiMatchesOneProcess) {
-  // 20 steps block-wise, and the first 3 of the same 20-step run device-wise (--stop-at).
+  // 20 steps block-wise, and the first 3 of the same 20-step run tensor- and device-wise
+  // (--stop-at).
   const Fixture f = setup("tp", kTpPlan, 9);
   const Result single = run("train --model tiny --batch 8 --seq-len 16 " +
                                 train_args(f, f.dir / "single.jsonl", 20),
@@ -146,7 +147,8 @@ TEST(TrainPlanCli, TensorParallelPlanUnderMpiMatchesOneProcess) {
   ASSERT_EQ(single.code, 0) << single.err;
   const std::vector<double> want = losses(f.dir / "single.jsonl");
   ASSERT_EQ(want.size(), 20u);
-  for (const auto& [mode, steps] : {std::pair{"block", 20}, std::pair{"device", 3}}) {
+  for (const auto& [mode, steps] :
+       {std::pair{"block", 20}, std::pair{"tensor", 3}, std::pair{"device", 3}}) {
     const fs::path log = f.dir / (std::string(mode) + ".jsonl");
     const Result r = run("launch --plan " + f.plan.string() + " -- --cluster " +
                              f.cluster.string() + " --allreduce " + mode + " --stop-at " +
