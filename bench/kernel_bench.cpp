@@ -133,7 +133,7 @@ void bench_gemms(std::int64_t n, int repeats) {
               "step;\nratio: fp32 time / bf16 time on the path this CPU takes by default\n");
   std::printf("%-8s %-5s %6s %6s %6s %4s | %8s %10s %10s | %6s\n", "matmul", "op", "M", "N", "K",
               "x", "fp32", "bf16", "bf16-fp32c", "ratio");
-  double t32 = 0, t16 = 0, t16c = 0, flops = 0;
+  double t32 = 0, t16 = 0, t16c = 0, t16d = 0, flops = 0;
   for (const auto& g : gemms) {
     const std::int64_t lda = g.ta == Trans::No ? g.K : g.M, ldb = g.tb == Trans::No ? g.N : g.K;
     const auto fp32 = [&] {
@@ -156,18 +156,20 @@ void bench_gemms(std::int64_t n, int repeats) {
     if (native) fns.push_back(on(bf16::GemmPath::OneDnn));
     const auto best = best_of(repeats, fns);
     const double s32 = best[0], s16c = best[1], s16 = native ? best[2] : s16c;
+    const double s16_default = saved == bf16::GemmPath::OneDnn ? s16 : s16c;
     const double c = static_cast<double>(g.count);
-    t32 += c * s32, t16 += c * s16, t16c += c * s16c, flops += c * g.flops();
+    t32 += c * s32, t16 += c * s16, t16c += c * s16c, t16d += c * s16_default;
+    flops += c * g.flops();
     std::printf("%-8s %-5s %6lld %6lld %6lld %4lld | %8.1f %s %10.1f | %6.2f\n", g.what, g.op,
                 static_cast<long long>(g.M), static_cast<long long>(g.N),
                 static_cast<long long>(g.K), static_cast<long long>(g.count),
                 g.flops() / s32 * 1e-9, rate(native, g.flops(), s16).c_str(),
-                g.flops() / s16c * 1e-9, s32 / s16);
+                g.flops() / s16c * 1e-9, s32 / s16_default);
   }
   bf16::set_gemm_path(saved);
   std::printf("%-33s | %8.1f %s %10.1f | %6.2f   (step total: %.0f / %.0f / %.0f ms)\n",
               "all, weighted by calls per step", flops / t32 * 1e-9,
-              rate(native, flops, t16).c_str(), flops / t16c * 1e-9, t32 / t16, t32 * 1e3,
+              rate(native, flops, t16).c_str(), flops / t16c * 1e-9, t32 / t16d, t32 * 1e3,
               t16 * 1e3, t16c * 1e3);
 }
 
@@ -300,9 +302,11 @@ void bench_block(std::int64_t B, std::int64_t T, int repeats) {
   row("fp32", best[0], f32.saved_bytes());
   row("bf16 fp32-compute", best[1], b16.saved_bytes());
   if (native) row("bf16 onednn-bf16", best[2], b16.saved_bytes());
-  const double fastest16 = native ? std::min(best[1], best[2]) : best[1];
-  std::printf("bf16 / fp32: speed %.2fx (fp32-compute %.2fx), saved activation bytes %.2fx\n",
-              best[0] / fastest16, best[0] / best[1], b16.saved_bytes() / f32.saved_bytes());
+  const double default16 = saved == bf16::GemmPath::OneDnn ? best[2] : best[1];
+  std::printf("bf16 (%s, this CPU's default) / fp32: speed %.2fx; fp32-compute path %.2fx; "
+              "saved activation bytes %.2fx\n",
+              std::string(bf16::gemm_path_name(saved)).c_str(), best[0] / default16,
+              best[0] / best[1], b16.saved_bytes() / f32.saved_bytes());
 }
 
 }  // namespace
