@@ -1,7 +1,8 @@
 // bf16-input softmax cross-entropy: the logits are stored in bf16 (the LM head's output), every
 // max, exponential and sum is fp32, the per-token losses and log-sum-exp are fp32, and the
 // gradient is rounded once into bf16 (it feeds the LM head's bf16 backward GEMMs). Same
-// contract as cpu/crossentropy.h, including dlogits over the logits in place.
+// contract as cpu/crossentropy.h, including dlogits over the logits in place; defined in
+// cpu/crossentropy.cpp as the same templates as the fp32 kernels (cpu/storage.h).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // bf16 token + position embedding: bf16 tables (the compute copy) and output, fp32 gradients.
-// Same contract as cpu/encoder.h.
+// Same contract as cpu/encoder.h; defined in cpu/encoder.cpp as the same templates as the fp32
+// kernels (cpu/storage.h).
 #pragma once
 
 #include <cstdint>

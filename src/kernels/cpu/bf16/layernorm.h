@@ -1,5 +1,6 @@
 // bf16 layer norm: bf16 input, output and parameters' compute copy; mean, rstd and every sum in
-// fp32; parameter gradients fp32. Same contract as cpu/layernorm.h.
+// fp32; parameter gradients fp32. Same contract as cpu/layernorm.h; defined in cpu/layernorm.cpp
+// as the same template as the fp32 kernel (cpu/storage.h).
 #pragma once
 
 #include <cstdint>

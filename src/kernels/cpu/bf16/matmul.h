@@ -2,7 +2,8 @@
 // activations and the weights' compute copy in bf16, parameter gradients in fp32. Same contracts
 // and storage forms as cpu/matmul.h: "nt" for weights stored (OC, C) (qkv_w, fc_w, lm_head_w),
 // "nn" for weights stored transposed (C, OC) (proj_w, fcproj_w). Every product accumulates in
-// fp32; a bf16 output is rounded once, after the bias.
+// fp32; a bf16 output is rounded once, after the bias. Defined in cpu/matmul.cpp beside the fp32
+// kernels (the bias gradient is one template for both).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
 // The mixed-precision AdamW step: fp32 gradients, fp32 master weights and moments, and in the
 // same pass the bf16 compute copy of the updated weights that the next forward reads. The
-// master update is bit for bit cpu::adamw_update's; the copy is bf16_from_float of the new
-// master value. The gradient norm needs no bf16 variant: gradients are fp32 (cpu::sum_squares).
+// master update is bit for bit cpu::adamw_update's (one template, cpu/optimizer.cpp); the copy
+// is bf16_from_float of the new master value. The gradient norm needs no bf16 variant:
+// gradients are fp32 (cpu::sum_squares).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // bf16 element-wise kernels: GELU (tanh form), residual add, dropout with a given mask. Each
 // element is widened to fp32, computed as in cpu/pointwise.h, and rounded once when stored.
-// Same contracts (and the same in-place permissions) as cpu/pointwise.h.
+// Same contracts (and the same in-place permissions) as cpu/pointwise.h; defined in
+// cpu/pointwise.cpp as the same templates as the fp32 kernels (cpu/storage.h).
 #pragma once
 
 #include <cstdint>
