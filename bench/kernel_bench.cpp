@@ -53,6 +53,8 @@ std::vector<double> best_of(int repeats, const std::vector<std::function<void()>
   return best;
 }
 
+// Uniform values in [-scale, scale), rounded to bf16 in both types, so an fp32 and a bf16
+// consumer drawn from equally seeded generators start from the same numbers.
 template <typename T>
 std::vector<T> filled(std::size_t n, std::mt19937& gen, float scale) {
   std::uniform_real_distribution<float> d(-scale, scale);
@@ -61,10 +63,24 @@ std::vector<T> filled(std::size_t n, std::mt19937& gen, float scale) {
     if constexpr (std::is_same_v<T, Bf16>) {
       x = eth::bf16_from_float(d(gen));
     } else {
-      x = d(gen);
+      x = eth::round_to_bf16(d(gen));
     }
   }
   return v;
+}
+
+float to_float(float x) { return x; }
+float to_float(Bf16 x) { return eth::float_from_bf16(x); }
+
+// rms(got - want) / rms(want): the relative size of the bf16 error.
+template <typename T, typename U>
+double relative_rms(const std::vector<T>& got, const std::vector<U>& want) {
+  double err = 0, ref = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double w = to_float(want[i]), e = to_float(got[i]) - w;
+    err += e * e, ref += w * w;
+  }
+  return std::sqrt(err / ref);
 }
 
 struct Gemm {
@@ -186,8 +202,9 @@ struct Block {
   std::vector<Stat> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;
   std::vector<Act> attproj, fcproj, out, dout, dx, dx2, dbranch, dF, dln, dqkv, dTT;
 
-  Block(std::int64_t b, std::int64_t t, std::int64_t c, std::int64_t nh, std::mt19937& gen)
+  Block(std::int64_t b, std::int64_t t, std::int64_t c, std::int64_t nh, std::uint32_t seed)
       : B(b), T(t), C(c), NH(nh), F(4 * c), N(b * t) {
+    std::mt19937 gen(seed);
     const auto z = [](std::int64_t n) { return static_cast<std::size_t>(n); };
     const auto par = [&](std::int64_t n, float s) { return filled<Par>(z(n), gen, s); };
     ln1w = par(C, 1), ln1b = par(C, 0.1f), qkvw = par(3 * C * C, 0.02f), qkvb = par(3 * C, 0.02f);
@@ -205,6 +222,13 @@ struct Block {
     P.assign(z(B * NH * T * T), Act{}), dTT.assign(z(B * NH * T * T), Act{});
     fch.assign(z(N * F), Act{}), gelu.assign(z(N * F), Act{}), dF.assign(z(N * F), Act{});
     for (auto* s : {&ln1_mean, &ln1_rstd, &ln2_mean, &ln2_rstd}) s->assign(z(N), Stat{});
+  }
+
+  void zero_grads() {
+    for (auto* g : {&g_ln1w, &g_ln1b, &g_qkvw, &g_qkvb, &g_projw, &g_projb, &g_ln2w, &g_ln2b,
+                    &g_fcw, &g_fcb, &g_fcpw, &g_fcpb}) {
+      std::fill(g->begin(), g->end(), Grd{});
+    }
   }
 
   // Bytes a micro-batch slot keeps for this block (the saved tensors above).
@@ -271,9 +295,9 @@ struct Block {
 };
 
 void bench_block(std::int64_t B, std::int64_t T, int repeats) {
-  std::mt19937 gen(2);
-  Block<eth::CpuKernels, float, float, float, float> f32(B, T, 768, 12, gen);
-  Block<eth::CpuBf16Kernels, Bf16, Bf16, float, float> b16(B, T, 768, 12, gen);
+  // The same (bf16-representable) weights and inputs in both.
+  Block<eth::CpuKernels, float, float, float, float> f32(B, T, 768, 12, 2);
+  Block<eth::CpuBf16Kernels, Bf16, Bf16, float, float> b16(B, T, 768, 12, 2);
   const bool native = bf16::gemm_path_available(bf16::GemmPath::OneDnn);
   const bf16::GemmPath saved = bf16::gemm_path();
   const auto on = [&](bf16::GemmPath p) {
@@ -303,6 +327,14 @@ void bench_block(std::int64_t B, std::int64_t T, int repeats) {
   row("bf16 fp32-compute", best[1], b16.saved_bytes());
   if (native) row("bf16 onednn-bf16", best[2], b16.saved_bytes());
   const double default16 = saved == bf16::GemmPath::OneDnn ? best[2] : best[1];
+  // Accuracy of one bf16 step against the fp32 one on the same numbers (this CPU's path).
+  f32.zero_grads(), b16.zero_grads();
+  f32.forward(), f32.backward(), b16.forward(), b16.backward();
+  std::printf("bf16 vs fp32, rms(diff) / rms(fp32): out %.2e, dx %.2e, d qkv_w %.2e, d fc_w "
+              "%.2e, d ln1_w %.2e (2^-8 = %.2e)\n",
+              relative_rms(b16.out, f32.out), relative_rms(b16.dx, f32.dx),
+              relative_rms(b16.g_qkvw, f32.g_qkvw), relative_rms(b16.g_fcw, f32.g_fcw),
+              relative_rms(b16.g_ln1w, f32.g_ln1w), 1.0 / 256);
   std::printf("bf16 (%s, this CPU's default) / fp32: speed %.2fx; fp32-compute path %.2fx; "
               "saved activation bytes %.2fx\n",
               std::string(bf16::gemm_path_name(saved)).c_str(), best[0] / default16,

@@ -35,10 +35,12 @@ struct CpuBf16Kernels {
   using Grad = float;  // parameter gradients: accumulated over micro-batches, reduced in fp32
   using Stat = float;  // layer-norm mean and rstd, cross-entropy lse and losses
 
-  // Where a head's q, k, v sit in the qkv matmul's output: the layout of the fp32 kernels, so
-  // one checkpoint serves both precisions (head-interleaved since tensor parallelism, #10).
+  // Where a head's q, k, v sit in the qkv matmul's output. It must be the fp32 kernels' layout
+  // (cpu/attention.h), or the two precisions would be two different models of one checkpoint;
+  // test_kernels (Bf16KernelSet) checks that. Blocked [q | k | v] today; tensor parallelism
+  // (#10) moves both to QkvLayout::head_interleaved.
   static cpu::bf16::QkvLayout qkv_layout(std::int64_t C, std::int64_t NH) {
-    return cpu::bf16::QkvLayout::head_interleaved(C, NH);
+    return cpu::bf16::QkvLayout::blocked(C, NH);
   }
 
   static constexpr auto encoder_forward = &cpu::bf16::encoder_forward;
@@ -50,7 +52,7 @@ struct CpuBf16Kernels {
   static constexpr auto matmul_nn_forward = &cpu::bf16::matmul_nn_forward;
   static constexpr auto matmul_nn_backward = &cpu::bf16::matmul_nn_backward;
 
-  // Attention with the fp32 set's signatures (the layout is implied by qkv_layout).
+    // Attention with the fp32 set's signatures (the layout is implied by qkv_layout).
   static void attention_probs_forward(Bf16* P, const Bf16* qkv, std::int64_t B, std::int64_t T,
                                       std::int64_t C, std::int64_t NH) {
     cpu::bf16::attention_probs_forward(P, qkv, qkv_layout(C, NH), B, T, C, NH);

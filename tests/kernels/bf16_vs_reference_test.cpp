@@ -29,6 +29,8 @@
 #include "kernels/reference/matmul.h"
 #include "kernels/reference/pointwise.h"
 #include "kernels/rng.h"
+#include "train/kernel_set.h"
+#include "train/kernel_set_bf16.h"
 
 namespace eth {
 namespace cpu::bf16 {
@@ -379,6 +381,30 @@ TEST(Bf16VsReference, LayoutsPlaceHeadsAsDocumented) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // OpenMP threads may be running
   EXPECT_DEATH(cpu::bf16::attention_probs_forward(P.data(), qkv.data(), bad, B, T, C, NH),
                "does not fit its row");
+}
+
+// The bf16 kernel set must read qkv as the fp32 kernels write and read it (one model, one
+// checkpoint, either precision): its attention on bf16-representable inputs agrees with the fp32
+// set's to bf16 rounding. Fails when one side's layout changes without the other.
+TEST(Bf16KernelSet, AttentionUsesTheFp32Layout) {
+  std::mt19937_64 gen(50);
+  const std::int64_t nP = B * NH * T * T;
+  const Vec qkv = random_bf16_vec(gen, sz(N * 3 * C), -2, 2);
+  VecF P32 = nan_vec(sz(nP)), out32 = nan_vec(sz(N * C));
+  CpuKernels::attention_scores_forward(P32.data(), to_float(qkv).data(), B, T, C, NH);
+  CpuKernels::attention_softmax_forward(P32.data(), P32.data(), B, NH, T);
+  CpuKernels::attention_av_forward(out32.data(), P32.data(), to_float(qkv).data(), B, T, C, NH);
+  VecB P16 = nan_bf16(sz(nP)), out16 = nan_bf16(sz(N * C));
+  CpuBf16Kernels::attention_probs_forward(P16.data(), to_bf16(qkv).data(), B, T, C, NH);
+  CpuBf16Kernels::attention_av_forward(out16.data(), P16.data(), to_bf16(qkv).data(), B, T, C,
+                                       NH);
+  // Both sides carry fp32 errors. The bf16 side also stores P rounded, so out = sum P v moves
+  // by up to 2^-8 sum P |v| <= 2^-8 max |v| = 2^-7, beside its own rounding of 2^-8 |out|.
+  // Another layout would be off by O(1).
+  expect_bf16_close("P", P16, to_double(P32), 2 * reduction_tol(hs + T));
+  test::expect_close("out", test::bf16_to_float(out16), to_double(out32),
+                     2 * test::kBf16Roundoff + 2 * reduction_tol(T) * test::rms(to_double(out32)),
+                     test::kBf16Roundoff + 2 * reduction_tol(T));
 }
 
 TEST(Bf16VsReference, LayerNorm) {
