@@ -181,15 +181,15 @@ TEST_P(Bf16Gemm, AllTransposesPaddedLeadingDimensions) {
   }
 }
 
-TEST(Bf16VsReference, GemmFallbackInSeveralPanels) {
-  // Panels of 1000 elements: 1000 / K = 18 rows, so M = 37 takes three row panels (the last
-  // partial) and N = 29 two column panels, in every orientation, both output types.
+TEST(Bf16VsReference, GemmFallbackInSeveralBlocks) {
+  // Blocks of 16: M = 37 takes three row blocks (the last partial), N = 29 two column blocks and
+  // K = 53 four depth blocks added onto each other, in every orientation, both output types.
   std::mt19937_64 gen(41);
-  const GemmRunner small_panels = [](const GemmCall& c) {
-    cpu::bf16::detail::fp32_compute_gemm(c, 1000, 8);
+  const GemmRunner small_blocks = [](const GemmCall& c) {
+    cpu::bf16::detail::fp32_compute_gemm(c, 16);
   };
   for (int ta = 0; ta < 2; ++ta) {
-    for (int tb = 0; tb < 2; ++tb) check_gemm(ta != 0, tb != 0, 37, 29, 53, gen, small_panels);
+    for (int tb = 0; tb < 2; ++tb) check_gemm(ta != 0, tb != 0, 37, 29, 53, gen, small_blocks);
   }
 }
 

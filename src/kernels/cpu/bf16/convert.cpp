@@ -13,8 +13,8 @@ namespace eth::cpu::bf16 {
 namespace {
 
 // Elements per OpenMP chunk, and the size below which one thread does it all. One thread
-// converts about 10 G elements/s (measured on Zen 5), so the GEMM fallback's panels (at most 2 M
-// elements, 0.2 ms) stay serial: on a shared machine a parallel region's barrier waiting for a
+// converts about 10 G elements/s (measured on Zen 5), so the GEMM fallback's blocks (at most 1 M
+// elements, 0.1 ms) stay serial: on a shared machine a parallel region's barrier waiting for a
 // descheduled thread cost 100x that. Whole weight buffers (100 M elements) go parallel.
 constexpr std::int64_t kChunk = 65536;
 constexpr std::int64_t kParallelMin = std::int64_t{1} << 22;

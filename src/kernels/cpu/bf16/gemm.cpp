@@ -1,6 +1,7 @@
-// Path selection and the fp32-compute path of gemm.h. The fp32-compute path converts
-// panels of op(A) (up to kPanel elements, at least 64 rows) and op(B) into per-thread fp32
-// buffers and calls sgemm on them; a bf16 result goes through an fp32 tile and is rounded once.
+// Path selection and the fp32-compute path of gemm.h. The fp32-compute path cuts the product
+// into blocks of at most kBlock rows, columns and depth, converts each block of op(A) and op(B)
+// into per-thread fp32 buffers and calls sgemm on them, adding the depth blocks onto C (or onto
+// an fp32 tile that a bf16 result is rounded from once).
 // Both paths accumulate the same fp32 products of the same bf16 values; they differ only in
 // summation order.
 #include "kernels/cpu/bf16/gemm.h"
@@ -16,19 +17,18 @@
 namespace eth::cpu::bf16 {
 namespace {
 
-// Elements of one converted panel (8 MiB of fp32): with at least 64 rows per panel, each element
-// of an operand is converted once per panel of the other, about 1/128 conversion per flop of a
-// K-long product, a few percent of its time; and the scratch stays bounded (the LM head's weight
-// would be 154 MB of fp32 in one piece).
-constexpr std::int64_t kPanel = std::int64_t{1} << 21;
-constexpr std::int64_t kMinPanelRows = 64;
+// Rows, columns and depth of one block: a 1024^3 sgemm (2 GFLOP) runs at full speed, each
+// element of op(A) is converted once per column block of C and each of op(B) once per row block
+// (one conversion per 1024 flops of a large product, about 1% of its time), and the scratch
+// stays at 3 x 4 MiB per thread (the LM head's weight would be 154 MB of fp32 in one piece).
+constexpr std::int64_t kBlock = 1024;
 
-struct Panels {
+struct Blocks {
   std::vector<float> a, b, c;
 };
 
-Panels& thread_panels() {
-  thread_local Panels p;
+Blocks& thread_blocks() {
+  thread_local Blocks p;
   return p;
 }
 
@@ -48,53 +48,55 @@ void unpack(float* dst, const Bf16* src, std::int64_t rows, std::int64_t cols, s
 
 }  // namespace
 
-void detail::fp32_compute_gemm(const GemmCall& c, std::int64_t panel_elements,
-                               std::int64_t min_panel_rows) {
-  Panels& p = thread_panels();
+void detail::fp32_compute_gemm(const GemmCall& c, std::int64_t block) {
+  Blocks& p = thread_blocks();
   const bool ta = c.trans_a == Trans::Yes, tb = c.trans_b == Trans::Yes;
-  const auto panel_rows = [&](std::int64_t rows) {
-    return std::min(rows, std::max(min_panel_rows, panel_elements / std::max<std::int64_t>(c.K, 1)));
-  };
-  const std::int64_t mb = panel_rows(c.M), nb = panel_rows(c.N);
-  for (std::int64_t i0 = 0; i0 < c.M; i0 += mb) {
-    const std::int64_t im = std::min(mb, c.M - i0);
-    // The stored block of op(A)'s rows [i0, i0+im), in the same orientation as stored.
-    float* a = grow(p.a, im * c.K);
-    if (ta) {
-      unpack(a, c.A + i0, c.K, im, c.lda);
-    } else {
-      unpack(a, c.A + i0 * c.lda, im, c.K, c.lda);
-    }
-    const std::int64_t lda = ta ? im : c.K;
-    for (std::int64_t j0 = 0; j0 < c.N; j0 += nb) {
-      const std::int64_t jn = std::min(nb, c.N - j0);
-      float* b = grow(p.b, jn * c.K);
-      // With one column block, op(B) is the same panel for every row block: convert it once.
-      if (i0 == 0 || nb < c.N) {
-        if (tb) {
-          unpack(b, c.B + j0 * c.ldb, jn, c.K, c.ldb);
-        } else {
-          unpack(b, c.B + j0, c.K, jn, c.ldb);
+  const std::int64_t mb = std::min(c.M, block), nb = std::min(c.N, block);
+  const std::int64_t kb = std::max<std::int64_t>(1, std::min(c.K, block));
+  for (std::int64_t j0 = 0; j0 < c.N; j0 += nb) {
+    const std::int64_t jn = std::min(nb, c.N - j0);
+    for (std::int64_t i0 = 0; i0 < c.M; i0 += mb) {
+      const std::int64_t im = std::min(mb, c.M - i0);
+      // The (im, jn) block of C: in place for an fp32 C, else an fp32 tile (holding the bias
+      // when there is one) rounded once at the end.
+      float* dst = c.C32 != nullptr ? c.C32 + i0 * c.ldc + j0 : grow(p.c, im * jn);
+      const std::int64_t ldd = c.C32 != nullptr ? c.ldc : jn;
+      float beta = c.beta;
+      if (c.C32 == nullptr) {
+        beta = c.bias != nullptr ? 1.0f : 0.0f;
+        if (c.bias != nullptr) {
+          convert_to_float(dst, c.bias + j0, jn);
+          for (std::int64_t r = 1; r < im; ++r) std::copy(dst, dst + jn, dst + r * jn);
         }
       }
-      const std::int64_t ldb = tb ? c.K : jn;
-      if (c.C32 != nullptr) {
-        sgemm(c.trans_a, c.trans_b, im, jn, c.K, c.alpha, a, lda, b, ldb, c.beta,
-              c.C32 + i0 * c.ldc + j0, c.ldc);
-        continue;
+      // K in blocks, the first with the caller's beta, the rest adding on (k0 = 0 runs once
+      // even for K = 0, so C still becomes beta C).
+      for (std::int64_t k0 = 0; k0 == 0 || k0 < c.K; k0 += kb) {
+        const std::int64_t kn = std::min(kb, c.K - k0);
+        // The stored blocks of op(A) (rows i0.., columns k0..) and op(B) (rows k0.., columns
+        // j0..), packed in the orientation they are stored in.
+        float* a = grow(p.a, im * kn);
+        float* b = grow(p.b, kn * jn);
+        if (ta) {
+          unpack(a, c.A + k0 * c.lda + i0, kn, im, c.lda);
+        } else {
+          unpack(a, c.A + i0 * c.lda + k0, im, kn, c.lda);
+        }
+        if (tb) {
+          unpack(b, c.B + j0 * c.ldb + k0, jn, kn, c.ldb);
+        } else {
+          unpack(b, c.B + k0 * c.ldb + j0, kn, jn, c.ldb);
+        }
+        sgemm(c.trans_a, c.trans_b, im, jn, kn, c.alpha, a, ta ? im : kn, b, tb ? kn : jn,
+              k0 == 0 ? beta : 1.0f, dst, ldd);
       }
-      float* tile = grow(p.c, im * jn);
-      if (c.bias != nullptr) {
-        convert_to_float(tile, c.bias + j0, jn);
-        for (std::int64_t r = 1; r < im; ++r) std::copy(tile, tile + jn, tile + r * jn);
-      }
-      sgemm(c.trans_a, c.trans_b, im, jn, c.K, c.alpha, a, lda, b, ldb,
-            c.bias != nullptr ? 1.0f : 0.0f, tile, jn);
-      Bf16* out = c.C16 + i0 * c.ldc + j0;
-      if (c.ldc == jn) {
-        convert_to_bf16(out, tile, im * jn);
-      } else {
-        for (std::int64_t r = 0; r < im; ++r) convert_to_bf16(out + r * c.ldc, tile + r * jn, jn);
+      if (c.C16 != nullptr) {
+        Bf16* out = c.C16 + i0 * c.ldc + j0;
+        if (c.ldc == jn) {
+          convert_to_bf16(out, dst, im * jn);
+        } else {
+          for (std::int64_t r = 0; r < im; ++r) convert_to_bf16(out + r * c.ldc, dst + r * jn, jn);
+        }
       }
     }
   }
@@ -115,7 +117,7 @@ void run(const detail::GemmCall& c) {
   if (gemm_path() == GemmPath::OneDnn) {
     detail::onednn_bf16_gemm(c);
   } else {
-    detail::fp32_compute_gemm(c, kPanel, kMinPanelRows);
+    detail::fp32_compute_gemm(c, kBlock);
   }
 }
 

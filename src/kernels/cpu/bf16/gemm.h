@@ -6,11 +6,11 @@
 //     matmul per micro-batch size, one per attention row block), executed with a per-thread
 //     scratchpad, so calls from inside an OpenMP parallel region are safe.
 //   - Fp32Compute: elsewhere (an AVX2-only Zen 3 has no bf16 instructions, and oneDNN 2.6 has
-//     no bf16 matmul there): the operands are converted to fp32 in panels and multiplied by
-//     sgemm (cpu/gemm.h). bf16 then only saves memory; the panels bound the extra work to a few
-//     percent of the product (one conversion per element per panel, panels of >= 64 rows).
-// The panels and the scratchpads live in per-thread buffers that grow to the largest shape
-// seen and are kept (the first step allocates them; no kernel allocates after that).
+//     no bf16 matmul there): the operands are converted to fp32 in blocks of at most 1024 rows,
+//     columns and depth and multiplied by sgemm (cpu/gemm.h). bf16 then only saves memory; the
+//     blocks keep the extra work to about one conversion per 1024 flops.
+// The blocks and the oneDNN scratchpads live in per-thread buffers that grow to the largest
+// shape seen and are kept (the first step allocates them; no kernel allocates after that).
 // Row-major, leading dimensions as in sgemm, so strided sub-matrices (an attention head's
 // columns of qkv) need no copies. Same thread behaviour as sgemm: the library's threads, or the
 // calling thread alone inside a parallel region.

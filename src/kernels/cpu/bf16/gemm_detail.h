@@ -29,9 +29,7 @@ struct GemmCall {
 bool onednn_bf16_available();
 void onednn_bf16_gemm(const GemmCall& call);
 
-// The fp32-compute path: panels of at most panel_elements converted elements (op(A) rows times
-// K, op(B) columns times K), never fewer than min_panel_rows rows or columns.
-void fp32_compute_gemm(const GemmCall& call, std::int64_t panel_elements,
-                       std::int64_t min_panel_rows);
+// The fp32-compute path, in blocks of at most `block` rows, columns and depth.
+void fp32_compute_gemm(const GemmCall& call, std::int64_t block);
 
 }  // namespace eth::cpu::bf16::detail
