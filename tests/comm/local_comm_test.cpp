@@ -13,23 +13,14 @@
 #include "comm/local_comm.h"
 #include "comm/mpi_comm.h"
 #include "core/error.h"
+#include "test_util.h"
 
 namespace eth {
 namespace {
 
 using std::chrono::milliseconds;
 
-// Fails the test with the message of every rank that threw.
-void expect_no_errors(const std::vector<std::exception_ptr>& errors) {
-  for (std::size_t r = 0; r < errors.size(); ++r) {
-    if (!errors[r]) continue;
-    try {
-      std::rethrow_exception(errors[r]);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "rank " << r << " threw: " << e.what();
-    }
-  }
-}
+using test::expect_no_errors;
 
 // Rank r's input: a fixed-seed random vector, so sums are not exact and order matters.
 template <class T>

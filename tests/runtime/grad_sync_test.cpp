@@ -33,16 +33,7 @@ std::vector<int> times_packed(const Plan& plan, const std::vector<GradBlock>& bl
   return seen;
 }
 
-void expect_no_errors(const std::vector<std::exception_ptr>& errors) {
-  for (std::size_t r = 0; r < errors.size(); ++r) {
-    if (!errors[r]) continue;
-    try {
-      std::rethrow_exception(errors[r]);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "rank " << r << ": " << e.what();
-    }
-  }
-}
+using test::expect_no_errors;
 
 Plan dp_plan() {
   return test::make_plan(test::small3(), 8,
