@@ -37,10 +37,10 @@ struct CpuBf16Kernels {
 
   // Where a head's q, k, v sit in the qkv matmul's output. It must be the fp32 kernels' layout
   // (cpu/attention.h), or the two precisions would be two different models of one checkpoint;
-  // test_kernels (Bf16KernelSet) checks that. Blocked [q | k | v] today; tensor parallelism
-  // (#10) moves both to QkvLayout::head_interleaved.
+  // test_kernels (Bf16KernelSet) checks that. Head-interleaved ([q_h; k_h; v_h] per head), the
+  // layout tensor parallelism needs (#10): a tp rank's heads are one column range.
   static cpu::bf16::QkvLayout qkv_layout(std::int64_t C, std::int64_t NH) {
-    return cpu::bf16::QkvLayout::blocked(C, NH);
+    return cpu::bf16::QkvLayout::head_interleaved(C, NH);
   }
 
   static constexpr auto encoder_forward = &cpu::bf16::encoder_forward;
