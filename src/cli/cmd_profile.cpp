@@ -17,6 +17,7 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/precision_choice.h"
 #include "cluster/cluster_spec.h"
 #include "core/error.h"
 #include "profile/analytic.h"
@@ -42,6 +43,7 @@ struct ProfileOptions {
   int threads = 1;       // --measure: OpenMP threads (the `cpu` device type is one core)
   int repeats = 3;       // --measure: timed runs per unit (median kept)
   double dropout = 0;    // --measure: dropout probability (masks held and measured)
+  std::string precision;  // --measure: fp32 | bf16; empty: the CPU's default
 };
 
 // The tp degrees to profile for one device type: --tp as given, or by default 1, 2, 4, 8 where
@@ -157,6 +159,7 @@ int run_measure(const ProfileOptions& o) {
   if (o.threads < 1) {
     throw InputError("cli", "--threads", "", "expected >= 1, got " + std::to_string(o.threads));
   }
+  const PrecisionChoice precision = choose_precision(o.precision, "--precision");
   std::set<std::int64_t> seen;
   for (std::int64_t b : o.mbss) {
     if (b < 1) {
@@ -179,6 +182,7 @@ int run_measure(const ProfileOptions& o) {
     mo.threads = o.threads;
     mo.repeats = o.repeats;
     mo.dropout = static_cast<float>(o.dropout);
+    mo.precision = precision.precision;
     check_measure_options(mo, memory);
     runs.push_back(mo);
   }
@@ -192,6 +196,7 @@ int run_measure(const ProfileOptions& o) {
     }
   }
 
+  std::cerr << precision.line << "\n" << std::flush;
   ProfileDb db(m);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -222,6 +227,7 @@ int run_measure(const ProfileOptions& o) {
                              {"profile", j}});
     }
     print_json(Json{{"model", m.name},
+                    {"precision", std::string(precision_name(precision.precision))},
                     {"seq", seq},
                     {"threads", o.threads},
                     {"dropout", o.dropout},
@@ -241,7 +247,8 @@ int run_measure(const ProfileOptions& o) {
            ms_cell(head.forward_ms + head.backward_ms), ms_cell(e.optimizer_ms), ms_cell(step),
            fmt_num(static_cast<double>(key.mbs * seq) / step * 1e3, 0)});
   }
-  std::cout << "measured profile of " << m.name << " (seq " << seq << ", " << o.threads
+  std::cout << "measured profile of " << m.name << " (" << precision_name(precision.precision)
+            << ", seq " << seq << ", " << o.threads
             << " thread" << (o.threads == 1 ? "" : "s") << ", dropout " << o.dropout
             << ", device type cpu, tp 1; block = unit 1, median of " << o.repeats << "):\n\n"
             << t.render() << "\nwrote " << files << " files (eth format) to " << o.out << "\n";
@@ -265,10 +272,11 @@ int run_show(const ProfileOptions& o) {
     print_json(Json{{"dir", o.show}, {"format", metis ? "metis" : "eth"}, {"entries", entries}});
     return kExitOk;
   }
-  Table t({"device type", "tp", "mbs", "source", "seq", "block fwd ms", "block bwd ms",
-           "block activation", "head fwd ms", "optimizer ms"});
+  Table t({"device type", "tp", "mbs", "source", "precision", "seq", "block fwd ms",
+           "block bwd ms", "block activation", "head fwd ms", "optimizer ms"});
   for (const auto& [key, e] : db.entries()) {
     t.add({key.device_type, std::to_string(key.tp), std::to_string(key.mbs), e.source,
+           std::string(precision_name(e.precision)),
            std::to_string(e.seq_len), block_ms(e, true), block_ms(e, false), block_act(e),
            ms_cell(e.units.back().forward_ms), ms_cell(e.optimizer_ms)});
   }
@@ -310,6 +318,11 @@ void add_profile_command(CLI::App& app, Registry& r) {
   sub->add_option("--threads", o->threads,
                   "--measure: OpenMP threads (default 1: the cpu device type is one core)");
   sub->add_option("--repeats", o->repeats, "--measure: timed runs per unit, median kept (3)");
+  sub->add_option("--precision", o->precision,
+                  "--measure: fp32 or bf16 kernels (default: bf16 where the CPU has bf16 matrix "
+                  "instructions, fp32 otherwise); the profile records it, and eth train --plan "
+                  "--profile refuses a profile of another precision than its run")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   sub->add_option("--dropout", o->dropout,
                   "--measure: dropout probability; > 0 also holds the dropout masks (default 0)");
   r.on(sub, [o] {

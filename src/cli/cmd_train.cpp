@@ -13,6 +13,7 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/precision_choice.h"
 #include "cli/train_args.h"
 #include "core/error.h"
 #include "train/checkpoint.h"
@@ -24,7 +25,10 @@ namespace {
 
 int run_train(const TrainArgs& a) {
   if (!a.plan.empty()) return run_train_plan(a);
-  const TrainConfig cfg = make_config(a);
+  const PrecisionChoice precision = choose_precision(a.precision, "--precision");
+  std::cerr << precision.line << "\n" << std::flush;
+  TrainConfig cfg = make_config(a);
+  cfg.precision = precision.precision;
   Trainer trainer(cfg, resolve_resume(a.resume));
   std::ofstream log;
   if (!a.log.empty()) {
@@ -85,6 +89,7 @@ int run_train(const TrainArgs& a) {
   const double tok_s = seconds > 0 ? tokens / seconds : 0;
   if (a.format == Format::Json) {
     print_json(Json{{"model", cfg.model.name},
+                    {"precision", std::string(precision_name(cfg.precision))},
                     {"params", trainer.state().numel()},
                     {"first_step", first},
                     {"next_step", trainer.next_step()},
@@ -152,6 +157,11 @@ void add_train_command(CLI::App& app, Registry& r) {
       ->capture_default_str();
   sub->add_option("--seed", a->seed, "Seed of initialization, data order and dropout")
       ->capture_default_str();
+  sub->add_option("--precision", a->precision,
+                  "fp32, or bf16: bf16 weights copy and activations, fp32 master weights, Adam "
+                  "moments and gradients (default: bf16 where the CPU has bf16 matrix "
+                  "instructions, fp32 otherwise; checkpoints resume in either)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   sub->add_option(
       "--checkpoint-dir", a->checkpoint_dir,
       "Write step_<N>.safetensors here at the end (and every --checkpoint-every steps)");

@@ -20,6 +20,7 @@
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/plan_inputs.h"
+#include "cli/precision_choice.h"
 #include "cli/train_args.h"
 #include "comm/local_comm.h"
 #include "comm/mpi_comm.h"
@@ -40,6 +41,7 @@ struct PlanRun {
   std::optional<ProfileDb> profile;  // for the prediction, emulated types included
   std::optional<std::filesystem::path> resume;
   CommOptions comm;
+  std::string precision_line;  // the run's first line (rank 0)
 };
 
 void apply_emulation(ClusterSpec& cluster, const std::vector<std::string>& specs) {
@@ -70,6 +72,8 @@ void apply_emulation(ClusterSpec& cluster, const std::vector<std::string>& specs
 
 PlanRun prepare(const TrainArgs& a) {
   PlanRun r;
+  const PrecisionChoice precision = choose_precision(a.precision, "--precision");
+  r.precision_line = precision.line;
   r.plan = load_plan(a.plan);
   r.cluster = cluster_for_plan(r.plan, a.cluster);
   apply_emulation(r.cluster, a.emulate);
@@ -95,6 +99,7 @@ PlanRun prepare(const TrainArgs& a) {
   b.batch = a.batch == 0 ? r.plan.gbs : a.batch;
   r.config.train = make_config(b, r.plan.model);
   r.config.train.seq_len = r.plan.seq_len;
+  r.config.train.precision = precision.precision;
   r.config.plan = r.plan;
   r.config.aggregation = *parse_aggregation_mode(a.allreduce);
   for (const auto& [name, type] : r.cluster.device_types) {
@@ -102,6 +107,8 @@ PlanRun prepare(const TrainArgs& a) {
   }
   if (!a.profile.empty()) {
     r.profile = read_profile_for_cluster(a.profile, r.plan.model, r.cluster);
+    // A profile of other kernels would predict another run: refused before any rank starts.
+    plan_precision(r.plan, *r.profile, precision.precision);
   }
   // The data are read by every rank: check them here, once, before any rank starts.
   const TokenFile data = open_training_data(r.config.train);
@@ -193,8 +200,9 @@ void maybe_die(int rank, std::int64_t step) {
 
 // One rank's whole run; rank 0 reports. Returns the exit code.
 int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
-  DistributedTrainer t(r.config, world, r.resume);
   const bool lead = world.rank() == 0;
+  if (lead) std::cerr << r.precision_line << "\n" << std::flush;
+  DistributedTrainer t(r.config, world, r.resume);
   const std::vector<RankPlace> places = place_ranks(r.plan);
   std::ofstream log;
   if (lead) {
@@ -266,7 +274,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   if (r.profile) {
     PredictOptions po;
     po.aggregation = r.config.aggregation;
-    po.element_bytes = 4;  // the CPU runtime moves fp32 activations and gradients
+    po.precision = r.config.train.precision;  // message sizes follow the run's precision
     predicted_ms = predict(r.plan, r.cluster, *r.profile, po).iteration_ms;
   }
   if (a.format == Format::Json) {
@@ -278,6 +286,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
       ranks.push_back(j);
     }
     print_json(Json{{"model", r.plan.model.name},
+                    {"precision", std::string(precision_name(r.config.train.precision))},
                     {"ranks", world.size()},
                     {"aggregation", aggregation_mode_name(r.config.aggregation)},
                     {"emulated_slowdown", r.config.slowdown},

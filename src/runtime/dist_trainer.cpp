@@ -65,7 +65,7 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
       sampler_(training_sampler_config(cfg_.train, seq_len_, data_.size())),
       state_(cfg_.plan.model, stage_of(cfg_.plan, place_).first_unit,
              stage_of(cfg_.plan, place_).last_unit, stage_of(cfg_.plan, place_).tp,
-             place_.tp_rank) {
+             place_.tp_rank, cfg_.train.precision) {
   if (cfg_.train.steps < 1) throw InputError("train", "--steps", "", "expected >= 1");
   const StagePlan& st = stage_of(cfg_.plan, place_);
   // The tp group of this rank's stage replica, created once, before the gradient groups, by
@@ -80,6 +80,7 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   }
   StageRunnerConfig rc;
   rc.seq_len = seq_len_;
+  rc.precision = cfg_.train.precision;
   rc.dropout = cfg_.train.dropout;
   rc.seed = cfg_.train.seed;
   rc.slowdown = slowdown_;
@@ -128,7 +129,7 @@ StepStats DistributedTrainer::step() {
   in.loss_scale = 1.0 / static_cast<double>(cfg_.plan.gbs * seq_len_);
   state_.zero_grads();
   if (tp_group_) tp_group_->reset();
-  double loss = runner_->run(state_.params(), state_.grads(), in, times_, sync_.get());
+  double loss = runner_->run(state_, in, times_, sync_.get());
   if (tp_group_) tp_stats_ = tp_group_->stats();
 
   const auto t_sync = Clock::now();

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/precision.h"
 #include "model/model_spec.h"
 #include "profile/profile.h"
 
@@ -29,10 +30,14 @@ struct MeasureOptions {
   float dropout = 0;            // > 0 also holds (and measures) the dropout masks
   std::string device_type = "cpu";
   std::uint64_t seed = 1;
+  // The kernels measured (fp32 or bf16); the entry records it, and its activation bytes and the
+  // optimizer step are that precision's.
+  Precision precision = Precision::Fp32;
 };
 
-// Bytes measure_profile(opt) maps at its peak: the largest unit's parameters, gradients and
-// AdamW moments, two StageCompute arenas (base and recompute) and the boundary tensors.
+// Bytes measure_profile(opt) maps at its peak: the largest unit's model state (parameters,
+// gradients, AdamW moments, the bf16 copy), two StageCompute arenas (base and recompute) and
+// the boundary tensors.
 // Requires options that pass check_measure_options' size checks.
 double measure_peak_bytes(const MeasureOptions& opt);
 
@@ -42,7 +47,8 @@ double measure_peak_bytes(const MeasureOptions& opt);
 // memory_limit_bytes (--micro-batch-sizes, naming the size and the bytes it needs).
 void check_measure_options(const MeasureOptions& opt, double memory_limit_bytes);
 
-// One entry (tp 1, mbs = micro_batch, source "measured", seq_len = the resolved T). Throws what
+// One entry (tp 1, mbs = micro_batch, source "measured", seq_len = the resolved T, precision
+// opt.precision). Throws what
 // check_measure_options throws (without the memory check). Units are measured one at a time
 // (each with its own state and buffers), so the peak is one unit's, not the model's.
 ProfileEntry measure_profile(const MeasureOptions& opt);
