@@ -79,10 +79,14 @@ bool poll(MPI_Request& req, MPI_Status& status, Clock::time_point deadline, bool
   }
 }
 
+// Host name of each world rank (MPI_Get_processor_name), shared by every communicator of the
+// session; empty when the job runs on one host, where naming it would say nothing.
+using HostNames = std::shared_ptr<const std::vector<std::string>>;
+
 class MpiImpl : public CommImpl, public std::enable_shared_from_this<MpiImpl> {
  public:
-  MpiImpl(MPI_Comm comm, CommOptions options, bool oversubscribed)
-      : comm_(comm), options_(options), oversubscribed_(oversubscribed) {
+  MpiImpl(MPI_Comm comm, CommOptions options, bool oversubscribed, HostNames hosts)
+      : comm_(comm), options_(options), oversubscribed_(oversubscribed), hosts_(std::move(hosts)) {
     ETH_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     ETH_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     ETH_MPI_CHECK(MPI_Comm_size(comm_, &size_));
@@ -139,6 +143,7 @@ class MpiImpl : public CommImpl, public std::enable_shared_from_this<MpiImpl> {
   MPI_Comm comm_;
   CommOptions options_;
   bool oversubscribed_;  // more ranks on this host than cores
+  HostNames hosts_;
   int rank_ = 0;
   int size_ = 0;
   std::vector<int> world_;
@@ -236,7 +241,7 @@ std::shared_ptr<CommImpl> MpiImpl::split(int color, int key) {
   MPI_Comm out = MPI_COMM_NULL;
   ETH_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &out));
   if (out == MPI_COMM_NULL) return nullptr;
-  return std::make_shared<MpiImpl>(out, options_, oversubscribed_);
+  return std::make_shared<MpiImpl>(out, options_, oversubscribed_, hosts_);
 }
 
 std::shared_ptr<CommImpl> MpiImpl::create_group(const std::vector<int>& ranks) {
@@ -271,7 +276,7 @@ std::shared_ptr<CommImpl> MpiImpl::create_group(const std::vector<int>& ranks) {
   ETH_MPI_CHECK(MPI_Comm_create_group(comm_, sub, kTagCreate, &out));
   ETH_MPI_CHECK(MPI_Group_free(&sub));
   ETH_MPI_CHECK(MPI_Group_free(&all));
-  return std::make_shared<MpiImpl>(out, options_, oversubscribed_);
+  return std::make_shared<MpiImpl>(out, options_, oversubscribed_, hosts_);
 }
 
 Request MpiImpl::isend(std::span<const std::byte> data, int dest, int tag) {
@@ -396,10 +401,40 @@ void MpiImpl::throw_timeout(const std::string& what, const std::vector<int>& pee
                             const std::string& note) {
   std::vector<int> world;
   for (int p : peers) world.push_back(world_[static_cast<std::size_t>(p)]);
+  std::string where = note;
+  if (!hosts_->empty()) {
+    // Over several hosts, the host is what an operator looks at first.
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      where += std::string(where.empty() ? "" : "; ") + "rank " + std::to_string(peers[i]) +
+               " runs on host " + (*hosts_)[static_cast<std::size_t>(world[i])];
+    }
+  }
   const std::string message = timeout_message(rank_, size_, world_[static_cast<std::size_t>(rank_)],
-                                              what, options_.timeout, peers, world, note);
+                                              what, options_.timeout, peers, world, where);
   mark_broken(message);
   throw CommTimeout(message, what, peers, world);
+}
+
+}  // namespace
+
+namespace {
+
+// Every rank's host name, or none when all ranks share this host (one allgather at start-up).
+HostNames host_names(MPI_Comm world, int ranks_on_host) {
+  int size = 0;
+  ETH_MPI_CHECK(MPI_Comm_size(world, &size));
+  int one_host = ranks_on_host == size ? 1 : 0;
+  ETH_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &one_host, 1, MPI_INT, MPI_MIN, world));
+  if (one_host) return std::make_shared<const std::vector<std::string>>();
+  std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0');
+  int len = 0;
+  ETH_MPI_CHECK(MPI_Get_processor_name(mine.data(), &len));
+  std::vector<char> all(mine.size() * static_cast<std::size_t>(size));
+  ETH_MPI_CHECK(MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
+                              MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world));
+  std::vector<std::string> names;
+  for (int r = 0; r < size; ++r) names.emplace_back(all.data() + r * MPI_MAX_PROCESSOR_NAME);
+  return std::make_shared<const std::vector<std::string>>(std::move(names));
 }
 
 }  // namespace
@@ -434,7 +469,8 @@ Communicator MpiSession::world(CommOptions options) const {
   ETH_MPI_CHECK(MPI_Comm_free(&host));
   const unsigned cores = std::thread::hardware_concurrency();
   const bool oversubscribed = cores > 0 && static_cast<unsigned>(ranks_on_host) > cores;
-  return Communicator(std::make_shared<MpiImpl>(dup, options, oversubscribed));
+  return Communicator(
+      std::make_shared<MpiImpl>(dup, options, oversubscribed, host_names(dup, ranks_on_host)));
 }
 
 void MpiSession::abort_job(int exit_code) {
