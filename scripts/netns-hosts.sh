@@ -107,6 +107,10 @@ up() {
     ip netns exec "$h" ip link set lo up
     ip netns exec "$h" ip addr add "${net}.$((k + 1))/24" dev "$h"
     ip netns exec "$h" ip link set "$h" up
+    # MPI traffic comes in bursts after idle gaps (pipeline bubbles); Linux would restart TCP
+    # slow start after each, charging a message several round trips no cost model (or RDMA
+    # network) has. HPC hosts usually turn it off.
+    ip netns exec "$h" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
   done
   shape
   if [[ -n $hostfile ]]; then

@@ -39,7 +39,9 @@ struct MpirunOptions {
 // --bind-to none (concurrent jobs on a shared machine must not pin to the same cores),
 // --mca btl self,vader (plus tcp with hosts: vader is shared memory only),
 // --mca btl_vader_single_copy_mechanism none (CMA single copy is slow here), with hosts
-// --host A:n,B:m --map-by slot (ranks filled host by host) and, with a network,
+// --host A:n,B:m --map-by slot (ranks filled host by host),
+// --mca coll_libnbc_iallreduce_algorithm ring (the all-reduce the cost model prices) and, with a
+// network,
 // --mca btl_tcp_if_include / oob_tcp_if_include, then -x ENV.... Throws InputError("launch", ...)
 // naming the bad field for num_ranks < 1, hosts whose counts do not add up to it, a bad network,
 // an empty program or mpirun, or a malformed env entry.

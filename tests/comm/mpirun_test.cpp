@@ -62,6 +62,7 @@ TEST(Mpirun, SeveralHostsAreFilledInOrderOverTcpOnTheGivenNetwork) {
   EXPECT_EQ(after(argv, "--host"), "node-a:2,10.0.0.7:1,node-c:2");
   EXPECT_EQ(after(argv, "--map-by"), "slot");  // fill a host's ranks before the next host
   EXPECT_EQ(after(argv, "btl"), "self,vader,tcp");  // vader is shared memory only
+  EXPECT_EQ(after(argv, "coll_libnbc_iallreduce_algorithm"), "ring");
   EXPECT_EQ(after(argv, "btl_tcp_if_include"), "10.0.0.0/24");
   EXPECT_EQ(after(argv, "oob_tcp_if_include"), "10.0.0.0/24");
   o.network = "";
