@@ -244,6 +244,7 @@ Measured worker_ms(const std::string& line) {
 void row(const std::string& what, double predicted, const Measured& m) {
   std::printf("%-46s %10.2f %10.2f %10.2f %10.2f  %s\n", what.substr(0, 46).c_str(), predicted,
               m.best, m.median, predicted / m.best, load().c_str());
+  std::fflush(stdout);  // rows appear as they are measured
 }
 
 void bandwidth_section(double mbit, const std::string& self, const std::string& eth,
