@@ -1,10 +1,11 @@
 // `eth launch --hostfile` over three hosts made of network namespaces (scripts/netns-hosts.sh),
 // joined by links shaped to the cluster file's inter-node figure: a heterogeneous plan trains
 // with single-process losses in every aggregation mode while its messages cross the links; a
-// killed rank, a host that dies and a host that does not exist end the run naming the host; bad
-// inputs are refused once, before any rank starts. Needs root (ip netns, tc): skipped with the
-// reason otherwise. The hosts are made once per test and removed even when a test fails (and by
-// the CTest cleanup step multihost_down when a test is killed).
+// killed rank, a rank that stops answering (exit code 4), a host that dies and a host that does
+// not exist end the run naming the host; bad inputs are refused once, before any rank starts.
+// Needs root (ip netns, tc): skipped with the reason otherwise. The hosts are made once for the
+// suite and removed even when a test fails (and by the CTest cleanup step multihost_down when
+// the test binary is killed).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -150,13 +151,15 @@ class MultiHost : public ::testing::Test {
            kNet + ".0/24 -- --cluster " + cluster_ + " " + train;
   }
 
-  // Starts a 300-step run, waits until it has logged two steps, calls `strike`, and returns how
-  // the run ended.
-  static Result run_and_strike(const std::string& name, const std::function<void()>& strike) {
+  // Starts a 300-step run with --timeout `timeout_s`, waits until it has logged two steps, calls
+  // `strike`, and returns how the run ended.
+  static Result run_and_strike(const std::string& name, const std::function<void()>& strike,
+                               int timeout_s = 10) {
     const fs::path dir = test::scratch("multihost", name);
     const fs::path log = dir / "log.jsonl";
     fs::remove(log);
-    const std::string cmd = launch(plan_, hostfile_, train_args(log, 300) + " --timeout 10") +
+    const std::string cmd = launch(plan_, hostfile_, train_args(log, 300) + " --timeout " +
+                                                         std::to_string(timeout_s)) +
                             " >" + (dir / "stdout").string() + " 2>" + (dir / "stderr").string();
     const pid_t child = ::fork();
     if (child == 0) {
@@ -212,23 +215,35 @@ TEST_F(MultiHost, ThreeHostsTrainWithOneProcessLossesInEveryAggregationMode) {
   }
 }
 
-TEST_F(MultiHost, AKilledRankEndsTheRunNamingItsHostAndRank) {
-  const Result r = run_and_strike("killed", [] {
-    // Rank 2, the only rank on host eth-t1, dies as a crash would.
-    const fs::path pids = test::scratch("multihost", "killed") / "pids";
-    std::system(("ip netns pids " + kPrefix + "1 >" + pids.string()).c_str());
-    std::istringstream in(slurp(pids));
-    for (int pid; in >> pid;) {
-      const std::string cmdline = slurp("/proc/" + std::to_string(pid) + "/cmdline");
-      if (cmdline.find(std::string("train") + '\0' + "--plan") != std::string::npos) {
-        ::kill(pid, SIGKILL);
-      }
+// Sends `signal` to the rank processes (eth train) of host `h`.
+void signal_ranks(int h, int signal) {
+  const fs::path pids = test::scratch("multihost", "pids") / "pids";
+  std::system(("ip netns pids " + kPrefix + std::to_string(h) + " >" + pids.string()).c_str());
+  std::istringstream in(slurp(pids));
+  for (int pid; in >> pid;) {
+    const std::string cmdline = slurp("/proc/" + std::to_string(pid) + "/cmdline");
+    if (cmdline.find(std::string("train") + '\0' + "--plan") != std::string::npos) {
+      ::kill(pid, signal);
     }
-  });
+  }
+}
+
+TEST_F(MultiHost, AKilledRankEndsTheRunNamingItsHostAndRank) {
+  // Rank 2, the only rank on host eth-t1, dies as a crash would.
+  const Result r = run_and_strike("killed", [] { signal_ranks(1, SIGKILL); });
   // TODO(#11): the supervising eth launch turns this into exit code 4 (kExitComm).
   EXPECT_NE(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("rank 2"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(kPrefix + "1"), std::string::npos) << r.err;
+}
+
+TEST_F(MultiHost, ARankThatStopsAnsweringTimesOutNamingTheHostWithExitCode4) {
+  // Rank 2 stops (SIGSTOP): it neither exits nor answers, so its neighbours time out.
+  const Result r = run_and_strike("stopped", [] { signal_ranks(1, SIGSTOP); }, 3);
+  signal_ranks(1, SIGKILL);  // in case the job's abort left it behind
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.err.find("timed out"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" runs on host " + kPrefix), std::string::npos) << r.err;
 }
 
 TEST_F(MultiHost, AHostThatDiesIsNamed) {
