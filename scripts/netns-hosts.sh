@@ -57,7 +57,8 @@ rate_of() {
     jq -r --argjson k "$k" --argjson s "$scale" '
       (.inter_node_bandwidth_gbps // 200) as $c
       | .nodes[$k].device_type as $t
-      | ((.device_types // {})[$t].inter_node_bandwidth_gbps // $c) * 1000 * $s' "$cluster"
+      | ((.device_types // {})[$t].inter_node_bandwidth_gbps // $c)
+      | if type == "number" then . * 1000 * $s else "not a number" end' "$cluster"
   fi
 }
 
@@ -93,7 +94,8 @@ up() {
   local n=$1
   ((n >= 1 && n <= 250)) || die "expected 1..250 hosts, got $n"
   down
-  trap 'echo "netns-hosts: up failed; removing what it made" >&2; down' ERR
+  # Whatever ends `up` early (a failed command, die) removes what it made.
+  trap 'if (($? != 0)); then echo "netns-hosts: up failed; removing what it made" >&2; down; fi' EXIT
   ip link add "$bridge" type bridge
   ip addr add "${net}.254/24" dev "$bridge"
   ip link set "$bridge" up
@@ -118,7 +120,7 @@ up() {
     : >"$hostfile"
     for ((k = 0; k < n; ++k)); do echo "${prefix}${k}" >>"$hostfile"; done
   fi
-  trap - ERR
+  trap - EXIT
   echo "up: $n hosts ${prefix}0..${prefix}$((n - 1)) on ${net}.0/24 (bridge $bridge at ${net}.254)"
 }
 
