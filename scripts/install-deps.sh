@@ -2,7 +2,8 @@
 # Installs the Debian packages ETH builds against, only those missing. Safe to run repeatedly.
 set -euo pipefail
 packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libgtest-dev
-          libgmock-dev libdnnl-dev libopenblas-dev openmpi-bin libopenmpi-dev)
+          libgmock-dev libdnnl-dev libopenblas-dev openmpi-bin libopenmpi-dev
+          iproute2 jq)  # ip netns, tc and jq: scripts/netns-hosts.sh (multi-host tests)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
