@@ -4,7 +4,9 @@
 // grace period; whoever stays silent is named as the rank that never arrived. Not thread-safe
 // beyond MPI_THREAD_FUNNELED.
 #include <algorithm>
+#include <array>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <thread>
@@ -437,6 +439,29 @@ HostNames host_names(MPI_Comm world, int ranks_on_host) {
   return std::make_shared<const std::vector<std::string>>(std::move(names));
 }
 
+// Ranks running on this machine's kernel (same boot id), whatever MPI thinks a host is: hosts
+// made of network namespaces or containers on one machine share its cores, but Open MPI sees
+// each as a node of its own, and its ranks would spin as if each had the cores to itself.
+// 0 when the boot id cannot be read (MPI's count stands).
+int ranks_on_this_machine(MPI_Comm world) {
+  constexpr int kLen = 40;  // a boot id is 36 characters
+  std::array<char, kLen> mine{};
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    if (std::fgets(mine.data(), kLen, f) == nullptr) mine.fill('\0');
+    std::fclose(f);
+  }
+  int size = 0;
+  ETH_MPI_CHECK(MPI_Comm_size(world, &size));
+  std::vector<char> all(static_cast<std::size_t>(kLen) * static_cast<std::size_t>(size));
+  ETH_MPI_CHECK(MPI_Allgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, world));
+  if (mine[0] == '\0') return 0;
+  int same = 0;
+  for (int r = 0; r < size; ++r) {
+    same += std::equal(mine.begin(), mine.end(), all.begin() + r * kLen) ? 1 : 0;
+  }
+  return same;
+}
+
 }  // namespace
 
 bool mpi_compiled() { return true; }
@@ -468,7 +493,8 @@ Communicator MpiSession::world(CommOptions options) const {
   ETH_MPI_CHECK(MPI_Comm_size(host, &ranks_on_host));
   ETH_MPI_CHECK(MPI_Comm_free(&host));
   const unsigned cores = std::thread::hardware_concurrency();
-  const bool oversubscribed = cores > 0 && static_cast<unsigned>(ranks_on_host) > cores;
+  const int ranks_here = std::max(ranks_on_host, ranks_on_this_machine(dup));
+  const bool oversubscribed = cores > 0 && static_cast<unsigned>(ranks_here) > cores;
   return Communicator(
       std::make_shared<MpiImpl>(dup, options, oversubscribed, host_names(dup, ranks_on_host)));
 }
