@@ -62,6 +62,12 @@ const char* kPlan = R"({"format": "eth-plan", "version": 1, "model": "tiny", "gb
     {"device_type": "fast", "devices": [3, 4], "dp": 2, "units": [2, 5],
      "recompute": ["attn_score"]}]}]})";
 
+// Every file of the suite lives here; the suite removes it at the end.
+const fs::path& scratch() {
+  static const fs::path dir = test::scratch("multihost", "suite");
+  return dir;
+}
+
 struct Result {
   int code = -1;
   std::string out, err;
@@ -89,7 +95,7 @@ int count(const std::string& text, const std::string& what) {
 // Bytes host `h` has sent over its link (its tbf qdisc's counter).
 long long sent_bytes(int h) {
   const std::string dev = kPrefix + std::to_string(h);
-  const fs::path tmp = test::scratch("multihost", "tc") / dev;
+  const fs::path tmp = scratch() / ("tc_" + dev);
   std::system(("ip netns exec " + dev + " tc -s qdisc show dev " + dev + " >" + tmp.string() +
                " 2>&1").c_str());
   const std::string text = slurp(tmp);
@@ -105,7 +111,7 @@ class MultiHost : public ::testing::Test {
       skip_ = "needs root to make network namespaces (ip netns add) and shape links (tc)";
       return;
     }
-    dir_ = test::scratch("multihost", "suite");
+    dir_ = scratch();
     // One set of these hosts at a time on this machine (parallel ctest, other checkouts).
     lock_ = ::open(("/run/lock/eth-netns-" + kPrefix + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
     if (lock_ < 0 || ::flock(lock_, LOCK_EX) != 0) {
@@ -134,6 +140,8 @@ class MultiHost : public ::testing::Test {
       ::close(lock_);  // releases the lock
       lock_ = -1;
     }
+    std::error_code ec;
+    fs::remove_all(scratch(), ec);
   }
 
   void SetUp() override {
@@ -155,7 +163,8 @@ class MultiHost : public ::testing::Test {
   // `strike`, and returns how the run ended.
   static Result run_and_strike(const std::string& name, const std::function<void()>& strike,
                                int timeout_s = 10) {
-    const fs::path dir = test::scratch("multihost", name);
+    const fs::path dir = scratch() / name;
+    fs::create_directories(dir);
     const fs::path log = dir / "log.jsonl";
     fs::remove(log);
     const std::string cmd = launch(plan_, hostfile_, train_args(log, 300) + " --timeout " +
@@ -217,7 +226,7 @@ TEST_F(MultiHost, ThreeHostsTrainWithOneProcessLossesInEveryAggregationMode) {
 
 // Sends `signal` to the rank processes (eth train) of host `h`.
 void signal_ranks(int h, int signal) {
-  const fs::path pids = test::scratch("multihost", "pids") / "pids";
+  const fs::path pids = scratch() / "pids";
   std::system(("ip netns pids " + kPrefix + std::to_string(h) + " >" + pids.string()).c_str());
   std::istringstream in(slurp(pids));
   for (int pid; in >> pid;) {
