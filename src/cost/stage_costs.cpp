@@ -7,7 +7,7 @@
 #include <map>
 
 #include "core/error.h"
-#include "cost/blocks.h"
+#include "plan/blocks.h"
 #include "model/arithmetic.h"
 
 namespace eth {
