@@ -34,30 +34,36 @@ class LookupCache {
 // The busiest dp replica's share of a micro-batch of `mbs` samples.
 std::int64_t largest_share(std::int64_t mbs, std::int64_t dp) { return (mbs + dp - 1) / dp; }
 
-// Time to move one micro-batch of `mbs` samples across the boundary from stage `a` to stage `b`.
-// Each dp replica holds a contiguous chunk (replica r of dp: samples [r*mbs/dp, (r+1)*mbs/dp),
-// the runtime's split), so replica i of `a` sends replica j of `b` the samples their chunks share,
-// from i's last tp rank to j's first, over the link between those two devices: intra-node or
-// inter-node, whichever they are. One replica's messages go one after another, different
-// replicas' at once: the busiest sender or receiver sets the time. dp 1 to dp 1 is one message.
+// Time to move one micro-batch of `mbs` samples across the boundary from stage `a` to stage `b`,
+// as the runtime sends it. Each dp replica holds a contiguous chunk (replica r of dp: samples
+// [r*mbs/dp, (r+1)*mbs/dp)), so replica i of `a` sends replica j of `b` the samples their chunks
+// share; every tp rank t of j receives them whole, from i's tp rank t mod a.tp. Each message
+// crosses the link between its two devices, intra-node or inter-node, whichever they are. One
+// device's messages go one after another, different devices' at once: the busiest sender or
+// receiver sets the time. dp 1, tp 1 on both sides is one message.
 double boundary_ms(const ClusterSpec& cluster, const StagePlan& a, const StagePlan& b,
                    std::int64_t mbs, double sample_bytes, double p2p_latency_ms) {
-  std::vector<double> out(static_cast<std::size_t>(a.dp), 0.0);
-  std::vector<double> in(static_cast<std::size_t>(b.dp), 0.0);
+  std::map<std::int64_t, double> out, in;  // per device
   for (std::int64_t i = 0; i < a.dp; ++i) {
     for (std::int64_t j = 0; j < b.dp; ++j) {
       const std::int64_t lo = std::max(i * mbs / a.dp, j * mbs / b.dp);
       const std::int64_t hi = std::min((i + 1) * mbs / a.dp, (j + 1) * mbs / b.dp);
       if (hi <= lo) continue;
-      const double bw =
-          cluster.link_bytes_per_s(stage_device(a, i, a.tp - 1), stage_device(b, j, 0));
-      const double ms = static_cast<double>(hi - lo) * sample_bytes / bw * 1e3 + p2p_latency_ms;
-      out[static_cast<std::size_t>(i)] += ms;
-      in[static_cast<std::size_t>(j)] += ms;
+      for (std::int64_t t = 0; t < b.tp; ++t) {
+        const std::int64_t from = stage_device(a, i, t % a.tp), to = stage_device(b, j, t);
+        const double ms = static_cast<double>(hi - lo) * sample_bytes /
+                              cluster.link_bytes_per_s(from, to) * 1e3 +
+                          p2p_latency_ms;
+        out[from] += ms;
+        in[to] += ms;
+      }
     }
   }
-  return std::max(*std::max_element(out.begin(), out.end()),
-                  *std::max_element(in.begin(), in.end()));
+  double worst = 0;
+  for (const auto& side : {out, in}) {
+    for (const auto& [device, ms] : side) worst = std::max(worst, ms);
+  }
+  return worst;
 }
 
 StageCost stage_cost(const Plan& plan, const ClusterSpec& cluster, const PipelinePlan& pipe,

@@ -128,6 +128,21 @@ TEST(StageCosts, ActivationsToADataParallelStageCrossTheLinkOfEachPair) {
   plan.gbs = 3;
   costs = compute_stage_costs(plan, c, test::tiny_profile(), kLat);
   EXPECT_NEAR(costs[0].full[0].send_ms, 2 * (0.5 + kLat), kTol);
+
+  // tp 2 on node 1 after tp 1 on node 0 at mbs 2: both tp ranks receive the whole micro-batch
+  // (128 bytes, 4 ms between nodes) from device 0, one message after the other.
+  c.nodes = {{"fast", 2}, {"fast", 2}};
+  ProfileDb profile = test::tiny_profile();
+  ProfileEntry tp2 = test::tiny_entry(test::tiny_model(), "fast", 2, 1.0);
+  tp2.key.tp = 2;
+  profile.add(tp2);
+  p.micro_batch_size = 2;
+  p.local_batch = 2;
+  p.stages = {test::stage("fast", {0}, 0, 2), test::stage("fast", {2, 3}, 3, 5, 2, 1)};
+  plan.pipelines = {p};
+  plan.gbs = 2;
+  costs = compute_stage_costs(plan, c, profile, kLat);
+  EXPECT_NEAR(costs[0].full[0].send_ms, 2 * (4.0 + kLat), kTol);
 }
 
 TEST(StageCosts, MissingProfileEntryThrowsNamingTheKey) {
