@@ -321,7 +321,8 @@ void bandwidth_section(double mbit, const std::string& self, const std::string& 
                             kNet + ".0/24 -- --data " + (dir / "data.bin").string() +
                             " --steps " + std::to_string(steps) + " --profile " +
                             (dir / "profile").string() +
-                            " --print-every 0 --format json --threads 1 2>/dev/null";
+                            " --print-every 0 --format json --threads 1 --precision fp32"
+                            " 2>/dev/null";  // the measured profile is fp32
     std::string out;
     const std::string label = std::string(plan_method_name(m)) + " plan, iteration";
     if (run(cmd, &out) != 0 || out.find('{') == std::string::npos) {

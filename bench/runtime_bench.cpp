@@ -249,7 +249,8 @@ void emulated_section(const std::string& eth_binary, int steps, bool quick) {
     const std::string cmd = eth_binary + " launch --plan " + plan_file.string() +
                             " -- --data " + (dir / "data.bin").string() + " --steps " +
                             std::to_string(steps) + " --profile " + (dir / "profile").string() +
-                            " --print-every 0 --format json --threads 1 2>/dev/null";
+                            " --print-every 0 --format json --threads 1 --precision fp32"
+                            " 2>/dev/null";  // the profile above is fp32
     if (run_command(cmd, &out) != 0) {
       std::printf("%-8s (run failed: %s)\n", std::string(plan_method_name(m)).c_str(), cmd.c_str());
       ++i;

@@ -267,15 +267,18 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
                 << " tok/s  ETA " << fmt_duration(eta) << "\n";
     }
   }
+  const std::vector<RankMemory> memory = t.gather_memory();  // collective
   if (!lead) return kExitOk;
 
   const double measured_ms = summary.mean_step_s() * 1e3;
   std::optional<double> predicted_ms;
+  std::optional<Prediction> prediction;
   if (r.profile) {
     PredictOptions po;
     po.aggregation = r.config.aggregation;
     po.precision = r.config.train.precision;  // message sizes follow the run's precision
-    predicted_ms = predict(r.plan, r.cluster, *r.profile, po).iteration_ms;
+    prediction = predict(r.plan, r.cluster, *r.profile, po);
+    predicted_ms = prediction->iteration_ms;
   }
   if (a.format == Format::Json) {
     Json ranks = Json::array();
@@ -284,6 +287,31 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
       j["rank"] = i;
       j["device"] = places[i].device;
       ranks.push_back(j);
+    }
+    Json ranks_memory = Json::array();
+    for (std::size_t i = 0; i < memory.size(); ++i) {
+      const RankMemory& m = memory[i];
+      Json j{{"rank", i},
+             {"weights_bytes", m.weights},
+             {"gradients_bytes", m.gradients},
+             {"optimizer_state_bytes", m.optimizer_state},
+             {"activations_bytes", m.activations},
+             {"buffers_bytes", m.buffers},
+             {"peak_rss_bytes", m.peak_rss}};
+      if (prediction) {
+        // The predictor's memory of this rank's stage (one device of it).
+        const MemoryBreakdown& p =
+            prediction->pipelines[static_cast<std::size_t>(places[i].pipeline)]
+                .stages[static_cast<std::size_t>(places[i].stage)]
+                .memory;
+        j["predicted"] = Json{{"weights_bytes", p.weights},
+                              {"gradients_bytes", p.gradients},
+                              {"optimizer_state_bytes", p.optimizer_state},
+                              {"activations_bytes", p.activations},
+                              {"workspace_bytes", p.workspace},
+                              {"total_bytes", p.total()}};
+      }
+      ranks_memory.push_back(j);
     }
     print_json(Json{{"model", r.plan.model.name},
                     {"precision", std::string(precision_name(r.config.train.precision))},
@@ -296,6 +324,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
                     {"measured_iteration_ms", measured_ms},
                     {"predicted_iteration_ms", predicted_ms ? Json(*predicted_ms) : Json(nullptr)},
                     {"rank_times", ranks},
+                    {"rank_memory", ranks_memory},
                     {"checkpoint", checkpoint.empty() ? Json(nullptr) : Json(checkpoint)}});
     return kExitOk;
   }
@@ -325,6 +354,26 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
     std::cout << "   (pass --profile DIR from `eth profile --measure` for the predicted time)";
   }
   std::cout << "\n";
+  // Memory per rank: the arenas by role and the process's peak, beside the predictor's stage.
+  std::vector<std::string> cols{"rank", "weights", "gradients", "optimizer", "activations",
+                                "buffers", "peak RSS"};
+  if (prediction) cols.push_back("predicted");
+  Table mem(cols);
+  for (std::size_t i = 0; i < memory.size(); ++i) {
+    const RankMemory& m = memory[i];
+    std::vector<std::string> row{std::to_string(i),        fmt_bytes(m.weights),
+                                 fmt_bytes(m.gradients),   fmt_bytes(m.optimizer_state),
+                                 fmt_bytes(m.activations), fmt_bytes(m.buffers),
+                                 fmt_bytes(m.peak_rss)};
+    if (prediction) {
+      row.push_back(fmt_bytes(prediction->pipelines[static_cast<std::size_t>(places[i].pipeline)]
+                                  .stages[static_cast<std::size_t>(places[i].stage)]
+                                  .memory.total()));
+    }
+    mem.add(row);
+  }
+  std::cout << "memory per rank (" << precision_name(r.config.train.precision) << "):\n"
+            << mem.render();
   if (!checkpoint.empty()) std::cout << "checkpoint: " << checkpoint << "\n";
   return kExitOk;
 }

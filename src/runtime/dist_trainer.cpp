@@ -1,6 +1,8 @@
 // One rank of distributed training. See dist_trainer.h.
 #include "runtime/dist_trainer.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cmath>
 
@@ -178,6 +180,32 @@ std::vector<RankTimes> DistributedTrainer::gather_times() const {
   std::vector<RankTimes> out;
   for (std::size_t i = 0; i + 5 <= all.size(); i += 5) {
     out.push_back(RankTimes{all[i], all[i + 1], all[i + 2], all[i + 3], all[i + 4]});
+  }
+  return out;
+}
+
+RankMemory DistributedTrainer::memory() const {
+  RankMemory m;
+  const ModelState::RoleBytes state = state_.role_bytes();
+  m.weights = state.weights;
+  m.gradients = state.gradients;
+  m.optimizer_state = state.optimizer_state;
+  m.activations = static_cast<double>(runner_->compute().arena_bytes_total());
+  m.buffers = runner_->message_buffer_bytes() + sync_->bytes();
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  m.peak_rss = static_cast<double>(ru.ru_maxrss) * 1024.0;
+  return m;
+}
+
+std::vector<RankMemory> DistributedTrainer::gather_memory() const {
+  const RankMemory me = memory();
+  const std::vector<double> mine{me.weights,     me.gradients, me.optimizer_state,
+                                 me.activations, me.buffers,   me.peak_rss};
+  const std::vector<double> all = world_.gather(mine);
+  std::vector<RankMemory> out;
+  for (std::size_t i = 0; i + 6 <= all.size(); i += 6) {
+    out.push_back(RankMemory{all[i], all[i + 1], all[i + 2], all[i + 3], all[i + 4], all[i + 5]});
   }
   return out;
 }

@@ -96,6 +96,12 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
 
 StageRunner::~StageRunner() = default;
 
+double StageRunner::message_buffer_bytes() const {
+  std::size_t b = x_in_.size() + dx_out_.size();
+  for (const auto& buf : send_pool_) b += buf->data.size();
+  return static_cast<double>(b);
+}
+
 Chunk StageRunner::chunk(std::int64_t stage, std::int64_t replica, std::int64_t mb) const {
   const std::int64_t b = std::min(pipe_.micro_batch_size, pipe_.local_batch - mb * pipe_.micro_batch_size);
   return dp_chunk(b, pipe_.stages[static_cast<std::size_t>(stage)].dp, replica);

@@ -75,6 +75,9 @@ class StageRunner {
 
   const Schedule& schedule() const { return schedule_; }
   const PrecisionStage& compute() const { return *compute_; }
+  // Bytes of the activation messages' buffers: the receive buffers and the send pool (which
+  // grows to the sends in flight at once, then is reused).
+  double message_buffer_bytes() const;
 
  private:
   struct SendBuffer {

@@ -92,6 +92,12 @@ ModelState::ModelState(const ModelSpec& model, std::int64_t first_unit, std::int
   if (bf16) params_bf16_ = arena_.take<Bf16>(n);
 }
 
+ModelState::RoleBytes ModelState::role_bytes() const {
+  const auto f = static_cast<double>(arena_bytes<float>(numel()));
+  if (params_bf16_) return {static_cast<double>(arena_bytes<Bf16>(numel())), f, 3 * f};
+  return {f, f, 2 * f};
+}
+
 void ModelState::refresh_compute_copy() {
   if (params_bf16_) cpu::bf16::convert_to_bf16(params_bf16_, params_, numel());
 }

@@ -101,6 +101,13 @@ class ModelState {
   void refresh_compute_copy();
   // Bytes of the four (fp32) or five (bf16) state buffers, as allocated.
   std::size_t state_bytes() const { return arena_.capacity(); }
+  // The same by role, as the memory model counts them (core/precision.h): the weights the
+  // kernels read (fp32 params, or the bf16 copy), the gradients, and the optimizer state (the
+  // moments, and in bf16 the fp32 masters).
+  struct RoleBytes {
+    double weights = 0, gradients = 0, optimizer_state = 0;
+  };
+  RoleBytes role_bytes() const;
 
   void zero_grads();
   // GPT-2 initialization, each element a pure function of (seed, unit, tensor index, element of
