@@ -176,8 +176,9 @@ int run_simulate(const SimulateOptions& o) {
   po.aggregation = mode;
   po.overlap = !o.no_overlap;
   const Prediction pred = predict(plan, cluster, db, po);
-  const auto costs = compute_stage_costs(plan, cluster, db, po.p2p_latency_ms);
-  const auto colls = make_collectives(plan, cluster, mode, po.collective_latency_ms);
+  const auto costs = compute_stage_costs(plan, cluster, db, po.p2p_latency_ms, pred.precision);
+  const auto colls = make_collectives(plan, cluster, mode, po.collective_latency_ms,
+                                      pred.gradient_element_bytes);
   SimOptions so;
   so.schedule = *kind;
   so.overlap = !o.no_overlap;
