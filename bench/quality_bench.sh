@@ -47,7 +47,8 @@ for p in bf16 fp32; do
   rm -f "$out/$p.jsonl"
   "$eth" train --model "$out/model.json" --data "$out/fortunes.bin" --steps "$steps" \
     --batch 16 --seq-len 128 --lr 1e-3 --warmup "$warmup" --weight-decay 0.1 --seed 3 \
-    --precision "$p" --print-every 0 --log "$out/$p.jsonl" 2>&1 | head -1
+    --precision "$p" --print-every 0 --log "$out/$p.jsonl" > "$out/$p.out" 2>&1
+  head -1 "$out/$p.out"  # the precision line
 done
 echo "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 

@@ -332,6 +332,11 @@ void add_profile_command(CLI::App& app, Registry& r) {
                        "choose exactly one of --analytic, --measure, --show");
     }
     if (o->measure) return run_measure(*o);
+    if (!o->precision.empty()) {
+      throw InputError("cli", "--precision", "",
+                       "only with --measure (analytic and Metis profiles describe 16-bit "
+                       "training, precision mixed16)");
+    }
     for (std::int64_t b : o->mbss) {
       if (b < 1) {
         throw InputError("cli", "--micro-batch-sizes", "",
