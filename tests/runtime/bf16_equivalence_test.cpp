@@ -17,9 +17,10 @@
 //     first move its bf16 copy across a rounding midpoint (a fraction ~1e-9 / 2^-8|w| of the
 //     weights per step: in this model after about 10 steps). From there the runs are two bf16
 //     trainings a few bf16 ulps of a few weights apart, which separate like bf16 training noise:
-//     the loss gap stays below 2e-3 relative (measured 1.0e-3 over 50 steps) and below the gap
-//     between bf16 and fp32 training of the same data (3.1e-3, every element a rounding apart).
-//     A systematic error (a lost micro-batch, a doubled shard) moves the loss by > 1e-2.
+//     the loss gap stays below 2e-3 relative at every step (measured at most 1.0e-3, 2.3e-4 on
+//     average over 50 steps), and on average below half the gap between bf16 and fp32 training
+//     of the same data (1.1e-3 on average, 3.1e-3 at most: every element a rounding apart). A
+//     systematic error (a lost micro-batch, a doubled shard) moves the loss by > 1e-2.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,13 +59,20 @@ Plan heterogeneous_plan(RecomputeSet rc = {}) {
                           {3, 3, {stage(0, 2, 1, 2, rc), stage(3, 4)}}});
 }
 
-double max_rel_loss_gap(const test::RunResult& a, const test::RunResult& b) {
+// The largest and the mean relative loss gap over the steps.
+struct Gap {
+  double max = 0, mean = 0;
+};
+Gap loss_gap(const test::RunResult& a, const test::RunResult& b) {
   EXPECT_EQ(a.losses.size(), b.losses.size());
-  double worst = 0;
-  for (std::size_t i = 0; i < a.losses.size() && i < b.losses.size(); ++i) {
-    worst = std::max(worst, std::abs(a.losses[i] - b.losses[i]) / a.losses[i]);
+  Gap g;
+  const std::size_t n = std::min(a.losses.size(), b.losses.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const double r = std::abs(a.losses[i] - b.losses[i]) / a.losses[i];
+    g.max = std::max(g.max, r);
+    g.mean += r / static_cast<double>(n);
   }
-  return worst;
+  return g;
 }
 
 TEST(Bf16Equivalence, FirstStepGradientEqualsOneProcessToFp32Rounding) {
@@ -86,14 +94,15 @@ TEST(Bf16Equivalence, HeterogeneousPlanWithTpTrainsLikeOneProcessFor50Steps) {
   const TrainConfig c16 = config(plan, dir, steps);
   const test::RunResult single = test::run_single(c16, steps);
   const test::RunResult dist = test::run_plan(c16, plan, steps);
-  const double gap = max_rel_loss_gap(single, dist);
-  EXPECT_LT(gap, kLossTol);
+  const Gap gap = loss_gap(single, dist);
+  EXPECT_LT(gap.max, kLossTol);
   EXPECT_TRUE(dist.replicas_agree);
   EXPECT_LT(single.losses.back(), 0.5 * single.losses.front());  // it trained
-  // A plan perturbs bf16 training less than bf16 perturbs fp32 training.
+  // A plan perturbs bf16 training less than bf16 perturbs fp32 training: on average over the
+  // steps by half at least (measured: mean gap 2.3e-4 against 1.1e-3).
   TrainConfig c32 = c16;
   c32.precision = Precision::Fp32;
-  EXPECT_LT(gap, max_rel_loss_gap(single, test::run_single(c32, steps)));
+  EXPECT_LT(gap.mean, 0.5 * loss_gap(single, test::run_single(c32, steps)).mean);
 }
 
 TEST(Bf16Equivalence, AggregationModesAndRecomputeAreBitwise) {
@@ -138,7 +147,7 @@ TEST(Bf16Equivalence, ResumeUnderAnotherPlanAndInFp32) {
   resume.resume = ckpt;
   test::RunResult joined = test::run_plan(c, second, 3, resume);
   joined.losses.insert(joined.losses.begin(), a.losses.begin(), a.losses.end());
-  EXPECT_LT(max_rel_loss_gap(single, joined), kLossTol);
+  EXPECT_LT(loss_gap(single, joined).max, kLossTol);
   // The file holds the fp32 masters: an fp32 run of the second plan continues from them exactly
   // as the fp32 trainer in one process does from the same file.
   TrainConfig c32 = c;
