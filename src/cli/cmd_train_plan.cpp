@@ -24,9 +24,11 @@
 #include "comm/local_comm.h"
 #include "comm/mpi_comm.h"
 #include "core/error.h"
+#include "core/json_file.h"
 #include "cost/predictor.h"
 #include "runtime/dist_trainer.h"
 #include "runtime/placement.h"
+#include "runtime/trace_recorder.h"
 
 namespace eth::cli {
 
@@ -107,6 +109,16 @@ PlanRun prepare(const TrainArgs& a) {
   const TokenFile data = open_training_data(r.config.train);
   training_sampler_config(r.config.train, r.plan.seq_len, data.size());
   r.resume = resolve_resume(a.resume);
+  if (!a.trace_steps.empty() && a.trace.empty()) {
+    throw InputError("cli", "--trace-steps", "", "give --trace FILE too");
+  }
+  if (!a.trace.empty()) {
+    parse_trace_steps(a.trace_steps, 0, 1, "--trace-steps");  // syntax, before any rank starts
+    const std::filesystem::path dir = std::filesystem::absolute(a.trace).parent_path();
+    if (!std::filesystem::is_directory(dir)) {
+      throw InputError("cli", "--trace", "", "no folder " + dir.string() + " to write into");
+    }
+  }
   r.comm.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
   return r;
 }
@@ -191,8 +203,44 @@ void maybe_die(int rank, std::int64_t step) {
 }
 
 // One rank's whole run; rank 0 reports. Returns the exit code.
+// The steps --trace records, checked against the run's [first, end).
+std::vector<std::int64_t> traced_steps(const TrainArgs& a, std::int64_t first, std::int64_t end) {
+  std::vector<std::int64_t> steps = parse_trace_steps(a.trace_steps, first, end, "--trace-steps");
+  for (std::int64_t s : steps) {
+    if (s < first || s >= end) {
+      throw InputError("cli", "--trace-steps", "",
+                       "step " + std::to_string(s) + " is not in this run (steps " +
+                           std::to_string(first) + ".." + std::to_string(end - 1) + ")");
+    }
+  }
+  return steps;
+}
+
+// Collective: brings every rank's trace to rank 0, which writes it atomically.
+void write_trace(const PlanRun& r, const TrainArgs& a, const TraceRecorder& rec,
+                 const Communicator& world) {
+  const std::vector<RankTrace> all = gather_trace(rec, world);
+  if (world.rank() != 0) return;
+  TraceInfo info;
+  info.plan = r.plan;
+  info.aggregation = aggregation_mode_name(r.config.aggregation);
+  info.slowdown = r.config.slowdown;
+  info.element_bytes = 4;  // the CPU runtime moves fp32 activations and gradients
+  info.steps = rec.steps();
+  write_file_atomic(a.trace, measured_trace_json(all, info).dump() + "\n");
+  std::size_t events = 0;
+  for (const RankTrace& t : all) events += t.events.size();
+  std::cerr << "trace: " << a.trace << " (" << events << " events of steps";
+  for (std::int64_t s : rec.steps()) std::cerr << " " << s;
+  std::cerr << "; open in https://ui.perfetto.dev, or `eth simulate --plan " << a.plan
+            << " --measured " << a.trace << "`)\n";
+}
+
 int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
-  DistributedTrainer t(r.config, world, r.resume);
+  TraceRecorder recorder({});
+  DistTrainConfig config = r.config;
+  if (!a.trace.empty()) config.trace = &recorder;
+  DistributedTrainer t(config, world, r.resume);
   const bool lead = world.rank() == 0;
   const std::vector<RankPlace> places = place_ranks(r.plan);
   std::ofstream log;
@@ -206,6 +254,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   const std::int64_t first = t.next_step();
   const std::int64_t end = a.stop_at > 0 ? std::min(a.stop_at, t.config().train.steps)
                                          : t.config().train.steps;
+  if (!a.trace.empty()) recorder.choose_steps(traced_steps(a, first, end));
   Summary summary;
   StepStats last;
   std::string checkpoint;
@@ -258,6 +307,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
                 << " tok/s  ETA " << fmt_duration(eta) << "\n";
     }
   }
+  if (!a.trace.empty()) write_trace(r, a, recorder, world);  // collective
   if (!lead) return kExitOk;
 
   const double measured_ms = summary.mean_step_s() * 1e3;

@@ -46,6 +46,8 @@ struct TrainArgs {
   std::string profile;               // measured profile for the predicted iteration time
   double timeout_s = 120;
   int threads = 0;  // OpenMP threads per rank; 0: this host's cores / its ranks (at least 1)
+  std::string trace;        // Chrome trace of the run (rank 0 writes it)
+  std::string trace_steps;  // which steps; empty: a few after the first
 };
 
 RecomputeSet parse_recompute_list(const std::string& text);

@@ -62,8 +62,10 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   rc.dropout = cfg_.train.dropout;
   rc.seed = cfg_.train.seed;
   rc.slowdown = slowdown_;
+  rc.trace = cfg_.trace;
   runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc);
   sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout());
+  sync_->set_trace(cfg_.trace);
   for (const StagePlan& other : cfg_.plan.pipelines.front().stages) {
     for (std::int64_t u = other.first_unit; u <= other.last_unit; ++u) {
       owners_.push_back(rank_of_device(cfg_.plan, stage_device(other, 0, 0)));
@@ -89,6 +91,7 @@ int DistributedTrainer::owner_of(std::int64_t unit) const {
 
 StepStats DistributedTrainer::step() {
   ETH_CHECK(!done(), "DistributedTrainer::step past the last step");
+  TraceStep traced(cfg_.trace, next_step_);
   const auto t0 = Clock::now();
   times_ = RankTimes{};
   StepStats s;
@@ -103,8 +106,10 @@ StepStats DistributedTrainer::step() {
   double loss = runner_->run(state_.params(), state_.grads(), in, times_, sync_.get());
 
   const auto t_sync = Clock::now();
+  TraceScope sync_trace(cfg_.trace, TraceKind::Sync);
   sync_->start(state_.grads());  // what the last backward did not post (or all, without one)
   sync_->finish(state_.grads());
+  sync_trace.end();
   times_.sync_s = since(t_sync);
 
   const auto t_opt = Clock::now();
@@ -112,14 +117,18 @@ StepStats DistributedTrainer::step() {
   // (by its owner), added in unit order: the single-process order.
   const std::int64_t U = cfg_.plan.model.num_units();
   std::vector<double> sums(static_cast<std::size_t>(U + 1), 0.0);
+  TraceScope norm_trace(cfg_.trace, TraceKind::Optimizer);
   for (const UnitSlot& u : state_.layout().units()) {
     if (owner_of(u.unit) == world_.rank()) {
       sums[static_cast<std::size_t>(u.unit)] = sum_squares(state_.grads() + u.offset, u.numel);
     }
   }
   sums[static_cast<std::size_t>(U)] = loss;
+  norm_trace.end();
   const auto t_reduce = Clock::now();  // waits for every rank: counted as sync, not optimizer
+  TraceScope reduce_trace(cfg_.trace, TraceKind::Sync);
   world_.allreduce_sum(std::span<double>(sums));
+  reduce_trace.end();
   const double reduce_s = since(t_reduce);
   times_.sync_s += reduce_s;
   double squares = 0;
@@ -127,7 +136,8 @@ StepStats DistributedTrainer::step() {
   s.loss = sums[static_cast<std::size_t>(U)];
   s.grad_norm = std::sqrt(squares);
   s.lr = cfg_.train.lr.at(next_step_);
-  EmulatedOp update(slowdown_);  // emulation stretches the optimizer like every other op
+  TraceScope update_trace(cfg_.trace, TraceKind::Optimizer);
+  EmulatedOp update(slowdown_, cfg_.trace);  // emulation stretches the optimizer as every op
   adamw_update(state_, cfg_.train.adamw, s.lr, next_step_,
                clip_factor(s.grad_norm, cfg_.train.adamw.grad_clip));
   update.finish();

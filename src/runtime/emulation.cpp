@@ -22,9 +22,10 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-EmulatedOp::EmulatedOp(double slowdown)
+EmulatedOp::EmulatedOp(double slowdown, TraceRecorder* trace)
     : slowdown_(slowdown),
       single_thread_(omp_get_max_threads() == 1),
+      trace_(trace),
       wall0_(std::chrono::steady_clock::now()),
       cpu0_(slowdown > 1.0 && single_thread_ ? thread_cpu_seconds() : 0) {}
 
@@ -33,7 +34,10 @@ double EmulatedOp::finish() {
     const double wall = since(wall0_);
     const double compute = single_thread_ ? thread_cpu_seconds() - cpu0_ : wall;
     const double extra = slowdown_ * compute - wall;
-    if (extra > 0) std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+    if (extra > 0) {
+      TraceScope stretch(trace_, TraceKind::Stretch);
+      std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+    }
   }
   return since(wall0_);
 }

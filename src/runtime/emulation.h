@@ -7,18 +7,22 @@
 
 #include <chrono>
 
+#include "runtime/trace_recorder.h"
+
 namespace eth {
 
 class EmulatedOp {
  public:
   // Starts timing an op on a rank whose ops are stretched by `slowdown` (>= 1; 1: no stretch).
-  explicit EmulatedOp(double slowdown);
+  // With `trace`, the sleep is recorded as a Stretch event.
+  explicit EmulatedOp(double slowdown, TraceRecorder* trace = nullptr);
   // Sleeps until the op has lasted slowdown x its compute; returns the op's whole wall time.
   double finish();
 
  private:
   double slowdown_;
   bool single_thread_;
+  TraceRecorder* trace_;
   std::chrono::steady_clock::time_point wall0_;
   double cpu0_ = 0;
 };

@@ -58,6 +58,7 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   sc.recompute = st.recompute;
   sc.dropout = cfg.dropout;
   sc.seed = cfg.seed;
+  sc.on_recompute = recompute_hook(st.recompute.empty() ? nullptr : cfg.trace);
   compute_ = std::make_unique<StageCompute<CpuKernels>>(plan.model, sc);
   // Ranks of every replica of every stage of this pipeline, looked up once (not per message).
   for (const StagePlan& other : pipe_.stages) {
@@ -101,6 +102,8 @@ StageRunner::SendBuffer& StageRunner::acquire_send_buffer() {
 
 void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk& mine, float* dst,
                           int tag, RankTimes& times) {
+  TraceScope trace(cfg_.trace, from_stage < place_.stage ? TraceKind::RecvActivation
+                                                         : TraceKind::RecvGradient, mb, from_stage);
   const auto t0 = Clock::now();
   std::vector<Request> requests;
   const std::int64_t dp = pipe_.stages[static_cast<std::size_t>(from_stage)].dp;
@@ -117,6 +120,8 @@ void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk&
 
 void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_t mb,
                        const Chunk& mine, int tag, std::vector<Request>& pending) {
+  TraceScope trace(cfg_.trace, to_stage > place_.stage ? TraceKind::SendActivation
+                                                     : TraceKind::SendGradient, mb, to_stage);
   const std::int64_t dp = pipe_.stages[static_cast<std::size_t>(to_stage)].dp;
   for (std::int64_t r = 0; r < dp; ++r) {
     const Chunk ov = overlap(mine, chunk(to_stage, r, mb));
@@ -177,7 +182,8 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
       case ActionKind::Forward: {
         const MicroBatch mb = micro_batch(a.microbatch, c, true);
         act_out = s + 1 < S ? &acquire_send_buffer() : nullptr;
-        EmulatedOp op(cfg_.slowdown);
+        TraceScope trace(cfg_.trace, TraceKind::Forward, a.microbatch);
+        EmulatedOp op(cfg_.slowdown, cfg_.trace);
         loss += compute_->forward(slot, params, mb, s > 0 ? x_in_.data() : nullptr,
                                   act_out ? act_out->data.data() : nullptr);
         times.compute_s += op.finish();
@@ -194,7 +200,8 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
       case ActionKind::Backward: {
         const MicroBatch mb = micro_batch(a.microbatch, c, false);
         grad_out = s > 0 ? &acquire_send_buffer() : nullptr;
-        EmulatedOp op(cfg_.slowdown);
+        TraceScope trace(cfg_.trace, TraceKind::Backward, a.microbatch);
+        EmulatedOp op(cfg_.slowdown, cfg_.trace);
         compute_->backward(slot, params, grads, mb, s + 1 < S ? dx_out_.data() : nullptr,
                            grad_out ? grad_out->data.data() : nullptr,
                            sync != nullptr && a.microbatch == last_mb ? post_ready : nullptr);
@@ -212,6 +219,7 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
     }
   }
   // Sends complete once their receivers post: every receiver does within this step.
+  TraceScope trace(cfg_.trace, TraceKind::SendWait);
   const auto t0 = Clock::now();
   for (auto& b : send_pool_) {
     wait_all(b->pending);

@@ -20,6 +20,7 @@
 #include "plan/plan.h"
 #include "runtime/grad_sync.h"
 #include "runtime/placement.h"
+#include "runtime/trace_recorder.h"
 #include "schedule/schedule.h"
 #include "train/kernel_set.h"
 #include "train/model_state.h"
@@ -32,6 +33,7 @@ struct StageRunnerConfig {
   float dropout = 0;
   std::uint64_t seed = 1;
   double slowdown = 1.0;  // emulated: every forward and backward takes this many times longer
+  TraceRecorder* trace = nullptr;  // eth train --trace: records every action (null: off)
 };
 
 // Wall time one rank spent in one step, by kind.

@@ -37,6 +37,9 @@ struct StageComputeConfig {
   RecomputeSet recompute;      // applies to every unit of the range
   float dropout = 0;           // embedding, attention and residual dropout probability
   std::uint64_t seed = 0;      // dropout masks: keyed by (seed, step, sample, unit, operator)
+  // Tracing (eth train --trace): called before (false) and after (true) each block's recompute
+  // in backward. Empty: not called.
+  std::function<void(std::int64_t unit, bool done)> on_recompute;
 };
 
 struct MicroBatch {
