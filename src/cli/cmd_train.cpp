@@ -209,6 +209,11 @@ void add_train_command(CLI::App& app, Registry& r) {
                   "least 1; more ranks than cores each spinning on 2 threads is many times slower)")
       ->check(CLI::PositiveNumber)
       ->group(dist);
+  sub->add_flag("--pin", a->pin,
+                "Pin each rank to one core of its host (local rank i on allowed core i mod "
+                "cores), so a rank keeps its core and its caches; profile with the same "
+                "conditions (docs/runtime.md)")
+      ->group(dist);
   sub->add_option("--timeout", a->timeout_s,
                   "Seconds any rank waits for another before it gives up and names it")
       ->check(CLI::PositiveNumber)

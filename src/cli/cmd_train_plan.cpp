@@ -4,6 +4,7 @@
 // log (rank 0), and ends with the measured iteration time beside the predictor's for the same
 // plan and profile. Emulated heterogeneity is announced as such wherever it applies.
 #include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -202,6 +203,23 @@ void maybe_die(int rank, std::int64_t step) {
   if (std::sscanf(spec, "%d:%lld", &r, &s) == 2 && r == rank && s == step) std::_Exit(9);
 }
 
+// --pin: the calling thread to allowed core `local_rank` mod (allowed cores). Best effort: a
+// refusal leaves the thread where it was (the run is still correct, only less repeatable).
+void pin_to_core(int local_rank) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  std::vector<int> cores;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cores.push_back(c);
+  }
+  if (cores.empty()) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cores[static_cast<std::size_t>(local_rank) % cores.size()], &one);
+  sched_setaffinity(0, sizeof one, &one);
+}
+
 // One rank's whole run; rank 0 reports. Returns the exit code.
 // The steps --trace records, checked against the run's [first, end).
 std::vector<std::int64_t> traced_steps(const TrainArgs& a, std::int64_t first, std::int64_t end) {
@@ -398,6 +416,7 @@ int run_train_plan(const TrainArgs& a) {
     std::vector<int> codes(static_cast<std::size_t>(n), kExitOk);
     const int threads = a.threads > 0 ? a.threads : 1;
     auto errors = run_on_threads(world, [&](Communicator c) {
+      if (a.pin) pin_to_core(c.rank());
       omp_set_num_threads(threads);
       codes[static_cast<std::size_t>(c.rank())] = run_rank(r, a, c);
     });
@@ -426,6 +445,10 @@ int run_train_plan(const TrainArgs& a) {
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks_here);
   }
   omp_set_num_threads(threads);
+  if (a.pin) {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    pin_to_core(local ? std::max(0, std::atoi(local)) : world.rank());
+  }
   try {
     return run_rank(r, a, world);
   } catch (const std::exception& e) {

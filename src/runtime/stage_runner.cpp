@@ -32,6 +32,7 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
       place_(place),
       world_(world),
       cfg_(cfg),
+      emulator_(cfg.slowdown, cfg.trace),
       pipe_(plan.pipelines[static_cast<std::size_t>(place.pipeline)]) {
   for (std::int64_t p = 0; p < place.pipeline; ++p) {
     pipe_begin_ += plan.pipelines[static_cast<std::size_t>(p)].local_batch;
@@ -70,6 +71,16 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   const auto activations = static_cast<std::size_t>(max_chunk_ * width_);
   if (place.stage > 0) x_in_.resize(activations);
   if (place.stage + 1 < S) dx_out_.resize(activations);
+  // Emulation: while an op sleeps out its stretch, drive the pending sends, so a neighbour
+  // waiting for one is not held until this rank's next MPI call (a device's transfers go on
+  // while it computes; MPI moves a large message only inside the sender's MPI calls).
+  emulator_.set_progress([this] {
+    bool pending = false;
+    for (auto& b : send_pool_) {
+      for (Request& r : b->pending) pending = !r.test() || pending;
+    }
+    return pending;
+  });
   tokens_.resize(static_cast<std::size_t>(slots_ * max_chunk_ * cfg.seq_len));
   targets_.resize(tokens_.size());
 }
@@ -183,7 +194,7 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
         const MicroBatch mb = micro_batch(a.microbatch, c, true);
         act_out = s + 1 < S ? &acquire_send_buffer() : nullptr;
         TraceScope trace(cfg_.trace, TraceKind::Forward, a.microbatch);
-        EmulatedOp op(cfg_.slowdown, cfg_.trace);
+        EmulatedOp op(emulator_);
         loss += compute_->forward(slot, params, mb, s > 0 ? x_in_.data() : nullptr,
                                   act_out ? act_out->data.data() : nullptr);
         times.compute_s += op.finish();
@@ -201,7 +212,7 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
         const MicroBatch mb = micro_batch(a.microbatch, c, false);
         grad_out = s > 0 ? &acquire_send_buffer() : nullptr;
         TraceScope trace(cfg_.trace, TraceKind::Backward, a.microbatch);
-        EmulatedOp op(cfg_.slowdown, cfg_.trace);
+        EmulatedOp op(emulator_);
         compute_->backward(slot, params, grads, mb, s + 1 < S ? dx_out_.data() : nullptr,
                            grad_out ? grad_out->data.data() : nullptr,
                            sync != nullptr && a.microbatch == last_mb ? post_ready : nullptr);

@@ -6,8 +6,8 @@
 // have different dp, each replica sends every replica of the next stage the overlap of their
 // sample chunks (placement.h). Pipelines never wait on each other here: that is GradSync's job.
 // Emulated heterogeneity: a slowdown factor f stretches every forward and backward to f times its
-// compute by sleeping afterwards (runtime/emulation.h; sleeping, not spinning, so an emulated
-// slow rank does not steal the cores of the fast ones).
+// compute by sleeping afterwards until a deadline (runtime/emulation.h; sleeping, not spinning, so
+// an emulated slow rank does not steal the cores of the fast ones).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,7 @@
 #include "comm/communicator.h"
 #include "data/sampler.h"
 #include "plan/plan.h"
+#include "runtime/emulation.h"
 #include "runtime/grad_sync.h"
 #include "runtime/placement.h"
 #include "runtime/trace_recorder.h"
@@ -89,6 +90,7 @@ class StageRunner {
   RankPlace place_;
   Communicator world_;
   StageRunnerConfig cfg_;
+  Emulator emulator_;  // carries each op's lateness into the next (emulation.h)
   const PipelinePlan& pipe_;
   std::int64_t pipe_begin_ = 0;  // first sample of this pipeline in the global batch
   std::int64_t width_ = 0;       // T * C floats per sample
