@@ -8,9 +8,10 @@
 //     iteration beside the predictor's for the same plan and profile; then the eth-over-layer
 //     speedup, measured against predicted. Targets (issue #12): predicted / measured within
 //     0.90-1.10 in every run, measured speedup within 10% of the predicted one.
-// (3) cpu-2: a real (not emulated) 2-rank plan on this 2-core machine, one core per rank
-//     (--pin, one thread), the profile measured under the same conditions; --runs runs and their
-//     median. Target: predicted / measured within 0.95-1.05.
+// (3) cpu-2: a real (not emulated) 2-rank plan of the same model on this 2-core machine, one
+//     core and one thread per rank (--pin), with the same profile (one thread, thread CPU time,
+//     caches cold: the run's conditions); --runs runs and their median. Target: predicted /
+//     measured within 0.95-1.05.
 // Everything goes through the built `eth` tool, as a user would run it (profile, plan, launch).
 //
 // Output, one line per measurement, fields separated by spaces, each row starting with its
@@ -257,43 +258,44 @@ Measured launch(const Setup& s, const fs::path& plan, const fs::path& profile,
   return m;
 }
 
-// Measures the cpu profile of `model` the way the runs will use it (eth profile --measure; the
-// flags are the run's conditions, docs/runtime.md) and writes the token file.
-fs::path profile_and_data(const Setup& s, const fs::path& model, const std::string& sizes,
-                          std::int64_t seq, std::int64_t vocab, const std::string& name) {
-  const fs::path profile = s.dir / name;
-  eth(s, "profile --measure --model " + model.string() + " --micro-batch-sizes " + sizes +
-             " --seq " + std::to_string(seq) + " --threads 1 --repeats " +
-             (s.quick ? "1" : "3") + " --out " + profile.string());
-  if (!fs::exists(s.dir / "data.bin")) {
-    eth(s, "data --synthetic 200000 --vocab " + std::to_string(vocab) + " --out " +
-               (s.dir / "data.bin").string());
-  }
-  return profile;
-}
-
 // 4 blocks of hidden 256 over sequences of 128: a forward of 4 samples is ~0.4 GFLOP per block,
 // long enough that compute, not message latency, dominates on 2 cores.
-ModelSpec emulated_model() { return ModelSpec{"bench-4x256", 4, 256, 4, 128, 512, 1024}; }
+ModelSpec bench_model() { return ModelSpec{"bench-4x256", 4, 256, 4, 128, 512, 1024}; }
+
+// The model file, the token file and the cpu profile of bench_model(), measured once (both
+// sections use it) the way the runs use the kernels: one thread, thread CPU time, caches cold
+// (eth profile --measure's defaults; docs/runtime.md "Measured vs predicted").
+struct Inputs {
+  fs::path model, profile;
+  std::string sizes;
+};
+
+Inputs inputs(const Setup& s) {
+  const ModelSpec model = bench_model();
+  Inputs in{s.dir / "model.json", s.dir / "profile", s.quick ? "1,4" : "1,2,4,8"};
+  if (fs::exists(in.profile)) return in;
+  std::ofstream(in.model) << model_to_json(model).dump(1);
+  eth(s, "profile --measure --model " + in.model.string() + " --micro-batch-sizes " + in.sizes +
+             " --threads 1 --repeats " + (s.quick ? "1" : "3") + " --out " + in.profile.string());
+  eth(s, "data --synthetic 200000 --vocab " + std::to_string(model.vocab) + " --out " +
+             (s.dir / "data.bin").string());
+  return in;
+}
 
 void emulated_section(const Setup& s) {
-  const ModelSpec model = emulated_model();
+  const ModelSpec model = bench_model();
   const std::int64_t gbs = 16;
   std::printf("\n== emulated heterogeneous cluster cpu-emulated: 2 x cpu-fast + 2 x cpu-slow "
               "(EMULATED: every op stretched 4x on fast, 12x on slow ranks), %s, gbs %lld, "
               "seq %lld, %d steps a run\n",
               model.name.c_str(), static_cast<long long>(gbs),
               static_cast<long long>(model.seq_len), s.steps);
-  const fs::path model_file = s.dir / "model.json";
-  std::ofstream(model_file) << model_to_json(model).dump(1);
-  const std::string sizes = s.quick ? "1,4" : "1,2,4,8";
-  const fs::path profile = profile_and_data(s, model_file, sizes, model.seq_len, model.vocab,
-                                            "profile-emulated");
+  const Inputs in = inputs(s);
   const std::vector<std::string> methods{"eth", "layer", "uniform"};
   for (const std::string& m : methods) {
-    eth(s, "plan --cluster cpu-emulated --model " + model_file.string() + " --gbs " +
-               std::to_string(gbs) + " --profile " + profile.string() + " --tp 1 " +
-               "--micro-batch-sizes " + sizes + " --method " + m + " --out " +
+    eth(s, "plan --cluster cpu-emulated --model " + in.model.string() + " --gbs " +
+               std::to_string(gbs) + " --profile " + in.profile.string() + " --tp 1 " +
+               "--micro-batch-sizes " + in.sizes + " --method " + m + " --out " +
                (s.dir / (m + ".json")).string());
   }
   std::printf("%-9s %3s %-8s %12s %11s %7s %5s\n", "", "run", "method", "predicted_ms",
@@ -303,7 +305,7 @@ void emulated_section(const Setup& s) {
   for (int run = 1; run <= s.runs; ++run) {
     std::vector<Measured> ms;
     for (std::size_t i = 0; i < methods.size(); ++i) {
-      const Measured m = launch(s, s.dir / (methods[i] + ".json"), profile, "--pin");
+      const Measured m = launch(s, s.dir / (methods[i] + ".json"), in.profile, "");
       std::printf("emulated  %3d %-8s %12.1f %11.1f %7.3f %5.2f\n", run, methods[i].c_str(),
                   m.predicted_ms, m.measured_ms, m.predicted_ms / m.measured_ms, m.load);
       std::fflush(stdout);
@@ -323,23 +325,18 @@ void emulated_section(const Setup& s) {
 }
 
 void cpu2_section(const Setup& s) {
-  // Larger than the emulated model so compute, not message latency, dominates a real run.
-  const ModelSpec model{"bench-6x384", 6, 384, 6, 128, 1536, 1024};
+  const ModelSpec model = bench_model();
   const std::int64_t gbs = 16;
   std::printf("\n== real 2-rank plan on cpu-2 (this machine, NOT emulated; one core and one "
               "thread per rank, --pin), %s, gbs %lld, seq %lld, %d steps a run\n",
               model.name.c_str(), static_cast<long long>(gbs),
               static_cast<long long>(model.seq_len), s.steps);
-  const fs::path model_file = s.dir / "model-cpu2.json";
-  std::ofstream(model_file) << model_to_json(model).dump(1);
-  const std::string sizes = s.quick ? "2,4" : "1,2,4,8";
-  const fs::path profile =
-      profile_and_data(s, model_file, sizes, model.seq_len, model.vocab, "profile-cpu2");
+  const Inputs in = inputs(s);
   const fs::path plan = s.dir / "cpu2.json";
-  const std::string shown = eth(s, "plan --cluster cpu-2 --model " + model_file.string() +
+  const std::string shown = eth(s, "plan --cluster cpu-2 --model " + in.model.string() +
                                        " --gbs " + std::to_string(gbs) + " --profile " +
-                                       profile.string() + " --tp 1 --micro-batch-sizes " + sizes +
-                                       " --out " + plan.string());
+                                       in.profile.string() + " --tp 1 --micro-batch-sizes " +
+                                       in.sizes + " --out " + plan.string());
   std::istringstream lines(shown);
   for (std::string line; std::getline(lines, line);) {
     if (line.find("pipeline") != std::string::npos || line.find(" cpu ") != std::string::npos) {
@@ -350,7 +347,7 @@ void cpu2_section(const Setup& s) {
               "load1");
   std::vector<double> ratios;
   for (int run = 1; run <= s.runs; ++run) {
-    const Measured m = launch(s, plan, profile, "--pin");
+    const Measured m = launch(s, plan, in.profile, "--pin");
     ratios.push_back(m.predicted_ms / m.measured_ms);
     std::printf("cpu2      %3d %12.1f %11.1f %7.3f %5.2f\n", run, m.predicted_ms, m.measured_ms,
                 ratios.back(), m.load);

@@ -32,9 +32,9 @@ for m in "${methods[@]}"; do
   echo
 done
 "$eth" data --synthetic 400000 --out "$out/synthetic.bin" >/dev/null
-# One core and one thread per rank, as the profile was measured (docs/runtime.md).
+# One thread per rank, as the profile was measured (docs/runtime.md).
 train=(--data "$out/synthetic.bin" --steps "$steps" --lr 3e-3 --warmup 3
-       --profile "$out/profile-tiny" --threads 1 --pin)
+       --profile "$out/profile-tiny" --threads 1)
 for m in "${methods[@]}"; do
   rm -f "$out/$m.jsonl"
   echo "== Training tiny under the $m plan: eth launch starts 4 MPI ranks"

@@ -57,10 +57,12 @@ std::chrono::milliseconds diagnose_grace(std::chrono::milliseconds timeout) {
 // Polls `req` until complete or `deadline`. A large message moves in many fragments, each
 // needing both sides to poll, so the first 5 ms poll flat out: yielding or sleeping between
 // polls there made an 8 MiB transfer 100x slower on a loaded host; only when this host runs
-// more ranks than cores do they yield, as the peer needs the core. A longer wait is a real wait
-// (a pipeline bubble, a slow peer): it then polls for 50 us out of every 250 us, leaving most of
-// the core to the other ranks when oversubscribed. Each MPI_Test also progresses non-blocking
-// collectives.
+// more ranks than cores do they yield, as the peer needs the core. A longer wait when
+// oversubscribed (a pipeline bubble, a slow peer) then polls for 50 us out of every 250 us,
+// leaving most of the core to the other ranks; with a core per rank it keeps polling, as a
+// throttled rank would stall the fragments of a long collective (a 14 MB all-reduce of 2 ranks
+// took 34 ms throttled, 14 ms not: eth train --trace). Each MPI_Test also progresses
+// non-blocking collectives.
 bool poll(MPI_Request& req, MPI_Status& status, Clock::time_point deadline, bool oversubscribed) {
   using std::chrono::microseconds;
   Clock::time_point burst_end = Clock::now() + std::chrono::milliseconds(5);
@@ -70,7 +72,7 @@ bool poll(MPI_Request& req, MPI_Status& status, Clock::time_point deadline, bool
     if (flag) return true;
     const Clock::time_point now = Clock::now();
     if (now >= deadline) return false;
-    if (now >= burst_end) {
+    if (now >= burst_end && oversubscribed) {
       std::this_thread::sleep_for(microseconds(200));
       burst_end = Clock::now() + microseconds(50);
     } else if (oversubscribed) {
