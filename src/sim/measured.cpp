@@ -165,7 +165,8 @@ PhaseTimes simulated_phase_times(const SimResult& sim, std::int64_t device) {
         break;
     }
   }
-  t.wait_ms = ns_to_ms(last_backward_end) - t.forward_ms - t.backward_ms;
+  // Idle time before the last backward; the max drops the rounding of summing ms.
+  t.wait_ms = std::max(0.0, ns_to_ms(last_backward_end) - t.forward_ms - t.backward_ms);
   t.sync_ms = ns_to_ms(opt_start - last_backward_end);
   t.iteration_ms = ns_to_ms(opt_end);
   return t;
