@@ -14,18 +14,21 @@
 //     measured within 0.95-1.05.
 // Everything goes through the built `eth` tool, as a user would run it (profile, plan, launch).
 //
-// Output, one line per measurement, fields separated by spaces, each row starting with its
-// section tag so a reader (or a later --format json) can pick them out:
-//   machine   cpu=<model> cores=<n>
-//   aggregation ranks mode ms mb_per_rank_max collectives communicators vs_block
-//   emulated  run method predicted_ms measured_ms ratio load1   (ratio = predicted / measured)
-//   speedup   run measured predicted error                      (eth over layer; error relative)
-//   cpu2      run predicted_ms measured_ms ratio load1
-//   summary   <section> <what> min=.. median=.. max=.. [target=..] in_target=yes|no
-// load1 is the 1-minute load average read just before the run; the machine is shared, so
+// Output: the machine line (CPU model, cores, load), then per section one row per measurement,
+// each text row starting with its section tag; with --format json one document with the same
+// rows: {"bench", "machine", "aggregation": [...], "emulated": {...}, "cpu2": {...}}.
+//   aggregation[]: ranks mode ms reps bytes_per_rank_max collectives communicators vs_block
+//   emulated.runs[]: run method predicted_ms measured_ms ratio load_1m  (ratio = pred / meas)
+//   emulated.speedups[]: run measured predicted error   (eth over layer; error relative)
+//   cpu2.runs[]: run predicted_ms measured_ms ratio load_1m
+//   <section>.summary[]: what min median max target_lo target_hi in_target
+// load_1m is the 1-minute load average read just before the run; the machine is shared, so
 // measure when it is below ~0.5 and compare rows of one run, not runs.
 //
 // Usage: runtime_bench [--quick] [--steps N] [--runs N] [--only aggregation|emulated|cpu2]
+//                      [--format json]
+// --format json without --only runs the aggregation section only (scripts/evaluate.sh reads
+// it); --quick: 4 ranks only there, 2 runs of 4 steps in the others.
 #include <omp.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_json.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpirun.h"
 #include "core/json_cursor.h"
@@ -114,30 +118,28 @@ double load1() {
   return l;
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// "summary" row: min, median and max of `v`, and whether all of them lie in [lo, hi].
-void summary(const std::string& section, const std::string& what, const std::vector<double>& v,
-             double lo, double hi) {
-  if (v.empty()) return;
+// A summary row: min, median and max of `v`, and whether all of them lie in [lo, hi]; printed
+// unless `json`.
+Json summary(const std::string& section, const std::string& what, const std::vector<double>& v,
+             double lo, double hi, bool json) {
+  if (v.empty()) return Json();
   const auto [mn, mx] = std::minmax_element(v.begin(), v.end());
-  std::printf("summary   %-9s %-22s min=%.3f median=%.3f max=%.3f target=%.2f-%.2f in_target=%s\n",
-              section.c_str(), what.c_str(), *mn, median(v), *mx, lo, hi,
-              *mn >= lo && *mx <= hi ? "yes" : "no");
+  const bool in = *mn >= lo && *mx <= hi;
+  if (!json) {
+    std::printf("summary   %-9s %-22s min=%.3f median=%.3f max=%.3f target=%.2f-%.2f in_target=%s\n",
+                section.c_str(), what.c_str(), *mn, median(v), *mx, lo, hi, in ? "yes" : "no");
+  }
+  return Json{{"what", what}, {"min", *mn},     {"median", median(v)}, {"max", *mx},
+              {"target_lo", lo}, {"target_hi", hi}, {"in_target", in}};
 }
 
-// Worker: every rank times start() + finish() of each mode; rank 0 prints one JSON line each.
+// Worker: every rank times start() + finish() of each mode; rank 0 prints one JSON line each
+// (ms: the median over `reps` timed repetitions of the slowest rank, a warm-up left out).
 int aggregation_worker(int ranks) {
   MpiSession mpi;
   CommOptions co;
@@ -170,6 +172,7 @@ int aggregation_worker(int ranks) {
       std::cout << Json{{"ranks", ranks},
                         {"mode", aggregation_mode_name(mode)},
                         {"ms", median(times) * 1e3},
+                        {"reps", times.size()},
                         {"bytes_per_rank_max", stats.bytes_per_device_max},
                         {"collectives", stats.collectives},
                         {"communicators", stats.communicators}}
@@ -180,13 +183,17 @@ int aggregation_worker(int ranks) {
   return 0;
 }
 
-void aggregation_section(const std::string& self) {
-  std::printf("\n== gradient aggregation of an asymmetric plan (%s, %.1f M parameters, fp32)\n",
-              aggregation_model().name.c_str(),
-              static_cast<double>(total_params(aggregation_model())) / 1e6);
-  std::printf("%-11s %5s %-7s %9s %15s %11s %13s %8s\n", "", "ranks", "mode", "ms",
-              "mb_per_rank_max", "collectives", "communicators", "vs_block");
-  for (int ranks : {4, 8}) {
+// The rows of section (1), printed as a table unless `json`.
+Json aggregation_section(const std::string& self, bool quick, bool json) {
+  Json rows = Json::array();
+  if (!json) {
+    std::printf("\n== gradient aggregation of an asymmetric plan (%s, %.1f M parameters, fp32)\n",
+                aggregation_model().name.c_str(),
+                static_cast<double>(total_params(aggregation_model())) / 1e6);
+    std::printf("%-11s %5s %-7s %9s %15s %11s %13s %8s\n", "", "ranks", "mode", "ms",
+                "mb_per_rank_max", "collectives", "communicators", "vs_block");
+  }
+  for (int ranks : quick ? std::vector<int>{4} : std::vector<int>{4, 8}) {
     MpirunOptions o;
     o.num_ranks = ranks;
     o.as_root = running_as_root();
@@ -195,16 +202,20 @@ void aggregation_section(const std::string& self) {
         run_command(join(mpirun_argv(o, {self, "--worker-aggregation", std::to_string(ranks)})),
                     &out);
     if (code != 0) {
-      std::printf("aggregation %5d (mpirun failed with exit code %d)\n", ranks, code);
-      continue;
+      std::fprintf(stderr, "runtime_bench: mpirun of %d ranks failed with exit code %d\n", ranks,
+                   code);
+      std::exit(1);
     }
     std::istringstream lines(out);
     double block_ms = 0;
     for (std::string line; std::getline(lines, line);) {
       if (line.empty() || line[0] != '{') continue;
-      const Json j = Json::parse(line);
+      Json j = Json::parse(line);
       const double ms = j["ms"];
       if (j["mode"] == "block") block_ms = ms;
+      j["vs_block"] = block_ms > 0 ? ms / block_ms : 1.0;
+      rows.push_back(j);
+      if (json) continue;
       std::printf("aggregation %5d %-7s %9.2f %15.2f %11lld %13lld %7.2fx\n", ranks,
                   j["mode"].get<std::string>().c_str(), ms,
                   j["bytes_per_rank_max"].get<double>() / 1e6,
@@ -213,6 +224,7 @@ void aggregation_section(const std::string& self) {
                   block_ms > 0 ? ms / block_ms : 1.0);
     }
   }
+  return rows;
 }
 
 // What the sections share: the tool, a scratch folder, the steps per run and runs per plan.
@@ -222,6 +234,7 @@ struct Setup {
   int steps = 10;
   int runs = 5;
   bool quick = false;
+  bool json = false;  // rows into the document, no tables
 };
 
 // Runs an eth command line (stdout captured, stderr to a file beside it); exits on failure.
@@ -282,10 +295,10 @@ Inputs inputs(const Setup& s) {
   return in;
 }
 
-void emulated_section(const Setup& s) {
+Json emulated_section(const Setup& s) {
   const ModelSpec model = bench_model();
   const std::int64_t gbs = 16;
-  std::printf("\n== emulated heterogeneous cluster cpu-emulated: 2 x cpu-fast + 2 x cpu-slow "
+  if (!s.json) std::printf("\n== emulated heterogeneous cluster cpu-emulated: 2 x cpu-fast + 2 x cpu-slow "
               "(EMULATED: every op stretched 4x on fast, 12x on slow ranks), %s, gbs %lld, "
               "seq %lld, %d steps a run\n",
               model.name.c_str(), static_cast<long long>(gbs),
@@ -298,36 +311,53 @@ void emulated_section(const Setup& s) {
                "--micro-batch-sizes " + in.sizes + " --method " + m + " --out " +
                (s.dir / (m + ".json")).string());
   }
-  std::printf("%-9s %3s %-8s %12s %11s %7s %5s\n", "", "run", "method", "predicted_ms",
-              "measured_ms", "ratio", "load1");
+  if (!s.json) {
+    std::printf("%-9s %3s %-8s %12s %11s %7s %5s\n", "", "run", "method", "predicted_ms",
+                "measured_ms", "ratio", "load1");
+  }
+  Json out{{"model", model.name}, {"gbs", gbs}, {"steps", s.steps}, {"runs", Json::array()},
+           {"speedups", Json::array()}, {"summary", Json::array()}};
   std::vector<std::vector<double>> ratios(methods.size());
   std::vector<double> speedup_errors;
   for (int run = 1; run <= s.runs; ++run) {
     std::vector<Measured> ms;
     for (std::size_t i = 0; i < methods.size(); ++i) {
       const Measured m = launch(s, s.dir / (methods[i] + ".json"), in.profile, "");
-      std::printf("emulated  %3d %-8s %12.1f %11.1f %7.3f %5.2f\n", run, methods[i].c_str(),
-                  m.predicted_ms, m.measured_ms, m.predicted_ms / m.measured_ms, m.load);
-      std::fflush(stdout);
-      ratios[i].push_back(m.predicted_ms / m.measured_ms);
+      const double ratio = m.predicted_ms / m.measured_ms;
+      out["runs"].push_back(Json{{"run", run}, {"method", methods[i]},
+                                 {"predicted_ms", m.predicted_ms}, {"measured_ms", m.measured_ms},
+                                 {"ratio", ratio}, {"load_1m", m.load}});
+      if (!s.json) {
+        std::printf("emulated  %3d %-8s %12.1f %11.1f %7.3f %5.2f\n", run, methods[i].c_str(),
+                    m.predicted_ms, m.measured_ms, ratio, m.load);
+        std::fflush(stdout);
+      }
+      ratios[i].push_back(ratio);
       ms.push_back(m);
     }
     const double measured = ms[1].measured_ms / ms[0].measured_ms;
     const double predicted = ms[1].predicted_ms / ms[0].predicted_ms;
     speedup_errors.push_back((measured - predicted) / predicted);
-    std::printf("speedup   %3d eth_over_layer measured=%.3f predicted=%.3f error=%+.3f\n", run,
-                measured, predicted, speedup_errors.back());
+    out["speedups"].push_back(Json{{"run", run}, {"measured", measured}, {"predicted", predicted},
+                                   {"error", speedup_errors.back()}});
+    if (!s.json) {
+      std::printf("speedup   %3d eth_over_layer measured=%.3f predicted=%.3f error=%+.3f\n", run,
+                  measured, predicted, speedup_errors.back());
+    }
   }
   for (std::size_t i = 0; i < methods.size(); ++i) {
-    summary("emulated", methods[i] + " ratio", ratios[i], 0.90, 1.10);
+    out["summary"].push_back(
+        summary("emulated", methods[i] + " ratio", ratios[i], 0.90, 1.10, s.json));
   }
-  summary("emulated", "speedup error", speedup_errors, -0.10, 0.10);
+  out["summary"].push_back(
+      summary("emulated", "speedup error", speedup_errors, -0.10, 0.10, s.json));
+  return out;
 }
 
-void cpu2_section(const Setup& s) {
+Json cpu2_section(const Setup& s) {
   const ModelSpec model = bench_model();
   const std::int64_t gbs = 16;
-  std::printf("\n== real 2-rank plan on cpu-2 (this machine, NOT emulated; one core and one "
+  if (!s.json) std::printf("\n== real 2-rank plan on cpu-2 (this machine, NOT emulated; one core and one "
               "thread per rank, --pin), %s, gbs %lld, seq %lld, %d steps a run\n",
               model.name.c_str(), static_cast<long long>(gbs),
               static_cast<long long>(model.seq_len), s.steps);
@@ -337,23 +367,34 @@ void cpu2_section(const Setup& s) {
                                        " --gbs " + std::to_string(gbs) + " --profile " +
                                        in.profile.string() + " --tp 1 --micro-batch-sizes " +
                                        in.sizes + " --out " + plan.string());
+  Json out{{"model", model.name}, {"gbs", gbs}, {"steps", s.steps}, {"plan", Json::array()},
+           {"runs", Json::array()}, {"summary", Json::array()}};
   std::istringstream lines(shown);
   for (std::string line; std::getline(lines, line);) {
     if (line.find("pipeline") != std::string::npos || line.find(" cpu ") != std::string::npos) {
-      std::printf("  %s\n", line.c_str());
+      out["plan"].push_back(line);
+      if (!s.json) std::printf("  %s\n", line.c_str());
     }
   }
-  std::printf("%-9s %3s %12s %11s %7s %5s\n", "", "run", "predicted_ms", "measured_ms", "ratio",
-              "load1");
+  if (!s.json) {
+    std::printf("%-9s %3s %12s %11s %7s %5s\n", "", "run", "predicted_ms", "measured_ms", "ratio",
+                "load1");
+  }
   std::vector<double> ratios;
   for (int run = 1; run <= s.runs; ++run) {
     const Measured m = launch(s, plan, in.profile, "--pin");
     ratios.push_back(m.predicted_ms / m.measured_ms);
-    std::printf("cpu2      %3d %12.1f %11.1f %7.3f %5.2f\n", run, m.predicted_ms, m.measured_ms,
-                ratios.back(), m.load);
-    std::fflush(stdout);
+    out["runs"].push_back(Json{{"run", run}, {"predicted_ms", m.predicted_ms},
+                               {"measured_ms", m.measured_ms}, {"ratio", ratios.back()},
+                               {"load_1m", m.load}});
+    if (!s.json) {
+      std::printf("cpu2      %3d %12.1f %11.1f %7.3f %5.2f\n", run, m.predicted_ms,
+                  m.measured_ms, ratios.back(), m.load);
+      std::fflush(stdout);
+    }
   }
-  summary("cpu2", "ratio", ratios, 0.95, 1.05);
+  out["summary"].push_back(summary("cpu2", "ratio", ratios, 0.95, 1.05, s.json));
+  return out;
 }
 
 }  // namespace
@@ -377,20 +418,27 @@ int main(int argc, char** argv) {
       s.runs = std::stoi(args[++i]);
     } else if (args[i] == "--only" && i + 1 < args.size()) {
       only = args[++i];
+    } else if (args[i] == "--format" && i + 1 < args.size() && args[i + 1] == "json") {
+      s.json = true;
+      ++i;
     } else {
       std::cerr << "usage: runtime_bench [--quick] [--steps N] [--runs N] "
-                   "[--only aggregation|emulated|cpu2]\n";
+                   "[--only aggregation|emulated|cpu2] [--format json]\n";
       return 1;
     }
   }
+  if (s.json && only.empty()) only = "aggregation";  // what scripts/evaluate.sh reads
   s.dir = fs::temp_directory_path() / ("eth_runtime_bench_" + std::to_string(::getpid()));
   fs::create_directories(s.dir);
-  std::printf("machine   cpu=\"%s\" cores=%u load1=%.2f\n", cpu_model().c_str(),
-              std::thread::hardware_concurrency(), load1());
+  Json doc{{"bench", "runtime_bench"}, {"machine", bench::machine_info()}};
+  if (!s.json) std::printf("machine   %s\n", bench::machine_line(doc["machine"]).c_str());
   const std::string self = fs::read_symlink("/proc/self/exe").string();
-  if (only.empty() || only == "aggregation") aggregation_section(self);
-  if (only.empty() || only == "emulated") emulated_section(s);
-  if (only.empty() || only == "cpu2") cpu2_section(s);
+  if (only.empty() || only == "aggregation") {
+    doc["aggregation"] = aggregation_section(self, s.quick, s.json);
+  }
+  if (only.empty() || only == "emulated") doc["emulated"] = emulated_section(s);
+  if (only.empty() || only == "cpu2") doc["cpu2"] = cpu2_section(s);
+  if (s.json) std::cout << doc.dump(1) << std::endl;
   if (!std::getenv("ETH_BENCH_KEEP")) fs::remove_all(s.dir);
   return 0;
 }

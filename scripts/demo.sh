@@ -28,7 +28,7 @@ echo
 echo "== Planning tiny on cpu-emulated (EMULATED: 2 x cpu-fast + 2 x cpu-slow), global batch $gbs"
 for m in "${methods[@]}"; do
   "$eth" plan --cluster cpu-emulated --model tiny --gbs $gbs --profile "$out/profile-tiny" \
-    --tp 1 --method "$m" --out "$out/$m.json" |
+    --method "$m" --out "$out/$m.json" |
     { [[ $m == eth ]] && cat || sed -n '1,/^predicted iteration/p'; }
   echo
 done

@@ -834,6 +834,7 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
     g.num_units = ctx.num_units();
     g.max_pipelines = ctx.max_pipelines();
     g.allow_idle = allow_idle;
+    g.mixed = !ctx.opt.pure_only;
     // With SES the memory floor drops partitions as they are generated (run_partitions would
     // skip them for it; with OSO they would only be sorted first).
     std::int64_t unusable = 0;
@@ -842,7 +843,9 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
       g.unusable = &unusable;
     }
     std::int64_t too_many = generate_partitions(ctx.types, g, set, parts);
-    if (ctx.types.size() >= 3) too_many += layer_partitions(ctx.types, g, set, parts);
+    if (ctx.types.size() >= 3 && !ctx.opt.pure_only) {
+      too_many += layer_partitions(ctx.types, g, set, parts);
+    }
     if (allow_idle) {
       // Exact covers were all tried in the first round.
       std::erase_if(parts, [](const Partition& p) { return p.num_idle() == 0; });
@@ -852,6 +855,7 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
     if (unusable > 0) ctx.stats.skipped["memory_floor"] += unusable;
     const auto top = run_partitions(ctx, ev, set, parts);
     for (const auto& [obj, i] : top) out.push_back(materialize(ctx, ev, set, parts[i]));
+    if (!out.empty() && ctx.opt.pure_only) return out;
     if (!out.empty()) {
       // The layer shapes with eth's recompute sets belong to eth's space too (equal data is one
       // data split); the search objective leaves out gradient synchronization, so they join
