@@ -142,27 +142,34 @@ MeasuredRun measured_from_json(const Json& doc, const Plan& plan, const std::str
   return run;
 }
 
+namespace {
+
+// Adds the device's compute entries (and, `waits`, its receive waits) of `timeline` to `t`:
+// where the simulated and measured sides count alike.
+void add_compute(PhaseTimes& t, const Timeline& timeline, std::int64_t device, bool waits) {
+  for (const TimelineEntry& e : timeline.entries) {
+    if (e.device != device) continue;
+    const double ms = ns_to_ms(e.end - e.start);
+    if (e.kind == ActionKind::Forward) t.forward_ms += ms;
+    if (e.kind == ActionKind::Backward) t.backward_ms += ms;
+    if (e.kind == ActionKind::OptimizerStep) t.optimizer_ms += ms;
+    const bool recv = e.kind == ActionKind::RecvActivation || e.kind == ActionKind::RecvGradient;
+    if (waits && recv) t.wait_ms += ms;
+  }
+}
+
+}  // namespace
+
 PhaseTimes simulated_phase_times(const SimResult& sim, std::int64_t device) {
   PhaseTimes t;
+  add_compute(t, sim.timeline, device, false);
   TimeNs last_backward_end = 0, opt_start = 0, opt_end = 0;
   for (const TimelineEntry& e : sim.timeline.entries) {
     if (e.device != device) continue;
-    const double ms = ns_to_ms(e.end - e.start);
-    switch (e.kind) {
-      case ActionKind::Forward:
-        t.forward_ms += ms;
-        break;
-      case ActionKind::Backward:
-        t.backward_ms += ms;
-        last_backward_end = std::max(last_backward_end, e.end);
-        break;
-      case ActionKind::OptimizerStep:
-        t.optimizer_ms += ms;
-        opt_start = e.start;
-        opt_end = e.end;
-        break;
-      default:
-        break;
+    if (e.kind == ActionKind::Backward) last_backward_end = std::max(last_backward_end, e.end);
+    if (e.kind == ActionKind::OptimizerStep) {
+      opt_start = e.start;
+      opt_end = e.end;
     }
   }
   // Idle time before the last backward; the max drops the rounding of summing ms.
@@ -174,27 +181,7 @@ PhaseTimes simulated_phase_times(const SimResult& sim, std::int64_t device) {
 
 PhaseTimes measured_phase_times(const MeasuredStep& step, std::int64_t device) {
   PhaseTimes t;
-  for (const TimelineEntry& e : step.timeline.entries) {
-    if (e.device != device) continue;
-    const double ms = ns_to_ms(e.end - e.start);
-    switch (e.kind) {
-      case ActionKind::Forward:
-        t.forward_ms += ms;
-        break;
-      case ActionKind::Backward:
-        t.backward_ms += ms;
-        break;
-      case ActionKind::OptimizerStep:
-        t.optimizer_ms += ms;
-        break;
-      case ActionKind::RecvActivation:
-      case ActionKind::RecvGradient:
-        t.wait_ms += ms;
-        break;
-      default:
-        break;
-    }
-  }
+  add_compute(t, step.timeline, device, true);
   for (const MeasuredSpan& s : step.send_wait) {
     if (s.device == device) t.wait_ms += ns_to_ms(s.end - s.start);
   }

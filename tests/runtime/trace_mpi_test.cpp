@@ -2,7 +2,6 @@
 // from every rank's events, valid as a Chrome trace (trace_check.h), with clock offsets measured
 // against rank 0 for every rank.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -30,11 +29,7 @@ const char* kPlan = R"({"format": "eth-plan", "version": 1, "model": "tiny", "gb
     {"device_type": "cpu", "devices": [2], "units": [0, 5]}]}]})";
 
 int run(const std::string& args, const fs::path& dir) {
-  const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
-                          std::string(ETH_BINARY) + " " + args + " >" + (dir / "out").string() +
-                          " 2>" + (dir / "err").string();
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return test::run_eth(args, dir, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
 }
 
 TEST(TraceMpi, LaunchWritesOneValidTraceOfEveryRank) {

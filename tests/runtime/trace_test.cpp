@@ -3,7 +3,6 @@
 // draws a well-formed SVG (checked with Python's XML parser) and a table whose measured figures
 // and errors this test re-derives from the two trace files itself.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -33,12 +32,7 @@ const char* kPlan = R"({"format": "eth-plan", "version": 1, "model": "tiny", "gb
     {"device_type": "cpu", "devices": [3], "units": [0, 3]},
     {"device_type": "cpu", "devices": [4], "units": [4, 5]}]}]})";
 
-int run(const std::string& args, const fs::path& dir) {
-  const std::string cmd = std::string("OMP_NUM_THREADS=1 ") + ETH_BINARY + " " + args + " >" +
-                          (dir / "out").string() + " 2>" + (dir / "err").string();
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+int run(const std::string& args, const fs::path& dir) { return test::run_eth(args, dir); }
 
 struct Fixture {
   fs::path dir, plan, cluster, data, profile;
