@@ -123,7 +123,7 @@ TEST(TraceCli, SimulateMeasuredDrawsBothAndTabulatesTheErrors) {
   const Fixture f = setup("measured");
   const fs::path trace = f.dir / "trace.json", svg = f.dir / "cmp.svg", cmp = f.dir / "cmp.json";
   ASSERT_EQ(run(train(f, trace), f.dir), 0) << slurp(f.dir / "err");
-  ASSERT_EQ(run("profile --measure --model tiny --micro-batch-sizes 1,2 --seq 16 --out " +
+  ASSERT_EQ(run("profile --measure --model tiny --micro-batch-sizes 1,2 --seq 16 --cache warm --repeats 1 --out " +
                     f.profile.string(),
                 f.dir),
             0)
