@@ -1,8 +1,6 @@
 // Safetensors-layout checkpoints: writing (hash, header, data, rename) and strict reading.
 #include "train/checkpoint.h"
 
-#include <unistd.h>
-
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
@@ -11,6 +9,7 @@
 #include <map>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
 
@@ -65,9 +64,9 @@ struct Header {
 Json parse_meta_json(const std::filesystem::path& path, const JsonCursor& md, const char* key) {
   const std::string text = md.at(key).as_string();
   try {
-    return Json::parse(text);
-  } catch (const nlohmann::json::parse_error&) {
-    bad(path, std::string("__metadata__.") + key, "not valid JSON");
+    return parse_json_text(text, path.string(), "checkpoint");  // bounded: depth, size
+  } catch (const InputError& e) {
+    bad(path, std::string("__metadata__.") + key, "not valid JSON: " + e.detail());
   }
 }
 
@@ -215,30 +214,13 @@ void write_checkpoint(const std::filesystem::path& path, const ModelState& state
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
   const std::uint64_t n = text.size();
 
-  const std::filesystem::path dir = path.parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir);
-  std::filesystem::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError("checkpoint", path.string(), "", "cannot open for writing");
-    out.write(reinterpret_cast<const char*>(&n), 8);
-    out.write(text.data(), static_cast<std::streamsize>(n));
-    for (const Out& o : order) {
-      out.write(reinterpret_cast<const char*>(o.data), static_cast<std::streamsize>(o.numel * 4));
-    }
-    out.flush();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      throw InputError("checkpoint", path.string(), "", "write failed (disk full?)");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw InputError("checkpoint", path.string(), "", "cannot rename into place: " + ec.message());
-  }
+  // The checkpoint folder is created by design (eth train --checkpoint-dir).
+  if (path.has_parent_path()) prepare_output_dir(path.parent_path(), "checkpoint");
+  AtomicFile out(path, "checkpoint");
+  out.write(&n, 8);
+  out.write(text.data(), n);
+  for (const Out& o : order) out.write(o.data, static_cast<std::size_t>(o.numel) * 4);
+  out.commit();
 }
 
 CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path) {
