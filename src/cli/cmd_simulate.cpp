@@ -181,11 +181,14 @@ int run_simulate(const SimulateOptions& o) {
   SimOptions so;
   so.schedule = *kind;
   so.overlap = !o.no_overlap;
+  // Outputs are checked before the simulation runs, not after.
+  if (!o.trace.empty()) check_output_file(o.trace, "trace");
+  if (!o.svg.empty()) check_output_file(o.svg, "svg");
   so.record_timeline = !o.trace.empty() || !o.svg.empty();
   const SimResult r = simulate(plan, costs, colls, so);
 
-  if (!o.trace.empty()) write_file_atomic(o.trace, chrome_trace_json(plan, r));
-  if (!o.svg.empty()) write_file_atomic(o.svg, timeline_svg(plan, r));
+  if (!o.trace.empty()) write_file_atomic(o.trace, chrome_trace_json(plan, r), "trace");
+  if (!o.svg.empty()) write_file_atomic(o.svg, timeline_svg(plan, r), "svg");
 
   if (o.format == Format::Json) {
     print_json(Json{{"plan", o.plan},

@@ -77,6 +77,10 @@ std::string fmt_ms(double ms) {
   return fmt_num(ms, ms < 10 ? 3 : 1) + " ms";
 }
 
-void print_json(const Json& j) { std::cout << j.dump(2) << "\n"; }
+// Invalid UTF-8 (a file name from the command line, say) is replaced, never thrown on: the
+// values ETH itself reads are valid UTF-8 by the time they get here (core/json_file.h).
+void print_json(const Json& j) {
+  std::cout << j.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+}
 
 }  // namespace eth::cli

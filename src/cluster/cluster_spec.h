@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/json_cursor.h"
@@ -70,8 +71,17 @@ class ClusterSpec {
 // {"nodes": [{"device_type", "devices"}], "inter_node_bandwidth_gbps"?, "device_types"?: {NAME:
 // {"tflops", "memory_gb", "intra_node_bandwidth_gbps", "inter_node_bandwidth_gbps"?,
 // "emulated_slowdown"?}}, "name"?}
+// Every number is checked against its range (core/limits.h, docs/input-limits.md); custom type
+// names must pass valid_device_type_name. "description" and "devices" (what `eth clusters
+// --format json` adds) are accepted, the latter only when it equals the nodes' sum.
 ClusterSpec parse_cluster(const JsonCursor& c);
+// Letters, digits, '.', '_', '-', 1 to limits::kMaxTypeNameBytes bytes, not "." or "..": a type
+// name becomes part of profile file names.
+bool valid_device_type_name(std::string_view name);
+std::string device_type_name_rule();
 Json cluster_to_json(const ClusterSpec& c);
+// The figures of one type as a cluster file's "device_types" entry holds them (no name).
+Json device_type_to_json(const DeviceType& d);
 
 struct ClusterPreset {
   std::string name;

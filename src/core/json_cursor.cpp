@@ -95,6 +95,16 @@ std::vector<std::string> JsonCursor::keys() const {
   return out;
 }
 
+std::vector<std::pair<std::string, JsonCursor>> JsonCursor::members() const {
+  require_object();
+  std::vector<std::pair<std::string, JsonCursor>> out;
+  out.reserve(value_->size());
+  for (auto it = value_->begin(); it != value_->end(); ++it) {
+    out.emplace_back(it.key(), child(json_path_join(origin_.path, it.key()), it.value()));
+  }
+  return out;
+}
+
 std::size_t JsonCursor::size() const {
   if (!value_->is_array()) fail("an array");
   return value_->size();

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +44,9 @@ class JsonCursor {
   // Fails on any key not in `allowed`, naming the first unknown one and listing the allowed.
   void allow_only(std::initializer_list<std::string_view> allowed) const;
   std::vector<std::string> keys() const;
+  // Every member in file order, each with its path: one pass, where keys() followed by at()
+  // would search the object once per key (quadratic in a large object).
+  std::vector<std::pair<std::string, JsonCursor>> members() const;
 
   // Arrays.
   std::size_t size() const;  // requires an array

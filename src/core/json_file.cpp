@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -255,6 +256,23 @@ Json read_json_file(const std::filesystem::path& path, const std::string& compon
                     const JsonLimits& limits) {
   return parse_json_text(read_text_file(path, component, limits.max_bytes), path.string(),
                          component, limits);
+}
+
+std::vector<std::filesystem::path> list_regular_files(const std::filesystem::path& dir,
+                                                      const std::string& component) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    throw InputError(component, dir.string(), "", "expected a folder");
+  }
+  std::vector<std::filesystem::path> out;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec)) out.push_back(it->path());
+  }
+  if (ec) throw InputError(component, dir.string(), "", "cannot list the folder: " + ec.message());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace eth

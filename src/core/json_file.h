@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/atomic_file.h"
 #include "core/json_cursor.h"
@@ -39,5 +40,10 @@ Json parse_json_text(const std::string& text, const std::string& source,
 // (missing, a folder, a FIFO or device, too large, unreadable).
 std::string read_text_file(const std::filesystem::path& path, const std::string& component,
                            std::size_t max_bytes = kMaxJsonBytes);
+
+// The regular files of folder `dir` (symbolic links followed), sorted by name; InputError when
+// `dir` is not a folder or cannot be listed.
+std::vector<std::filesystem::path> list_regular_files(const std::filesystem::path& dir,
+                                                      const std::string& component);
 
 }  // namespace eth

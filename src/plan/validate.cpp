@@ -55,12 +55,61 @@ class Validator {
       }
       check_coverage(p);
     }
+    for (const auto& [pattern, kind] : kinds_) {
+      if (kind.elided == 0) continue;
+      out_.push_back(PlanViolation{
+          pattern, std::to_string(kind.elided) + " more violation" +
+                       (kind.elided == 1 ? "" : "s") + " at " + pattern +
+                       " elided (the first " + std::to_string(kMaxPerKind) + " are listed)"});
+    }
     return std::move(out_);
   }
 
  private:
+  // A plan with 10,000 broken stages has 10,000 violations of one kind (each overlap naming
+  // the stages it overlaps, quadratic in all): every kind, a path with its indices replaced
+  // by "*", lists its first kMaxPerKind violations and counts the rest, and messages are only
+  // built for the ones listed.
+  static constexpr std::int64_t kMaxPerKind = 10;
+  struct Kind {
+    std::int64_t listed = 0, elided = 0;
+  };
+
+  static std::string pattern_of(const std::string& path) {
+    std::string out;
+    for (std::size_t i = 0; i < path.size(); ++i) {
+      out += path[i];
+      if (path[i] != '[') continue;
+      std::size_t j = i + 1;
+      while (j < path.size() && path[j] >= '0' && path[j] <= '9') ++j;
+      if (j > i + 1) {
+        out += '*';
+        i = j - 1;
+      }
+    }
+    return out;
+  }
+
+  // Whether a violation at `path` is listed (true) or only counted (false).
+  bool listed(const std::string& path) {
+    const std::string pattern = pattern_of(path);
+    auto it = std::find_if(kinds_.begin(), kinds_.end(),
+                           [&](const auto& k) { return k.first == pattern; });
+    if (it == kinds_.end()) it = kinds_.insert(kinds_.end(), {pattern, Kind{}});
+    if (it->second.listed < kMaxPerKind) {
+      ++it->second.listed;
+      return true;
+    }
+    ++it->second.elided;
+    return false;
+  }
+
   void add(std::string path, std::string message) {
-    out_.push_back(PlanViolation{std::move(path), std::move(message)});
+    if (listed(path)) out_.push_back(PlanViolation{std::move(path), std::move(message)});
+  }
+  template <class MakeMessage>
+  void add_lazy(std::string path, MakeMessage make) {
+    if (listed(path)) out_.push_back(PlanViolation{std::move(path), make()});
   }
   std::int64_t last_unit() const { return plan_.model.num_units() - 1; }
 
@@ -276,15 +325,21 @@ class Validator {
         add(path, units_are(covered_end, r.first - 1) + " covered by no stage: " + why);
       } else if (r.first < covered_end) {
         const std::int64_t o_last = std::min(r.last, covered_end - 1);
-        std::vector<std::string> holders;
-        for (std::size_t j = 0; j < k; ++j) {
-          if (ranges[j].last >= r.first && ranges[j].first <= o_last) {
-            holders.push_back("stages[" + std::to_string(ranges[j].index) + "] " +
-                              range_text(ranges[j].first, ranges[j].last));
+        add_lazy(path, [&] {
+          std::vector<std::string> holders;
+          for (std::size_t j = 0; j < k; ++j) {
+            if (ranges[j].last >= r.first && ranges[j].first <= o_last) {
+              if (holders.size() == 3) {
+                holders.push_back("others");
+                break;
+              }
+              holders.push_back("stages[" + std::to_string(ranges[j].index) + "] " +
+                                range_text(ranges[j].first, ranges[j].last));
+            }
           }
-        }
-        add(path, units_are(r.first, o_last) + " also in " + join(holders, " and ") +
-                      "; every unit belongs to exactly one stage");
+          return units_are(r.first, o_last) + " also in " + join(holders, " and ") +
+                 "; every unit belongs to exactly one stage";
+        });
       }
       if (r.last + 1 > covered_end) {
         covered_end = r.last + 1;
@@ -303,6 +358,7 @@ class Validator {
   std::vector<std::string> node_types_;        // distinct device types of the nodes
   std::map<std::int64_t, std::string> owner_;  // device id -> path of its first use
   std::vector<PlanViolation> out_;
+  std::vector<std::pair<std::string, Kind>> kinds_;  // in order of first appearance
 };
 
 }  // namespace

@@ -22,7 +22,10 @@ struct PlanViolation {
 
 // Every violated rule, in plan order (plan fields, then each pipeline's fields and stages, then
 // that pipeline's unit coverage). Empty when the plan is valid. Never throws on a bad plan and
-// never reads out of range, whatever the values (device ids, units, tp) hold.
+// never reads out of range, whatever the values (device ids, units, tp) hold. Violations of one
+// kind (the same path up to its indices, "pipelines[*].stages[*].units") are listed up to 10
+// times; one last entry per kind says how many more were elided, so the report stays linear in
+// the plan's size.
 std::vector<PlanViolation> validate_plan(const Plan& plan, const ClusterSpec& cluster);
 
 // Throws InputErrors holding one InputError("plan", source, path, message) per violation;

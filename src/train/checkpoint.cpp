@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <unordered_map>
 #include <vector>
 
 #include "core/atomic_file.h"
@@ -116,17 +117,27 @@ Header read_header(const std::filesystem::path& path) {
   h.meta.run = parse_meta_json(path, md, "run");
   const Json sums = parse_meta_json(path, md, "checksums");
   std::uint64_t data_end = 0;
-  for (const std::string& key : root.keys()) {
+  // Checksums by name, indexed once (looking each up in the JSON object would be quadratic).
+  std::unordered_map<std::string, const Json*> sum_of;
+  if (sums.is_object()) {
+    for (auto it = sums.begin(); it != sums.end(); ++it) sum_of.emplace(it.key(), &it.value());
+  }
+  for (const auto& [key, t] : root.members()) {
     if (key == "__metadata__") continue;
-    const JsonCursor t = root.at(key);
     t.require_object();
     t.allow_only({"dtype", "shape", "data_offsets"});
     if (t.at("dtype").as_string() != "F32") t.at("dtype").fail("\"F32\" (ETH stores fp32)");
     Entry e;
     std::int64_t numel = 1;
     const JsonCursor shape = t.at("shape");
+    if (shape.size() > 8) shape.fail("a shape of at most 8 dimensions");
     for (std::size_t i = 0; i < shape.size(); ++i) {
       e.shape.push_back(shape[i].as_int(0, INT64_MAX / 8));
+      // No tensor holds more bytes than the file; checked before multiplying, so no overflow.
+      if (e.shape.back() != 0 && numel > static_cast<std::int64_t>(size / 4) / e.shape.back()) {
+        shape.fail_detail("describes a tensor larger than the file (" + std::to_string(size) +
+                          " bytes)");
+      }
       numel *= e.shape.back();
     }
     const JsonCursor off = t.at("data_offsets");
@@ -137,10 +148,11 @@ Header read_header(const std::filesystem::path& path) {
       off.fail_detail("spans " + std::to_string(e.end - e.begin) + " bytes, but shape needs " +
                       std::to_string(numel * 4));
     }
-    if (!sums.is_object() || !sums.contains(key) || !sums[key].is_string()) {
+    const auto sum = sum_of.find(key);
+    if (sum == sum_of.end() || !sum->second->is_string()) {
       bad(path, "__metadata__.checksums", "no checksum for tensor \"" + key + "\"");
     }
-    e.checksum = sums[key].get<std::string>();
+    e.checksum = sum->second->get<std::string>();
     data_end = std::max(data_end, e.end);
     h.tensors.emplace(key, std::move(e));
   }

@@ -1,5 +1,5 @@
 // Metis's formats: what ETH writes reads back equal; a hand-made file with a missing field is
-// refused by name; the shared peers' inputs (ETH_SHARED_DIR/peers/metis-inputs) read, with
+// refused by name; the peers' Metis inputs (copied to tests/data/metis-inputs) read, with
 // parameter and activation counts that match the model's formulas.
 #include "profile/metis_format.h"
 
@@ -16,8 +16,7 @@
 namespace eth {
 namespace {
 
-const std::filesystem::path kPeers =
-    std::filesystem::path(ETH_SHARED_DIR) / "peers" / "metis-inputs";
+const std::filesystem::path kPeers = std::filesystem::path(ETH_TEST_DATA_DIR) / "metis-inputs";
 
 ClusterSpec three_type_cluster() {
   ClusterSpec c;
