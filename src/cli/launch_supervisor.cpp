@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <regex>
 
@@ -184,6 +185,7 @@ LaunchOutcome supervise_launch(const std::vector<std::string>& argv,
   for (const auto& s : argv) cargv.push_back(const_cast<char*>(s.c_str()));
   cargv.push_back(nullptr);
   SignalScope signals;
+  std::cout.flush();
   std::fflush(nullptr);
   const pid_t child = ::fork();
   if (child == 0) {

@@ -1,27 +1,22 @@
 // `eth`: the one command-line tool. Parses flags with CLI11, runs the chosen subcommand, and maps
 // errors to exit codes. The only place in ETH that decides a process's fate.
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "comm/communicator.h"
 #include "core/error.h"
 
 namespace {
 
 // What the command printed must have reached its destination: a full disk (or /dev/full) under
-// `> file` fails only when stdout is flushed, which would otherwise pass unnoticed at exit.
+// `> file` would otherwise pass unnoticed.
 int finish_stdout(int code) {
-  std::cout.flush();
-  errno = 0;
-  const bool flushed = std::fflush(stdout) == 0;
-  const int err = errno;
-  if (flushed && !std::ferror(stdout) && std::cout.good()) return code;
-  std::cerr << "error: [io] standard output: cannot write: "
-            << (err != 0 ? std::strerror(err) : "a write failed") << "\n";
+  const int err = eth::cli::flush_checked_stdout();
+  if (err == 0) return code;
+  std::cerr << "error: [io] standard output: cannot write: " << std::strerror(err) << "\n";
   return eth::cli::kExitInput;
 }
 
@@ -29,6 +24,7 @@ int finish_stdout(int code) {
 
 int main(int argc, char** argv) {
   using namespace eth::cli;
+  install_checked_stdout();
   CLI::App app{
       "ETH: train GPT-style models on clusters of mixed accelerators with heterogeneous pipeline\n"
       "parallelism (HPP): several independent pipelines, each with its own batch, micro-batch\n"
@@ -56,7 +52,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+    return finish_stdout(app.exit(e) == 0 ? kExitOk : kExitUsage);
   }
   int code = kExitUsage;
   try {

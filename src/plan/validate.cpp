@@ -58,9 +58,11 @@ class Validator {
     for (const auto& [pattern, kind] : kinds_) {
       if (kind.elided == 0) continue;
       out_.push_back(PlanViolation{
-          pattern, std::to_string(kind.elided) + " more violation" +
-                       (kind.elided == 1 ? "" : "s") + " at " + pattern +
-                       " elided (the first " + std::to_string(kMaxPerKind) + " are listed)"});
+          pattern,
+          std::to_string(kind.elided) + " more violation" + (kind.elided == 1 ? "" : "s") +
+              " at " + pattern + " elided (the first " + std::to_string(kMaxPerKind) +
+              " are listed)",
+          kind.elided});
     }
     return std::move(out_);
   }
@@ -109,7 +111,7 @@ class Validator {
   }
   template <class MakeMessage>
   void add_lazy(std::string path, MakeMessage make) {
-    if (listed(path)) out_.push_back(PlanViolation{std::move(path), make()});
+    if (listed(path)) out_.push_back(PlanViolation{std::move(path), make(), 0});
   }
   std::int64_t last_unit() const { return plan_.model.num_units() - 1; }
 

@@ -6,6 +6,7 @@
 // validate_plan (cross-field rules) or check_plan, which throws them all as one InputErrors.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ namespace eth {
 struct PlanViolation {
   std::string path;     // JSON path in the plan's file form, e.g. "pipelines[1].stages[0].units"
   std::string message;  // what is wrong, with the values involved and what was expected
+  // > 0 on the entry that stands for violations not listed: how many it stands for.
+  std::int64_t elided = 0;
   bool operator==(const PlanViolation&) const = default;
 };
 

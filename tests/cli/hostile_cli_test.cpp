@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include "cli/cli_run.h"
 #include "core/json_cursor.h"
+#include "model/arithmetic.h"
+#include "model/model_spec.h"
 #include "test_util.h"
 
 namespace eth {
@@ -66,17 +69,18 @@ TEST_F(HostileCli, DeepNestingIsRefusedNotACrash) {
 TEST_F(HostileCli, SubnormalSpeedsAndBandwidthsAreRefused) {
   const std::string ok = R"("tflops": 100, "memory_gb": 80, "intra_node_bandwidth_gbps": 100)";
   for (const auto& [fields, path] :
-       {std::pair{R"({"tflops": 5e-324, "memory_gb": 80, "intra_node_bandwidth_gbps": 100})",
-                  "device_types.X.tflops"},
-        std::pair{R"({"tflops": 100, "memory_gb": 80, "intra_node_bandwidth_gbps": 5e-324})",
-                  "device_types.X.intra_node_bandwidth_gbps"},
-        std::pair{"{" + ok + R"(, "inter_node_bandwidth_gbps": 5e-324})",
-                  "device_types.X.inter_node_bandwidth_gbps"},
-        std::pair{"{" + ok + R"(, "memory_gb": 5e-324})", ""}}) {
+       {std::pair<std::string, std::string>{
+            R"({"tflops": 5e-324, "memory_gb": 80, "intra_node_bandwidth_gbps": 100})",
+            "device_types.X.tflops"},
+        {R"({"tflops": 100, "memory_gb": 80, "intra_node_bandwidth_gbps": 5e-324})",
+         "device_types.X.intra_node_bandwidth_gbps"},
+        {"{" + ok + R"(, "inter_node_bandwidth_gbps": 5e-324})",
+         "device_types.X.inter_node_bandwidth_gbps"},
+        {"{" + ok + R"(, "memory_gb": 5e-324})", ""}}) {
     const EthRun r = eth("plan --model gpt3-350m --gbs 8 --cluster " + cluster_with(fields));
     EXPECT_EQ(r.code, 2) << fields << "\n" << r.err;
-    if (!std::string(path).empty()) {
-      EXPECT_TRUE(contains(r.err, std::string("cluster.json: ") + path + ": expected a number in"))
+    if (!path.empty()) {
+      EXPECT_TRUE(contains(r.err, "cluster.json: " + path + ": expected a number in"))
           << r.err;
     }
   }
@@ -121,7 +125,11 @@ TEST_F(HostileCli, TrainSaysHowMuchMemoryItNeeds) {
   EXPECT_TRUE(contains(r.err, "available; use a smaller --micro-batch-size")) << r.err;
   const EthRun big = eth("train --model gpt3-70b --data " + data + " --steps 1 --batch 1");
   EXPECT_EQ(big.code, 2) << big.err;
-  EXPECT_TRUE(contains(big.err, "parameters, gradients and AdamW state 1.1 TB")) << big.err;
+  // 16 bytes per parameter: fp32 weight, gradient and the two Adam moments.
+  char state[64];
+  std::snprintf(state, sizeof state, "parameters, gradients and AdamW state %.1f TB",
+                16.0 * static_cast<double>(total_params(model_preset("gpt3-70b"))) / 1e12);
+  EXPECT_TRUE(contains(big.err, state)) << big.err;
 }
 
 // Invalid UTF-8 in a plan under --format json was exit 3 with no file named.
@@ -134,7 +142,7 @@ TEST_F(HostileCli, InvalidUtf8NamesTheFileEvenAsJson) {
   const Json j = Json::parse(r.out);
   EXPECT_EQ(j["violations"][0]["source"], f);
   EXPECT_TRUE(contains(j["violations"][0]["message"].get<std::string>(),
-                       "invalid UTF-8 at line 1, column 13 (byte offset 12)"))
+                       "invalid UTF-8 at line 1, column 14 (byte offset 13)"))
       << r.out;
   // A file name that is not UTF-8 is printed, not thrown on.
   const std::string odd = file("odd\xff.json", kTinyPlan);
@@ -158,7 +166,7 @@ TEST_F(HostileCli, NulAndHugeKeysStayOutOfMessages) {
   const EthRun nul = eth("validate --cluster cpu-2 --plan " + file("nul.json", plan));
   EXPECT_EQ(nul.code, 2);
   EXPECT_TRUE(contains(nul.err, "nul.json: escaped NUL (\\u0000) in a string at line 1, column "
-                                "15 (byte offset 14); names and values must not hold NUL"))
+                                "16 (byte offset 15); names and values must not hold NUL"))
       << nul.err;
   std::string big = kTinyPlan;
   big.insert(1, "\"" + std::string(10 << 20, 'k') + "\": 1, ");
@@ -185,9 +193,13 @@ TEST_F(HostileCli, DuplicateStagesReportStaysLinear) {
   const EthRun r = eth("validate --cluster cpu-2 --plan " + file("many.json", plan.dump()));
   EXPECT_EQ(r.code, 2);
   EXPECT_LT(r.out.size(), 20000u) << r.out.substr(0, 2000);
-  EXPECT_TRUE(contains(r.out, "more violations at pipelines[0].stages[*].units elided (the first "
-                              "10 are listed)"))
+  // 10,000 copies of stage 0: each reuses device 0 (10,000 violations) and overlaps units 0..2
+  // (10,000), and the first copy comes after stage 1 out of unit order (1): 20,001 in all, of
+  // which each of the two kinds lists 10.
+  EXPECT_TRUE(contains(r.out, ": 9991 more violations at pipelines[*].stages[*].units elided (the "
+                              "first 10 are listed)"))
       << r.out.substr(0, 3000);
+  EXPECT_TRUE(contains(r.out, "plan INVALID: 20001 violations (20 listed)")) << r.out;
 }
 
 // --out at a FIFO or a device replaced it with a regular file (as root: /dev/full destroyed).
