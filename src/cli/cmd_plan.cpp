@@ -26,7 +26,7 @@ namespace {
 struct PlanArgs {
   std::string cluster, hostfile, clusterfile, model, profile, method = "eth", out;
   bool analytic = false;
-  std::int64_t gbs = 0, seq = 0, max_pipelines = 0, top_k = 8;
+  std::int64_t gbs = 0, seq = 0, max_pipelines = 0, top_k = 8, max_partitions = 5'000'000;
   std::vector<std::int64_t> mbss{1, 2, 4, 8, 16};
   std::vector<std::int64_t> tps{1, 2, 4, 8};
   double alpha = 0.0;
@@ -110,6 +110,7 @@ PlannerOptions planner_options(const PlanArgs& a) {
   o.oso = !a.no_oso;
   o.dpo = !a.no_dpo;
   o.top_k = a.top_k;
+  o.max_partitions = a.max_partitions;
   o.layer_operator_recompute = a.layer_operator_recompute;
   return o;
 }
@@ -187,6 +188,11 @@ std::string search_text(const SearchStats& st, double seconds) {
   }
   s << ", " << st.unit_splits << " unit splits, " << st.cache_hits << " cache hits, "
     << st.predicted << " finalists priced by the predictor\n";
+  for (const auto& [name, value] : st.limits) {
+    s << "search limit reached: " << name << " " << value
+      << " (the plan is the best of the partitions visited; raise --max-partitions to search "
+         "further)\n";
+  }
   return s.str();
 }
 
@@ -279,6 +285,10 @@ void add_common_options(CLI::App* sub, PlanArgs& a) {
   sub->add_flag("--no-ses", a.no_ses, "Do not skip candidates by their lower bound");
   sub->add_flag("--no-oso", a.no_oso, "Visit candidates in generation order, not by bound");
   sub->add_flag("--no-dpo", a.no_dpo, "Enumerate unit splits instead of the dynamic program");
+  sub->add_option("--max-partitions", a.max_partitions,
+                  "Most partitions the eth search builds and bounds (default 5000000; bounds the "
+                  "search's time; when it binds the plan says so)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   sub->add_option("--top-k", a.top_k, "Finalists priced by the predictor (default 8)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
   sub->add_flag("--layer-operator-recompute", a.layer_operator_recompute,

@@ -1,5 +1,6 @@
 #include "cluster/cluster_spec.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -76,6 +77,42 @@ double ClusterSpec::link_bytes_per_s(std::int64_t a, std::int64_t b) const {
   if (da.node == db.node) return ta.intra_node_bandwidth_gbps * 1e9 / 8.0;
   double ga = ta.inter_node_bandwidth_gbps.value_or(inter_node_bandwidth_gbps);
   double gb = tb.inter_node_bandwidth_gbps.value_or(inter_node_bandwidth_gbps);
+  return std::min(ga, gb) * 1e9 / 8.0;
+}
+
+ClusterIndex::ClusterIndex(const ClusterSpec& cluster) : cluster_(&cluster) {
+  first_.reserve(cluster.nodes.size() + 1);
+  std::int64_t first = 0;
+  for (const auto& n : cluster.nodes) {
+    first_.push_back(first);
+    node_type_.push_back(&cluster.type(n.device_type));
+    first += n.devices;
+  }
+  first_.push_back(first);
+}
+
+std::int64_t ClusterIndex::node_of(std::int64_t id) const {
+  ETH_CHECK(id >= 0 && id < num_devices(), "device id out of range");
+  // The last node whose first id is <= id (nodes have at least one device).
+  const auto it = std::upper_bound(first_.begin(), first_.end() - 1, id);
+  return static_cast<std::int64_t>(it - first_.begin()) - 1;
+}
+
+const std::string& ClusterIndex::type_name_of(std::int64_t id) const {
+  return cluster_->nodes[static_cast<std::size_t>(node_of(id))].device_type;
+}
+
+const DeviceType& ClusterIndex::type_of(std::int64_t id) const {
+  return *node_type_[static_cast<std::size_t>(node_of(id))];
+}
+
+double ClusterIndex::link_bytes_per_s(std::int64_t a, std::int64_t b) const {
+  const std::int64_t na = node_of(a), nb = node_of(b);
+  const DeviceType& ta = *node_type_[static_cast<std::size_t>(na)];
+  const DeviceType& tb = *node_type_[static_cast<std::size_t>(nb)];
+  if (na == nb) return ta.intra_node_bandwidth_gbps * 1e9 / 8.0;
+  const double ga = ta.inter_node_bandwidth_gbps.value_or(cluster_->inter_node_bandwidth_gbps);
+  const double gb = tb.inter_node_bandwidth_gbps.value_or(cluster_->inter_node_bandwidth_gbps);
   return std::min(ga, gb) * 1e9 / 8.0;
 }
 

@@ -68,6 +68,26 @@ class ClusterSpec {
   bool operator==(const ClusterSpec&) const = default;
 };
 
+// Global device id -> node and type in O(log nodes), built once in O(nodes): for code that
+// visits every device of a large cluster (ClusterSpec::device scans the nodes on every call; on
+// 100,000 devices in 12,500 nodes a loop over all devices through it does 10^9 steps). Holds a
+// pointer to the cluster, which must outlive it and not change.
+class ClusterIndex {
+ public:
+  explicit ClusterIndex(const ClusterSpec& cluster);
+  std::int64_t num_devices() const { return first_.back(); }
+  std::int64_t node_of(std::int64_t id) const;  // ETH_CHECKs the range
+  const std::string& type_name_of(std::int64_t id) const;
+  const DeviceType& type_of(std::int64_t id) const;
+  // Same as ClusterSpec::link_bytes_per_s.
+  double link_bytes_per_s(std::int64_t a, std::int64_t b) const;
+
+ private:
+  const ClusterSpec* cluster_;
+  std::vector<std::int64_t> first_;  // first global id of each node, then the total
+  std::vector<const DeviceType*> node_type_;
+};
+
 // {"nodes": [{"device_type", "devices"}], "inter_node_bandwidth_gbps"?, "device_types"?: {NAME:
 // {"tflops", "memory_gb", "intra_node_bandwidth_gbps", "inter_node_bandwidth_gbps"?,
 // "emulated_slowdown"?}}, "name"?}

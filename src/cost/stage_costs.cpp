@@ -33,7 +33,7 @@ class LookupCache {
 // The busiest dp replica's share of a micro-batch of `mbs` samples.
 std::int64_t largest_share(std::int64_t mbs, std::int64_t dp) { return (mbs + dp - 1) / dp; }
 
-StageCost stage_cost(const Plan& plan, const ClusterSpec& cluster, const PipelinePlan& pipe,
+StageCost stage_cost(const Plan& plan, const ClusterIndex& cluster, const PipelinePlan& pipe,
                      std::size_t s, std::int64_t mbs, LookupCache& cache, double p2p_latency_ms,
                      double element_bytes) {
   const StagePlan& st = pipe.stages[s];
@@ -123,6 +123,7 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
             "profile and plan describe models with different unit counts");
   LookupCache cache(profile);
   ParamCache params_of(plan.model);
+  const ClusterIndex index(cluster);
   std::vector<PipelineCosts> out;
   out.reserve(plan.pipelines.size());
   for (const PipelinePlan& pipe : plan.pipelines) {
@@ -132,10 +133,10 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
       ETH_CHECK(static_cast<std::int64_t>(st.devices.size()) == st.tp * st.dp,
                 "stage device count must equal tp * dp");
       pc.full.push_back(
-          stage_cost(plan, cluster, pipe, s, pipe.micro_batch_size, cache, p2p_latency_ms,
+          stage_cost(plan, index, pipe, s, pipe.micro_batch_size, cache, p2p_latency_ms,
                      element_bytes));
       pc.last.push_back(
-          stage_cost(plan, cluster, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms,
+          stage_cost(plan, index, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms,
                      element_bytes));
       const ProfileEntry& full = cache.get(st.device_type, st.tp, pc.full.back().share_mbs);
       pc.memory.push_back(static_memory(st, full, params_of));

@@ -36,7 +36,8 @@ std::string stage_path(std::size_t p, std::size_t s) {
 
 class Validator {
  public:
-  Validator(const Plan& plan, const ClusterSpec& cluster) : plan_(plan), cluster_(cluster) {
+  Validator(const Plan& plan, const ClusterSpec& cluster)
+      : plan_(plan), cluster_(cluster), index_(cluster) {
     for (const auto& node : cluster.nodes) {
       if (std::find(node_types_.begin(), node_types_.end(), node.device_type) == node_types_.end())
         node_types_.push_back(node.device_type);
@@ -192,7 +193,7 @@ class Validator {
   void check_stage_devices(std::size_t p, std::size_t s) {
     const StagePlan& st = plan_.pipelines[p].stages[s];
     const std::string path = stage_path(p, s);
-    const std::int64_t n = cluster_.num_devices();
+    const std::int64_t n = index_.num_devices();
     std::vector<std::pair<std::int64_t, std::int64_t>> node_first;  // (node, first device there)
     for (std::size_t k = 0; k < st.devices.size(); ++k) {
       const std::int64_t id = st.devices[k];
@@ -207,14 +208,15 @@ class Validator {
         add(dpath, "device " + str(id) + " is also used by " + it->second +
                        "; a device serves at most one stage of the plan");
       }
-      const DeviceInfo info = cluster_.device(id);
-      if (info.device_type != st.device_type) {
-        add(dpath, "device " + str(id) + " (node " + str(info.node) + ") has type " +
-                       info.device_type + ", but the stage's device_type is " + st.device_type);
+      const std::int64_t node = index_.node_of(id);
+      const std::string& type = index_.type_name_of(id);
+      if (type != st.device_type) {
+        add(dpath, "device " + str(id) + " (node " + str(node) + ") has type " + type +
+                       ", but the stage's device_type is " + st.device_type);
       }
       bool seen = false;
-      for (const auto& nf : node_first) seen = seen || nf.first == info.node;
-      if (!seen) node_first.emplace_back(info.node, id);
+      for (const auto& nf : node_first) seen = seen || nf.first == node;
+      if (!seen) node_first.emplace_back(node, id);
     }
     if (node_first.size() > 1 && !st.span_nodes) {
       std::vector<std::string> where;
@@ -357,6 +359,7 @@ class Validator {
 
   const Plan& plan_;
   const ClusterSpec& cluster_;
+  const ClusterIndex index_;
   std::vector<std::string> node_types_;        // distinct device types of the nodes
   std::map<std::int64_t, std::string> owner_;  // device id -> path of its first use
   std::vector<PlanViolation> out_;

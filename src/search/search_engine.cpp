@@ -691,11 +691,28 @@ double inter_spread(const std::vector<PipelineKind>& kinds) {
   return hi / lo;
 }
 
-void keep_top(std::vector<std::pair<double, std::size_t>>& top, std::size_t k, double obj,
-              std::size_t idx) {
-  top.emplace_back(obj, idx);
-  std::sort(top.begin(), top.end());
-  if (top.size() > k) top.pop_back();
+// The best partitions of a search so far, by objective (at most top_k), best first, ties in
+// generation order: kept as copies, so a streamed search can drop each batch once it is run.
+struct Ranked {
+  double objective;
+  std::int64_t seq;  // position in generation order
+  Partition partition;
+};
+struct TopPartitions {
+  std::vector<Ranked> list;
+  std::int64_t seen = 0;  // partitions handed to run_partitions so far
+};
+
+void keep_top(TopPartitions& top, std::size_t k, double obj, std::int64_t seq,
+              const Partition& p) {
+  auto before = [](const Ranked& a, double o, std::int64_t q) {
+    return a.objective < o || (a.objective == o && a.seq < q);
+  };
+  if (top.list.size() == k && before(top.list.back(), obj, seq)) return;  // not in the top k
+  auto at = top.list.begin();
+  while (at != top.list.end() && before(*at, obj, seq)) ++at;
+  top.list.insert(at, Ranked{obj, seq, p});
+  if (top.list.size() > k) top.list.pop_back();
 }
 
 std::vector<StageChoice> stage_choices(const Context& ctx, const PipelineTemplate& t,
@@ -749,10 +766,11 @@ Candidate materialize(Context& ctx, TemplateEvaluator& ev, const TemplateSet& se
   return c;
 }
 
-// SES + OSO over the partitions; returns the best (objective, index) pairs.
-std::vector<std::pair<double, std::size_t>> run_partitions(Context& ctx, TemplateEvaluator& ev,
-                                                           const TemplateSet& set,
-                                                           const std::vector<Partition>& parts) {
+// SES + OSO over one batch of partitions, updating `top`. Exact at alpha = 0 batch after batch:
+// a partition is skipped only when its bound reaches the k-th best objective found so far,
+// which the final k-th best can only undercut.
+void run_partitions(Context& ctx, TemplateEvaluator& ev, const TemplateSet& set,
+                    const std::vector<Partition>& parts, TopPartitions& top) {
   const PlannerOptions& o = ctx.opt;
   std::vector<double> bound(parts.size(), 0.0);
   if (o.ses || o.oso) {
@@ -775,14 +793,15 @@ std::vector<std::pair<double, std::size_t>> run_partitions(Context& ctx, Templat
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return bound[a] < bound[b]; });
   }
-  std::vector<std::pair<double, std::size_t>> top;
-  double best = kInf;
   const auto k = static_cast<std::size_t>(std::max<std::int64_t>(1, o.top_k));
+  // SES prunes against the k-th best objective: the finalists the predictor ranks are then
+  // the true top k (with alpha = 0), not just the best one and whatever came before it.
+  auto best = [&] { return top.list.size() == k ? top.list.back().objective : kInf; };
   auto skip = [&](const char* reason) { ++ctx.stats.skipped[reason]; };
   std::vector<std::int64_t> pack_scratch;
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
     const std::size_t i = order[pos];
-    if (o.ses && bound[i] >= best * (1.0 - o.alpha)) {
+    if (o.ses && bound[i] >= best() * (1.0 - o.alpha)) {
       if (!o.oso) {
         skip(bound[i] == kInf ? "memory_floor" : "bound");
         continue;
@@ -797,7 +816,7 @@ std::vector<std::pair<double, std::size_t>> run_partitions(Context& ctx, Templat
       continue;
     }
     std::vector<PipelineKind> kinds;
-    const KindsStatus status = exact_kinds(ctx, ev, parts[i], best * (1.0 - o.alpha), kinds);
+    const KindsStatus status = exact_kinds(ctx, ev, parts[i], best() * (1.0 - o.alpha), kinds);
     if (status != KindsStatus::Ok) {
       skip(status == KindsStatus::NoFit ? "no_fit" : "bound");
       continue;
@@ -809,19 +828,19 @@ std::vector<std::pair<double, std::size_t>> run_partitions(Context& ctx, Templat
     const double obj = balanced_time_ms(kinds, ctx.gbs);
     ETH_CHECK(obj < kInf, "a partition within the pipeline limit has no data split");
     ++ctx.stats.evaluated;
-    keep_top(top, k, obj, i);
-    // SES prunes against the k-th best objective: the finalists the predictor ranks are then
-    // the true top k (with alpha = 0), not just the best one and whatever came before it.
-    if (top.size() == k) best = top.back().first;
+    keep_top(top, k, obj, top.seen + static_cast<std::int64_t>(i), parts[i]);
   }
-  return top;
+  top.seen += static_cast<std::int64_t>(parts.size());
 }
+
+// Partitions held at once by a streamed search (about 130 bytes each).
+constexpr std::size_t kPartitionBatch = std::size_t{1} << 18;
 
 }  // namespace
 
 namespace {
 std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, TemplateSet& set,
-                                        std::string& diagnosis);
+                                        std::string* diagnosis);
 }  // namespace
 
 std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
@@ -841,23 +860,39 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
       g.usable = [&ev](int tpl) { return !ev.bound_options(tpl).empty(); };
       g.unusable = &unusable;
     }
+    // Streamed: each batch of partitions is run as it is generated, so the memory held stays
+    // bounded; generation stops at opt.max_partitions (reported as the limit that bound).
+    TopPartitions top;
+    std::int64_t appended = 0;
+    bool stopped = false;
+    auto run_batch = [&](std::vector<Partition>& batch) {
+      if (allow_idle) {
+        // Exact covers were all tried in the first round.
+        std::erase_if(batch, [](const Partition& p) { return p.num_idle() == 0; });
+      }
+      ctx.stats.generated += static_cast<std::int64_t>(batch.size());
+      run_partitions(ctx, ev, set, batch, top);
+      batch.clear();
+    };
+    g.flush_at = kPartitionBatch;
+    g.flush = run_batch;
+    g.budget = ctx.opt.max_partitions;
+    g.appended = &appended;
+    g.stopped = &stopped;
     std::int64_t too_many = generate_partitions(ctx.types, g, set, parts);
     if (ctx.types.size() >= 3) too_many += layer_partitions(ctx.types, g, set, parts);
-    if (allow_idle) {
-      // Exact covers were all tried in the first round.
-      std::erase_if(parts, [](const Partition& p) { return p.num_idle() == 0; });
-    }
-    ctx.stats.generated += static_cast<std::int64_t>(parts.size()) + too_many + unusable;
+    run_batch(parts);
+    if (stopped) ctx.stats.limits["max_partitions"] = ctx.opt.max_partitions;
+    ctx.stats.generated += too_many + unusable;
     if (too_many > 0) ctx.stats.skipped["max_pipelines"] += too_many;
     if (unusable > 0) ctx.stats.skipped["memory_floor"] += unusable;
-    const auto top = run_partitions(ctx, ev, set, parts);
-    for (const auto& [obj, i] : top) out.push_back(materialize(ctx, ev, set, parts[i]));
+    for (const Ranked& r : top.list) out.push_back(materialize(ctx, ev, set, r.partition));
     if (!out.empty()) {
       // The layer shapes with eth's recompute sets belong to eth's space too (equal data is one
       // data split); the search objective leaves out gradient synchronization, so they join
       // the finalists the predictor ranks (plan_training adds the layer baseline's own).
-      std::string ignored;
-      for (auto& c : layer_candidates(ctx, ev, set, ignored)) out.push_back(std::move(c));
+      // No diagnosis: eth has its plan (explaining every template's overflow is expensive).
+      for (auto& c : layer_candidates(ctx, ev, set, nullptr)) out.push_back(std::move(c));
       return out;
     }
   }
@@ -869,9 +904,10 @@ namespace {
 
 // The layer baseline's candidates (one replicated template, equal data, one micro-batch size)
 // priced with `ev`'s tables: the layer baseline's own, or eth's (every recompute set), whose
-// cache then serves the templates eth already split.
+// cache then serves the templates eth already split. `diagnosis` (when not null) says why
+// nothing fits.
 std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, TemplateSet& set,
-                                        std::string& diagnosis) {
+                                        std::string* diagnosis) {
   std::vector<Partition> parts;
   GenerateOptions g;
   g.num_units = ctx.num_units();
@@ -932,7 +968,7 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
     }
     out.push_back(std::move(c));
   }
-  if (out.empty()) diagnosis = explain_overflow(ctx, set);
+  if (out.empty() && diagnosis != nullptr) *diagnosis = explain_overflow(ctx, set);
   return out;
 }
 
@@ -941,7 +977,7 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
 std::vector<Candidate> search_layer(Context& ctx, std::string& diagnosis) {
   TemplateSet set;
   TemplateEvaluator ev(ctx, set, ctx.layer_tables);
-  return layer_candidates(ctx, ev, set, diagnosis);
+  return layer_candidates(ctx, ev, set, &diagnosis);
 }
 
 }  // namespace eth::search
