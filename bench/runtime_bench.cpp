@@ -5,8 +5,10 @@
 // beside the predictor's figure for the same plan and the measured cpu profile (their ratio is
 // the predictor's error; target within 15%).
 //
-// Usage: runtime_bench [--quick] [--steps N]. It starts its own mpirun jobs (comm/mpirun.h) and
-// `eth launch`; the machine is shared and noisy, so compare rows of one run, not runs.
+// Usage: runtime_bench [--quick] [--steps N] [--format json] (json: section (1) only, as one
+// JSON document, for scripts/evaluate.sh; --quick: 4 ranks only there). It starts its own
+// mpirun jobs (comm/mpirun.h) and `eth launch`; the machine is shared and noisy, so compare
+// rows of one run, not runs.
 #include <omp.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,7 +95,8 @@ std::string join(const std::vector<std::string>& argv) {
   return s;
 }
 
-// Worker: every rank times start() + finish() of each mode; rank 0 prints one JSON line each.
+// Worker: every rank times start() + finish() of each mode; rank 0 prints one JSON line each
+// (ms: the median over `reps` timed repetitions of the slowest rank, a warm-up left out).
 int aggregation_worker(int ranks) {
   MpiSession mpi;
   CommOptions co;
@@ -128,6 +131,7 @@ int aggregation_worker(int ranks) {
       std::cout << Json{{"ranks", ranks},
                         {"mode", aggregation_mode_name(mode)},
                         {"ms", times[times.size() / 2] * 1e3},
+                        {"reps", times.size()},
                         {"bytes_per_rank_max", stats.bytes_per_device_max},
                         {"collectives", stats.collectives},
                         {"communicators", stats.communicators}}
@@ -138,13 +142,18 @@ int aggregation_worker(int ranks) {
   return 0;
 }
 
-void aggregation_section(const std::string& self) {
-  std::printf("== gradient aggregation of an asymmetric plan (%s, %.1f M parameters, fp32)\n",
-              aggregation_model().name.c_str(),
-              static_cast<double>(total_params(aggregation_model())) / 1e6);
-  std::printf("%6s %-7s %10s %14s %12s %14s %16s\n", "ranks", "mode", "ms", "MB/rank max",
-              "collectives", "communicators", "vs block-wise");
-  for (int ranks : {4, 8}) {
+// json: collect the rows into `*json` instead of printing the table.
+void aggregation_section(const std::string& self, Json* json, bool quick) {
+  if (json) {
+    (*json)["aggregation"] = Json::array();
+  } else {
+    std::printf("== gradient aggregation of an asymmetric plan (%s, %.1f M parameters, fp32)\n",
+                aggregation_model().name.c_str(),
+                static_cast<double>(total_params(aggregation_model())) / 1e6);
+    std::printf("%6s %-7s %10s %14s %12s %14s %16s\n", "ranks", "mode", "ms", "MB/rank max",
+                "collectives", "communicators", "vs block-wise");
+  }
+  for (int ranks : quick ? std::vector<int>{4} : std::vector<int>{4, 8}) {
     MpirunOptions o;
     o.num_ranks = ranks;
     o.as_root = running_as_root();
@@ -161,6 +170,10 @@ void aggregation_section(const std::string& self) {
     for (std::string line; std::getline(lines, line);) {
       if (line.empty() || line[0] != '{') continue;
       const Json j = Json::parse(line);
+      if (json) {
+        (*json)["aggregation"].push_back(j);
+        continue;
+      }
       const double ms = j["ms"];
       if (j["mode"] == "block") block_ms = ms;
       std::printf("%6d %-7s %10.2f %14.2f %12lld %14lld %15.2fx\n", ranks,
@@ -266,7 +279,7 @@ int main(int argc, char** argv) {
   if (args.size() == 2 && args[0] == "--worker-aggregation") {
     return aggregation_worker(std::stoi(args[1]));
   }
-  bool quick = false;
+  bool quick = false, json = false;
   int steps = 10;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--quick") {
@@ -274,13 +287,22 @@ int main(int argc, char** argv) {
       steps = 3;
     } else if (args[i] == "--steps" && i + 1 < args.size()) {
       steps = std::stoi(args[++i]);
+    } else if (args[i] == "--format" && i + 1 < args.size() && args[i + 1] == "json") {
+      json = true;  // the aggregation section only, as JSON (scripts/evaluate.sh)
+      ++i;
     } else {
-      std::cerr << "usage: runtime_bench [--quick] [--steps N]\n";
+      std::cerr << "usage: runtime_bench [--quick] [--steps N] [--format json]\n";
       return 1;
     }
   }
   const std::string self = fs::read_symlink("/proc/self/exe").string();
-  aggregation_section(self);
+  if (json) {
+    Json doc{{"bench", "runtime_bench"}};
+    aggregation_section(self, &doc, quick);
+    std::cout << doc.dump(1) << std::endl;
+    return 0;
+  }
+  aggregation_section(self, nullptr, quick);
   emulated_section(ETH_BINARY_PATH, steps, quick);
   return 0;
 }

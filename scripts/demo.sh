@@ -22,10 +22,10 @@ echo "== Measuring the tiny model's units on this CPU (one core, the cpu device 
   tail -n +1
 echo
 echo "== Planning tiny on cpu-emulated (EMULATED: 2 x cpu-fast + 2 x cpu-slow), global batch $gbs"
-"$eth" plan --cluster cpu-emulated --model tiny --gbs $gbs --profile "$out/profile-tiny" --tp 1 \
+"$eth" plan --cluster cpu-emulated --model tiny --gbs $gbs --profile "$out/profile-tiny" \
   --out "$out/eth.json"
 echo
-"$eth" plan --cluster cpu-emulated --model tiny --gbs $gbs --profile "$out/profile-tiny" --tp 1 \
+"$eth" plan --cluster cpu-emulated --model tiny --gbs $gbs --profile "$out/profile-tiny" \
   --method layer --out "$out/layer.json" | head -n 8
 "$eth" data --synthetic 400000 --out "$out/synthetic.bin" >/dev/null
 rm -f "$out/eth.jsonl" "$out/layer.jsonl"

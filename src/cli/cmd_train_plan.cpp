@@ -118,7 +118,8 @@ PlanRun prepare(const TrainArgs& a) {
 }
 
 std::string stage_text(const StagePlan& st) {
-  std::string s = st.device_type + " x" + std::to_string(st.dp) + " units " +
+  std::string s = st.device_type + " x" + std::to_string(st.dp) +
+                  (st.tp > 1 ? " tp " + std::to_string(st.tp) : "") + " units " +
                   std::to_string(st.first_unit) + "-" + std::to_string(st.last_unit);
   if (!st.recompute.empty()) {
     std::string ops;

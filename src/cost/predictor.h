@@ -12,7 +12,7 @@
 
 #include "cluster/cluster_spec.h"
 #include "core/json_cursor.h"
-#include "cost/blocks.h"
+#include "plan/blocks.h"
 #include "cost/stage_costs.h"
 #include "plan/plan.h"
 #include "profile/profile.h"

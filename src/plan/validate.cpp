@@ -230,8 +230,9 @@ class Validator {
     }
   }
 
-  // Tensor parallelism shards attention by heads, the MLP by its inner size, and the embedding
-  // and LM head by vocabulary (model/arithmetic.h): each must divide evenly.
+  // Tensor parallelism shards attention by heads and the MLP by its inner size, which must
+  // divide evenly (head-aligned shards); the embedding and LM head are sharded by vocabulary in
+  // floor-division row ranges (model/arithmetic.h tp_rows), which need only one row per rank.
   void check_stage_tp(std::size_t p, std::size_t s) {
     const StagePlan& st = plan_.pipelines[p].stages[s];
     if (st.tp <= 1) return;
@@ -250,10 +251,10 @@ class Validator {
     if (st.first_unit <= last_unit() && st.last_unit >= last_unit()) {
       vocab_units.push_back("unit " + str(last_unit()) + " (LM head)");
     }
-    if (!vocab_units.empty() && m.vocab % st.tp != 0) {
-      add(path, "expected a divisor of the model's vocab (" + str(m.vocab) +
+    if (!vocab_units.empty() && m.vocab < st.tp) {
+      add(path, "expected at most the model's vocab (" + str(m.vocab) +
                     "), since the stage holds " + join(vocab_units, " and ") +
-                    ", sharded by vocabulary; got " + str(st.tp));
+                    ", sharded by vocabulary (one row per rank at least); got " + str(st.tp));
     }
   }
 

@@ -1,11 +1,12 @@
-// Executing a stage's lowered 1F1B program. See stage_runner.h.
+// Executing a stage's lowered schedule program. See stage_runner.h.
 #include "runtime/stage_runner.h"
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
-#include "cost/blocks.h"
+#include "plan/blocks.h"
 #include "runtime/emulation.h"
 #include "schedule/generate.h"
 #include "schedule/lower.h"
@@ -24,10 +25,22 @@ double since(Clock::time_point t0) {
 int activation_tag(std::int64_t mb) { return static_cast<int>(2 * mb); }
 int gradient_tag(std::int64_t mb) { return static_cast<int>(2 * mb + 1); }
 
+// The most micro-batches whose activations a stage's program holds at once (forwards not yet
+// matched by their backward): min(S - s, k) under 1F1B, k under GPipe. Both run backwards in
+// forward order, so micro-batch j can take slot j mod this.
+std::int64_t max_in_flight(const RankProgram& program) {
+  std::int64_t live = 0, most = 1;
+  for (const Action& a : program.actions) {
+    if (a.kind == ActionKind::Forward) most = std::max(most, ++live);
+    if (a.kind == ActionKind::Backward) --live;
+  }
+  return most;
+}
+
 }  // namespace
 
 StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communicator& world,
-                         const StageRunnerConfig& cfg)
+                         const StageRunnerConfig& cfg, TpGroup* tp_group)
     : plan_(plan),
       place_(place),
       world_(world),
@@ -41,9 +54,11 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   ETH_CHECK(gradient_tag(k) <= Communicator::kMaxTag, "too many micro-batches for the tag space");
   const StagePlan& st = pipe_.stages[static_cast<std::size_t>(place.stage)];
   width_ = cfg.seq_len * plan.model.hidden;
-  schedule_ = make_1f1b(S, k);
+  const std::optional<ScheduleKind> kind = parse_schedule_kind(plan.schedule);
+  ETH_CHECK(kind.has_value(), "plan schedule not validated: " + plan.schedule);
+  schedule_ = make_schedule(*kind, S, k);  // the plan's schedule, never another
   insert_p2p(schedule_);
-  slots_ = std::min(S - place.stage, k);
+  slots_ = max_in_flight(schedule_.programs[static_cast<std::size_t>(place.stage)]);
   max_chunk_ = 0;
   for (std::int64_t r = 0; r < st.dp; ++r) {
     max_chunk_ = std::max(max_chunk_, dp_chunk(pipe_.micro_batch_size, st.dp, r).size);
@@ -58,12 +73,17 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   sc.recompute = st.recompute;
   sc.dropout = cfg.dropout;
   sc.seed = cfg.seed;
-  compute_ = std::make_unique<StageCompute<CpuKernels>>(plan.model, sc);
-  // Ranks of every replica of every stage of this pipeline, looked up once (not per message).
+  sc.tp = st.tp;
+  sc.tp_rank = place.tp_rank;
+  compute_ = std::make_unique<StageCompute<CpuKernels>>(plan.model, sc, tp_group);
+  // Ranks of every tp rank of every replica of every stage of this pipeline, looked up once.
   for (const StagePlan& other : pipe_.stages) {
-    std::vector<int>& ranks = peers_.emplace_back();
+    auto& replicas = peers_.emplace_back();
     for (std::int64_t r = 0; r < other.dp; ++r) {
-      ranks.push_back(rank_of_device(plan, stage_device(other, r, 0)));
+      auto& ranks = replicas.emplace_back();
+      for (std::int64_t t = 0; t < other.tp; ++t) {
+        ranks.push_back(rank_of_device(plan, stage_device(other, r, t)));
+      }
     }
   }
   const auto activations = static_cast<std::size_t>(max_chunk_ * width_);
@@ -80,8 +100,9 @@ Chunk StageRunner::chunk(std::int64_t stage, std::int64_t replica, std::int64_t 
   return dp_chunk(b, pipe_.stages[static_cast<std::size_t>(stage)].dp, replica);
 }
 
-int StageRunner::peer(std::int64_t stage, std::int64_t replica) const {
-  return peers_[static_cast<std::size_t>(stage)][static_cast<std::size_t>(replica)];
+int StageRunner::peer(std::int64_t stage, std::int64_t replica, std::int64_t tp_rank) const {
+  return peers_[static_cast<std::size_t>(stage)][static_cast<std::size_t>(replica)]
+               [static_cast<std::size_t>(tp_rank)];
 }
 
 StageRunner::SendBuffer& StageRunner::acquire_send_buffer() {
@@ -103,13 +124,14 @@ void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk&
                           int tag, RankTimes& times) {
   const auto t0 = Clock::now();
   std::vector<Request> requests;
-  const std::int64_t dp = pipe_.stages[static_cast<std::size_t>(from_stage)].dp;
-  for (std::int64_t r = 0; r < dp; ++r) {
+  const StagePlan& from = pipe_.stages[static_cast<std::size_t>(from_stage)];
+  const std::int64_t sender_tp = place_.tp_rank % from.tp;  // the one that sends to this rank
+  for (std::int64_t r = 0; r < from.dp; ++r) {
     const Chunk ov = overlap(chunk(from_stage, r, mb), mine);
     if (ov.size == 0) continue;
     std::span<float> part(dst + (ov.begin - mine.begin) * width_,
                           static_cast<std::size_t>(ov.size * width_));
-    requests.push_back(world_.irecv(part, peer(from_stage, r), tag));
+    requests.push_back(world_.irecv(part, peer(from_stage, r, sender_tp), tag));
   }
   wait_all(requests);
   times.wait_s += since(t0);
@@ -117,13 +139,17 @@ void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk&
 
 void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_t mb,
                        const Chunk& mine, int tag, std::vector<Request>& pending) {
-  const std::int64_t dp = pipe_.stages[static_cast<std::size_t>(to_stage)].dp;
-  for (std::int64_t r = 0; r < dp; ++r) {
+  const StagePlan& to = pipe_.stages[static_cast<std::size_t>(to_stage)];
+  const std::int64_t my_tp = pipe_.stages[static_cast<std::size_t>(place_.stage)].tp;
+  for (std::int64_t r = 0; r < to.dp; ++r) {
     const Chunk ov = overlap(mine, chunk(to_stage, r, mb));
     if (ov.size == 0) continue;
     std::span<const float> part(buf.data.data() + (ov.begin - mine.begin) * width_,
                                 static_cast<std::size_t>(ov.size * width_));
-    pending.push_back(world_.isend(part, peer(to_stage, r), tag));
+    // The receivers whose tp rank maps to this one (receive's rule, seen from the sender).
+    for (std::int64_t j = place_.tp_rank; j < to.tp; j += my_tp) {
+      pending.push_back(world_.isend(part, peer(to_stage, r, j), tag));
+    }
   }
 }
 

@@ -228,7 +228,7 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
   too_many += add_pure_products(types, all, opt, Partition{}, templates, out);
   // Mixed family: c copies of (a stages of X at tp1, then b stages of Y at tp2) using every
   // device of X or every device of Y; the rest as pure pipelines.
-  for (std::size_t x = 0; x < types.size(); ++x) {
+  for (std::size_t x = 0; x < types.size() && opt.mixed; ++x) {
     for (std::size_t y = 0; y < types.size(); ++y) {
       if (x == y) continue;
       const TypeInfo& X = types[x];

@@ -78,6 +78,7 @@ struct GenerateOptions {
   std::int64_t num_units = 0;
   std::int64_t max_pipelines = 0;  // the most pipelines a partition may have (>= 1)
   bool allow_idle = false;         // inexact covers: devices of a type may stay unused
+  bool mixed = true;               // false: the pure family only
   // When set, a partition with a template for which `usable` says false is counted in
   // `*unusable` instead of appended (the search applies its memory floor while generating, so
   // partitions that could never fit are not built). They are counted, not enumerated: a
@@ -95,7 +96,7 @@ struct GenerateOptions {
   bool* stopped = nullptr;
 };
 
-// Appends the pure and mixed families (docs/planner.md) to `out`; returns the number of
+// Appends the pure and (unless opt.mixed is false) mixed families (docs/planner.md) to `out`; returns the number of
 // partitions dropped for having more than max_pipelines pipelines.
 std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const GenerateOptions& opt,
                                  TemplateSet& templates, std::vector<Partition>& out);

@@ -158,7 +158,8 @@ PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const Clu
     case PlanMethod::Eth: {
       cands = search::search_eth(ctx, diagnosis);
       // The layer baseline's plans belong to eth's space (equal data is one data split), so eth
-      // prices them too and is never slower than layer.
+      // prices them too and is never slower than layer (unless restricted to the pure family).
+      if (options.pure_only) break;
       std::string ignored;
       for (auto& c : search::search_layer(ctx, ignored)) cands.push_back(std::move(c));
       break;

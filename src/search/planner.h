@@ -50,6 +50,9 @@ struct PlannerOptions {
   // The layer baseline's stages choose only between no recompute and full recompute (Metis and
   // HexiScale have no operator-level recompute); true gives it eth's per-stage operator sets.
   bool layer_operator_recompute = false;
+  // eth only: search the pure family alone (every pipeline on one device type; no mixed or
+  // layer shapes). The paper's TypeSplit-HPP baseline (Fig. 11d).
+  bool pure_only = false;
 };
 
 struct SearchStats {

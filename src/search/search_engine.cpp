@@ -853,6 +853,7 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
     g.num_units = ctx.num_units();
     g.max_pipelines = ctx.max_pipelines();
     g.allow_idle = allow_idle;
+    g.mixed = !ctx.opt.pure_only;
     // With SES the memory floor drops partitions as they are generated (run_partitions would
     // skip them for it; with OSO they would only be sorted first).
     std::int64_t unusable = 0;
@@ -880,13 +881,16 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
     g.appended = &appended;
     g.stopped = &stopped;
     std::int64_t too_many = generate_partitions(ctx.types, g, set, parts);
-    if (ctx.types.size() >= 3) too_many += layer_partitions(ctx.types, g, set, parts);
+    if (ctx.types.size() >= 3 && !ctx.opt.pure_only) {
+      too_many += layer_partitions(ctx.types, g, set, parts);
+    }
     run_batch(parts);
     if (stopped) ctx.stats.limits["max_partitions"] = ctx.opt.max_partitions;
     ctx.stats.generated += too_many + unusable;
     if (too_many > 0) ctx.stats.skipped["max_pipelines"] += too_many;
     if (unusable > 0) ctx.stats.skipped["memory_floor"] += unusable;
     for (const Ranked& r : top.list) out.push_back(materialize(ctx, ev, set, r.partition));
+    if (!out.empty() && ctx.opt.pure_only) return out;
     if (!out.empty()) {
       // The layer shapes with eth's recompute sets belong to eth's space too (equal data is one
       // data split); the search objective leaves out gradient synchronization, so they join

@@ -22,7 +22,9 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 constexpr const char* kFormat = "eth-checkpoint";
-constexpr const char* kVersion = "1";
+// Version 2: qkv_w / qkv_b rows are head-interleaved ([q_h; k_h; v_h] per head h). Version 1
+// files hold them as [all q; all k; all v]: same shapes, other meaning, so they are refused.
+constexpr const char* kVersion = "2";
 // Safetensors caps the header at 100 MB; anything larger is a damaged length field.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
@@ -100,7 +102,13 @@ Header read_header(const std::filesystem::path& path) {
   const JsonCursor md = root.at("__metadata__");
   md.require_object();
   if (md.at("format").as_string() != kFormat) md.at("format").fail("\"eth-checkpoint\"");
-  if (md.at("version").as_string() != kVersion) md.at("version").fail("\"1\"");
+  const std::string version = md.at("version").as_string();
+  if (version == "1") {
+    md.at("version").fail_detail(
+        "version 1 checkpoints store qkv_w/qkv_b as [all q; all k; all v]; this version lays "
+        "them out per head ([q_h; k_h; v_h]), so the file cannot be resumed (train anew)");
+  }
+  if (version != kVersion) md.at("version").fail("\"2\"");
   const Json model = parse_meta_json(path, md, "model");
   h.meta.model =
       parse_model(JsonCursor(model, {"checkpoint", path.string(), "__metadata__.model"}));
@@ -199,6 +207,7 @@ void write_checkpoint(const std::filesystem::path& path, const ModelState& state
   Json sums = Json::object();
   header["__metadata__"] = Json::object();
   std::uint64_t offset = 0;
+  ETH_CHECK(state.layout().tp() == 1, "write_checkpoint: gather the tp shards first");
   for (const UnitSlot& u : state.layout().units()) {
     for (const TensorSlot& t : u.tensors) {
       for (int k = 0; k < 3; ++k) {
@@ -250,6 +259,7 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) bad(path, "", "cannot open for reading");
+  std::vector<float> whole;  // a sharded tensor is read whole (its checksum covers all of it)
   for (const UnitSlot& u : state.layout().units()) {
     for (const TensorSlot& t : u.tensors) {
       for (int k = 0; k < 3; ++k) {
@@ -257,13 +267,21 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
         auto it = h.tensors.find(name);
         if (it == h.tensors.end()) bad(path, name, "missing tensor");
         const Entry& e = it->second;
-        if (e.shape != t.desc.shape) bad(path, name + ".shape", "does not match the model");
+        if (e.shape != t.full_shape()) bad(path, name + ".shape", "does not match the model");
         float* dst = part_buffer(state, k) + u.offset + t.offset;
+        float* read_to = dst;
+        if (t.is_shard()) {
+          whole.resize((e.end - e.begin) / 4);
+          read_to = whole.data();
+        }
         in.seekg(static_cast<std::streamoff>(h.data_start + e.begin));
-        in.read(reinterpret_cast<char*>(dst), static_cast<std::streamsize>(e.end - e.begin));
+        in.read(reinterpret_cast<char*>(read_to), static_cast<std::streamsize>(e.end - e.begin));
         if (!in) bad(path, name, "cannot read the tensor's bytes");
-        if (hex64(checkpoint_hash(dst, e.end - e.begin)) != e.checksum) {
+        if (hex64(checkpoint_hash(read_to, e.end - e.begin)) != e.checksum) {
           bad(path, name, "checksum mismatch: the file is corrupt");
+        }
+        if (t.is_shard()) {
+          std::copy_n(whole.data() + t.rows.begin * t.row_size(), t.desc.numel(), dst);
         }
       }
     }

@@ -145,6 +145,32 @@ TEST(ModelArithmetic, TensorParallelShardsTheRightTensors) {
   EXPECT_EQ(unit_params(m, 0, t), m.vocab * C / t + m.seq_len * C);
 }
 
+TEST(ModelArithmetic, TpRowRangesCoverEveryRowOnceAndUnitParamsCountTheLargestShard) {
+  // An uneven vocabulary: 50257 rows over tp 4 are 12564, 12564, 12564, 12565 rows.
+  ModelSpec m = model_preset("gpt3-350m");
+  m.vocab = 50257;
+  const std::int64_t C = m.hidden;
+  for (std::int64_t t : {1, 2, 3, 4, 8}) {
+    std::int64_t next = 0, largest = 0;
+    for (std::int64_t r = 0; r < t; ++r) {
+      const RowRange rows = tp_rows(m.vocab, t, r);
+      EXPECT_EQ(rows.begin, next) << "tp " << t << " rank " << r;
+      EXPECT_GE(rows.size(), m.vocab / t);
+      EXPECT_LE(rows.size(), m.vocab / t + 1);
+      largest = std::max(largest, rows.size());
+      next = rows.end;
+    }
+    EXPECT_EQ(next, m.vocab) << "tp " << t;
+    // The embedding's wte is sharded, wpe replicated; the head's lm_head_w sharded.
+    EXPECT_EQ(unit_params(m, 0, t), largest * C + m.seq_len * C) << "tp " << t;
+    EXPECT_EQ(unit_params(m, m.layers + 1, t), largest * C + 2 * C) << "tp " << t;
+  }
+  // Heads divide by tp: qkv rows split at head boundaries (3 * head_dim rows per head).
+  const RowRange qkv = tp_rows(3 * C, 4, 1);
+  EXPECT_EQ(qkv.begin % (3 * m.head_dim()), 0);
+  EXPECT_EQ(qkv.size(), 3 * C / 4);
+}
+
 TEST(ModelArithmetic, BlockFlopsMatchHandCount) {
   const ModelSpec m = model_preset("gpt3-350m");
   const double T = 2048, C = 1024, F = 4096;

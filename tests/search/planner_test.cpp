@@ -111,6 +111,29 @@ TEST(Planner, EveryMethodGivesAValidPlanAndEthIsNeverSlowerThanLayer) {
   }
 }
 
+// The pure family alone (the paper's TypeSplit-HPP): every pipeline holds one device type, the
+// optimized search finds the exhaustive search's optimum of that smaller space, and full eth,
+// whose space contains it, is never slower.
+TEST(Planner, PureOnlyKeepsEveryPipelineOnOneType) {
+  const ClusterSpec c = cluster_of(R"({"device_type": "fast", "devices": 4},
+      {"device_type": "slow", "devices": 4})");
+  PlannerOptions pure = small_options();
+  pure.pure_only = true;
+  PlannerOptions exhaustive = pure;
+  exhaustive.cpc = exhaustive.ses = exhaustive.oso = exhaustive.dpo = false;
+  for (std::int64_t gbs : {16, 45}) {
+    const PlannerResult p = run(PlanMethod::Eth, c, gbs, pure);
+    EXPECT_EQ(p.family, "pure");
+    for (const auto& pipe : p.plan.pipelines) {
+      for (const auto& s : pipe.stages) EXPECT_EQ(s.device_type, pipe.stages[0].device_type);
+    }
+    const PlannerResult b = run(PlanMethod::Eth, c, gbs, exhaustive);
+    EXPECT_DOUBLE_EQ(p.best_objective_ms, b.best_objective_ms) << "gbs " << gbs;
+    const PlannerResult full = run(PlanMethod::Eth, c, gbs, small_options());
+    EXPECT_LE(full.prediction.iteration_ms, p.prediction.iteration_ms) << "gbs " << gbs;
+  }
+}
+
 TEST(Planner, OptimizedSearchAtAlphaZeroEqualsExhaustiveSearch) {
   const std::string clusters[] = {
       R"({"device_type": "fast", "devices": 2}, {"device_type": "slow", "devices": 2})",

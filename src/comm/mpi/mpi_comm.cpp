@@ -119,7 +119,8 @@ class MpiImpl : public CommImpl, public std::enable_shared_from_this<MpiImpl> {
   std::shared_ptr<CommImpl> create_group(const std::vector<int>& ranks) override;
   Request isend(std::span<const std::byte> data, int dest, int tag) override;
   Request irecv(std::span<std::byte> data, int src, int tag) override;
-  Request iallreduce_sum(void* data, std::size_t count, DType type, std::string what) override;
+  Request iallreduce(void* data, std::size_t count, DType type, ReduceOp op,
+                     std::string what) override;
   Request ibroadcast(std::span<std::byte> data, int root, std::string what) override;
   Request ibarrier() override;
   Request igather(const void* in, void* out, std::size_t count, DType type) override;
@@ -292,10 +293,11 @@ Request MpiImpl::irecv(std::span<std::byte> data, int src, int tag) {
           " (tag " + std::to_string(tag) + ")"));
 }
 
-Request MpiImpl::iallreduce_sum(void* data, std::size_t count, DType type, std::string what) {
+Request MpiImpl::iallreduce(void* data, std::size_t count, DType type, ReduceOp op,
+                           std::string what) {
   MPI_Request req = MPI_REQUEST_NULL;
-  ETH_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(count), mpi_type(type), MPI_SUM,
-                               comm_, &req));
+  ETH_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(count), mpi_type(type),
+                               op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_, &req));
   return collective(req, std::move(what));
 }
 

@@ -1,0 +1,260 @@
+// Gradient collectives of the three aggregation schemes (DESIGN.md section 5) and their counts.
+// Segments come from the union of all pipelines' stage boundaries; tp chunks from the lcm of the
+// degrees holding a segment. Timing of the collectives is the predictor's business, not this.
+#include "plan/blocks.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "core/error.h"
+#include "model/arithmetic.h"
+
+namespace eth {
+
+std::string_view aggregation_mode_name(AggregationMode m) {
+  switch (m) {
+    case AggregationMode::Block:
+      return "block";
+    case AggregationMode::Tensor:
+      return "tensor";
+    case AggregationMode::Device:
+      return "device";
+  }
+  return "?";
+}
+
+std::optional<AggregationMode> parse_aggregation_mode(std::string_view name) {
+  for (auto m : {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
+    if (aggregation_mode_name(m) == name) return m;
+  }
+  return std::nullopt;
+}
+
+std::int64_t GradBlock::lowest_unit() const {
+  ETH_CHECK(!pieces.empty(), "a gradient block has no pieces");
+  std::int64_t u = pieces.front().first_unit;
+  for (const auto& p : pieces) u = std::min(u, p.first_unit);
+  return u;
+}
+
+std::int64_t GradBlock::highest_unit() const {
+  ETH_CHECK(!pieces.empty(), "a gradient block has no pieces");
+  std::int64_t u = pieces.front().last_unit;
+  for (const auto& p : pieces) u = std::max(u, p.last_unit);
+  return u;
+}
+
+const AggregationStats& BlockPlan::stats(AggregationMode m) const {
+  switch (m) {
+    case AggregationMode::Block:
+      return block_wise;
+    case AggregationMode::Tensor:
+      return tensor_wise;
+    case AggregationMode::Device:
+      return device_wise;
+  }
+  return block_wise;
+}
+
+std::int64_t stage_device(const StagePlan& s, std::int64_t dp_rank, std::int64_t tp_rank) {
+  ETH_CHECK(dp_rank >= 0 && dp_rank < s.dp && tp_rank >= 0 && tp_rank < s.tp,
+            "stage coordinates out of range");
+  ETH_CHECK(static_cast<std::int64_t>(s.devices.size()) == s.tp * s.dp,
+            "stage device count must equal tp * dp");
+  return s.devices[static_cast<std::size_t>(dp_rank * s.tp + tp_rank)];
+}
+
+namespace {
+
+// A maximal unit range held by the same stage in every pipeline.
+struct Segment {
+  std::int64_t first_unit = 0, last_unit = 0;
+  std::vector<const StagePlan*> stages;  // per pipeline, the stage holding the range
+  std::int64_t chunks = 1;               // lcm of those stages' tp degrees
+};
+
+std::vector<Segment> segments_descending(const Plan& plan) {
+  const std::int64_t units = plan.model.num_units();
+  std::set<std::int64_t> starts;
+  // stage_of[p][u]: the stage of pipeline p holding unit u.
+  std::vector<std::vector<const StagePlan*>> stage_of(plan.pipelines.size());
+  for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
+    stage_of[p].assign(static_cast<std::size_t>(units), nullptr);
+    std::int64_t next = 0;
+    for (const StagePlan& st : plan.pipelines[p].stages) {
+      ETH_CHECK(st.first_unit == next && st.last_unit >= st.first_unit && st.last_unit < units,
+                "a pipeline's stages must cover the units contiguously");
+      starts.insert(st.first_unit);
+      for (std::int64_t u = st.first_unit; u <= st.last_unit; ++u) {
+        stage_of[p][static_cast<std::size_t>(u)] = &st;
+      }
+      next = st.last_unit + 1;
+    }
+    ETH_CHECK(next == units, "a pipeline's stages must cover every unit");
+  }
+  std::vector<Segment> out;
+  std::int64_t end = units;  // exclusive end of the next segment, walking down
+  for (auto it = starts.rbegin(); it != starts.rend(); ++it) {
+    Segment seg;
+    seg.first_unit = *it;
+    seg.last_unit = end - 1;
+    for (const auto& per_unit : stage_of) {
+      const StagePlan* st = per_unit[static_cast<std::size_t>(seg.first_unit)];
+      seg.stages.push_back(st);
+      seg.chunks = std::lcm(seg.chunks, st->tp);
+    }
+    out.push_back(std::move(seg));
+    end = *it;
+  }
+  return out;
+}
+
+// Every dp replica of every holding stage, at the tp rank given by `rank_of(stage)`.
+template <typename RankOf>
+std::vector<std::int64_t> holders_of(const Segment& seg, RankOf rank_of) {
+  std::vector<std::int64_t> h;
+  for (const StagePlan* st : seg.stages) {
+    for (std::int64_t d = 0; d < st->dp; ++d) h.push_back(stage_device(*st, d, rank_of(*st)));
+  }
+  std::sort(h.begin(), h.end());
+  return h;
+}
+
+// Elements of chunk c of n of a tensor split along its first dimension of R rows:
+// rows [c*R/n, (c+1)*R/n), so a tp rank r of degree t (chunks c with c*t/n == r) holds exactly
+// rows [r*R/t, (r+1)*R/t), the runtime's shard.
+std::int64_t chunk_elements(const TensorDesc& t, std::int64_t c, std::int64_t n) {
+  const std::int64_t rows = t.shape.front();
+  const std::int64_t row_size = t.numel() / rows;
+  return ((c + 1) * rows / n - c * rows / n) * row_size;
+}
+
+// The pieces of one segment in layout order: sharded chunks 0..n-1, then the replicated part;
+// tensor-wise, one piece per (unit, tensor, chunk), units descending.
+struct PieceWithHolders {
+  GradPiece piece;
+  std::vector<std::int64_t> holders;
+};
+
+std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const Segment& seg,
+                                             bool per_tensor) {
+  std::vector<PieceWithHolders> out;
+  const std::int64_t n = seg.chunks;
+  auto add = [&](std::int64_t first, std::int64_t last, GradPart part, std::int64_t chunk,
+                 std::int64_t tensor, std::int64_t elements) {
+    if (elements == 0) return;
+    GradPiece p{first, last, part, part == GradPart::Sharded ? chunk : 0,
+                part == GradPart::Sharded ? n : 1, tensor, elements};
+    auto holders = part == GradPart::Sharded
+                       ? holders_of(seg, [&](const StagePlan& st) { return chunk * st.tp / n; })
+                       : holders_of(seg, [](const StagePlan&) { return std::int64_t{0}; });
+    out.push_back({p, std::move(holders)});
+  };
+  if (per_tensor) {
+    for (std::int64_t u = seg.last_unit; u >= seg.first_unit; --u) {
+      const auto tensors = unit_tensors(m, u);
+      for (std::int64_t c = 0; c < n; ++c) {
+        for (std::size_t i = 0; i < tensors.size(); ++i) {
+          if (tensors[i].split != TpSplit::Sharded) continue;
+          add(u, u, GradPart::Sharded, c, static_cast<std::int64_t>(i),
+              chunk_elements(tensors[i], c, n));
+        }
+      }
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        if (tensors[i].split != TpSplit::Replicated) continue;
+        add(u, u, GradPart::Replicated, 0, static_cast<std::int64_t>(i), tensors[i].numel());
+      }
+    }
+    return out;
+  }
+  for (std::int64_t c = 0; c < n; ++c) {
+    std::int64_t elements = 0;
+    for (std::int64_t u = seg.first_unit; u <= seg.last_unit; ++u) {
+      for (const auto& t : unit_tensors(m, u)) {
+        if (t.split == TpSplit::Sharded) elements += chunk_elements(t, c, n);
+      }
+    }
+    add(seg.first_unit, seg.last_unit, GradPart::Sharded, c, -1, elements);
+  }
+  std::int64_t replicated = 0;
+  for (std::int64_t u = seg.first_unit; u <= seg.last_unit; ++u) {
+    for (const auto& t : unit_tensors(m, u)) {
+      if (t.split == TpSplit::Replicated) replicated += t.numel();
+    }
+  }
+  add(seg.first_unit, seg.last_unit, GradPart::Replicated, 0, -1, replicated);
+  return out;
+}
+
+}  // namespace
+
+std::vector<GradBlock> aggregation_collectives(const Plan& plan, AggregationMode mode) {
+  std::vector<GradBlock> out;
+  if (mode == AggregationMode::Device) {
+    // One zero-padded buffer of the whole unsharded model on every device of the plan.
+    GradBlock b;
+    b.pieces.push_back(GradPiece{0, plan.model.num_units() - 1, GradPart::Whole, 0, 1, -1,
+                                 total_params(plan.model)});
+    b.holders = plan.device_ids();
+    b.elements = b.pieces.front().elements;
+    out.push_back(std::move(b));
+    return out;
+  }
+  const bool per_tensor = mode == AggregationMode::Tensor;
+  std::map<std::vector<std::int64_t>, std::size_t> block_of_group;  // block-wise merging
+  for (const Segment& seg : segments_descending(plan)) {
+    for (auto& pw : segment_pieces(plan.model, seg, per_tensor)) {
+      if (!per_tensor) {
+        auto it = block_of_group.find(pw.holders);
+        if (it != block_of_group.end()) {
+          GradBlock& b = out[it->second];
+          b.elements += pw.piece.elements;
+          b.pieces.push_back(pw.piece);
+          continue;
+        }
+        block_of_group.emplace(pw.holders, out.size());
+      }
+      GradBlock b;
+      b.elements = pw.piece.elements;
+      b.pieces.push_back(pw.piece);
+      b.holders = std::move(pw.holders);
+      out.push_back(std::move(b));
+    }
+  }
+  return out;
+}
+
+AggregationStats aggregation_stats(const std::vector<GradBlock>& collectives,
+                                   double bytes_per_element) {
+  AggregationStats s;
+  std::set<std::vector<std::int64_t>> groups;
+  std::map<std::int64_t, double> per_device;
+  for (const GradBlock& b : collectives) {
+    if (b.holders.size() < 2) continue;
+    const double bytes = static_cast<double>(b.elements) * bytes_per_element;
+    ++s.collectives;
+    s.bytes_total += bytes * static_cast<double>(b.holders.size());
+    groups.insert(b.holders);
+    for (std::int64_t d : b.holders) per_device[d] += bytes;
+  }
+  s.communicators = static_cast<std::int64_t>(groups.size());
+  for (const auto& [device, bytes] : per_device) {
+    s.bytes_per_device_max = std::max(s.bytes_per_device_max, bytes);
+  }
+  return s;
+}
+
+BlockPlan derive_blocks(const Plan& plan, double bytes_per_element) {
+  BlockPlan bp;
+  bp.blocks = aggregation_collectives(plan, AggregationMode::Block);
+  bp.block_wise = aggregation_stats(bp.blocks, bytes_per_element);
+  bp.tensor_wise = aggregation_stats(aggregation_collectives(plan, AggregationMode::Tensor),
+                                     bytes_per_element);
+  bp.device_wise = aggregation_stats(aggregation_collectives(plan, AggregationMode::Device),
+                                     bytes_per_element);
+  return bp;
+}
+
+}  // namespace eth
