@@ -62,7 +62,9 @@ int run_launch(const LaunchArgs& a) {
   std::string checkpoint_dir;
   for (std::size_t i = 0; i < a.train_args.size(); ++i) {
     const std::string& s = a.train_args[i];
-    if (s == "--checkpoint-dir" && i + 1 < a.train_args.size()) checkpoint_dir = a.train_args[i + 1];
+    if (s == "--checkpoint-dir" && i + 1 < a.train_args.size()) {
+      checkpoint_dir = a.train_args[i + 1];
+    }
     if (s.rfind("--checkpoint-dir=", 0) == 0) checkpoint_dir = s.substr(17);
   }
   const LaunchOutcome outcome = supervise_launch(argv, launch_ranks(plan), checkpoint_dir);

@@ -119,7 +119,8 @@ std::string checkpoint_report(const std::filesystem::path& dir) {
 }  // namespace
 
 void MpirunMessages::feed(const std::string& line) {
-  static const std::regex died(R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+))");
+  static const std::regex died(
+      R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+))");
   static const std::regex name(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\])");
   static const std::regex code(R"(Exit code:\s*(-?\d+))");
   std::smatch m;

@@ -141,7 +141,8 @@ DeviceType parse_device_type(const std::string& name, const JsonCursor& c) {
   d.tflops = c.at("tflops").as_quantity(limits::kMinTflops, limits::kMaxTflops);
   d.memory_gb = c.at("memory_gb").as_quantity(limits::kMinMemoryGb, limits::kMaxMemoryGb);
   d.intra_node_bandwidth_gbps = c.at("intra_node_bandwidth_gbps")
-                                    .as_quantity(limits::kMinBandwidthGbps, limits::kMaxBandwidthGbps);
+                                    .as_quantity(limits::kMinBandwidthGbps,
+                                                 limits::kMaxBandwidthGbps);
   if (auto v = c.find("inter_node_bandwidth_gbps")) {
     d.inter_node_bandwidth_gbps =
         v->as_quantity(limits::kMinBandwidthGbps, limits::kMaxBandwidthGbps);

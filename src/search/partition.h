@@ -96,8 +96,8 @@ struct GenerateOptions {
   bool* stopped = nullptr;
 };
 
-// Appends the pure and (unless opt.mixed is false) mixed families (docs/planner.md) to `out`; returns the number of
-// partitions dropped for having more than max_pipelines pipelines.
+// Appends the pure and (unless opt.mixed is false) mixed families (docs/planner.md) to `out`;
+// returns the number of partitions dropped for having more than max_pipelines pipelines.
 std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const GenerateOptions& opt,
                                  TemplateSet& templates, std::vector<Partition>& out);
 // The layer family: one template holding every type (one group per type, in every order of the
