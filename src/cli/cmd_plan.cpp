@@ -26,7 +26,7 @@ namespace {
 struct PlanArgs {
   std::string cluster, hostfile, clusterfile, model, profile, method = "eth", out;
   bool analytic = false;
-  std::int64_t gbs = 0, seq = 0, max_pipelines = 0, top_k = 8, max_partitions = 5'000'000;
+  std::int64_t gbs = 0, seq = 0, max_pipelines = 0, top_k = 8, max_partitions = 3'000'000;
   std::vector<std::int64_t> mbss{1, 2, 4, 8, 16};
   std::vector<std::int64_t> tps{1, 2, 4, 8};
   double alpha = 0.0;
@@ -286,7 +286,7 @@ void add_common_options(CLI::App* sub, PlanArgs& a) {
   sub->add_flag("--no-oso", a.no_oso, "Visit candidates in generation order, not by bound");
   sub->add_flag("--no-dpo", a.no_dpo, "Enumerate unit splits instead of the dynamic program");
   sub->add_option("--max-partitions", a.max_partitions,
-                  "Most partitions the eth search builds and bounds (default 5000000; bounds the "
+                  "Most partitions the eth search builds and bounds (default 3000000; bounds the "
                   "search's time; when it binds the plan says so)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   sub->add_option("--top-k", a.top_k, "Finalists priced by the predictor (default 8)")

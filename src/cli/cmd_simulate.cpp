@@ -158,6 +158,20 @@ int run_simulate(const SimulateOptions& o) {
                      "unknown schedule \"" + plan.schedule + "\"; expected one of: 1f1b, gpipe");
   }
   const AggregationMode mode = *parse_aggregation_mode(o.allreduce);  // CLI11 checked the set
+  // The simulator keeps every event: its time and memory grow with stages x micro-batches
+  // (2^24 of them: about half a minute and 2 GB). The predictor prices any plan.
+  constexpr std::int64_t kMaxStageMicrobatches = std::int64_t{1} << 24;
+  std::int64_t work = 0;
+  for (const PipelinePlan& pipe : plan.pipelines) {
+    work += static_cast<std::int64_t>(pipe.stages.size()) * pipe.num_microbatches();
+  }
+  if (work > kMaxStageMicrobatches) {
+    throw InputError("simulate", o.plan, "",
+                     "has " + std::to_string(work) + " (stage, micro-batch) pairs, more than the " +
+                         std::to_string(kMaxStageMicrobatches) +
+                         " the simulator handles (docs/input-limits.md); simulate a plan with "
+                         "larger micro-batches or a smaller gbs, or use `eth plan`'s prediction");
+  }
 
   std::string profile_name = "analytic";
   ProfileDb db(plan.model);

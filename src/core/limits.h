@@ -26,7 +26,7 @@ inline constexpr std::int64_t kMaxClusterDevices = 1 << 18;  // 262,144
 inline constexpr std::int64_t kMaxDeviceTypes = 16;
 
 // Models.
-inline constexpr std::int64_t kMaxLayers = 1024;
+inline constexpr std::int64_t kMaxLayers = 256;  // the unit split is quadratic in layers
 inline constexpr std::int64_t kMaxHidden = 1 << 17;
 inline constexpr std::int64_t kMaxHeads = 1 << 12;
 inline constexpr std::int64_t kMaxSeqLen = 1 << 20;

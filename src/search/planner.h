@@ -46,7 +46,7 @@ struct PlannerOptions {
   // counted without being built). Bounds the search's time on any cluster (docs/planner.md,
   // "Scale"); when it binds, the plan is the best of the partitions visited and
   // SearchStats::limits says so.
-  std::int64_t max_partitions = 5'000'000;
+  std::int64_t max_partitions = 3'000'000;
   // The layer baseline's stages choose only between no recompute and full recompute (Metis and
   // HexiScale have no operator-level recompute); true gives it eth's per-stage operator sets.
   bool layer_operator_recompute = false;

@@ -108,6 +108,21 @@ TEST_F(HostileCli, ExtremesOfTheRangesStillPlan) {
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
+// 2^24 micro-batches on two stages: the simulator (which keeps every event) refuses by name
+// instead of running for minutes and gigabytes.
+TEST_F(HostileCli, SimulatorBoundsItsWork) {
+  Json plan = Json::parse(kTinyPlan);
+  plan["gbs"] = 16777216;
+  plan["pipelines"][0]["local_batch"] = 16777216;
+  plan["pipelines"][0]["micro_batch_size"] = 1;
+  const EthRun r =
+      eth("simulate --analytic --cluster cpu-2 --plan " + file("big.json", plan.dump()));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "big.json: has 33554432 (stage, micro-batch) pairs, more than the "
+                              "16777216 the simulator handles"))
+      << r.err;
+}
+
 // --gbs 9223372036854775807 hung the planner.
 TEST_F(HostileCli, HugeGlobalBatchIsAUsageError) {
   const EthRun r = eth("plan --cluster 350m-910b2-910b4 --model gpt3-350m --gbs 9223372036854775807");

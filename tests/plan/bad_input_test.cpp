@@ -146,7 +146,7 @@ TEST_F(BadPlanFiles, NegativeOrZeroSizes) {
   expect_error("unit_negative", mutated([](Json& j) {
                  j["pipelines"][0]["stages"][0]["units"] = {-1, 2};
                }),
-               "pipelines[0].stages[0].units[0]", "expected an integer in [0, 1025], got -1");
+               "pipelines[0].stages[0].units[0]", "expected an integer in [0, 257], got -1");
   expect_error("cluster_devices_zero",
                mutated([](Json& j) { j["cluster"]["nodes"][1]["devices"] = 0; }),
                "cluster.nodes[1].devices", "expected an integer in [1, 65536], got 0");
