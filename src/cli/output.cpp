@@ -126,9 +126,10 @@ CheckedStdout* g_stdout = nullptr;
 }  // namespace
 
 void install_checked_stdout() {
-  static CheckedStdout buf;
-  g_stdout = &buf;
-  std::cout.rdbuf(&buf);
+  // Never destroyed: std::cout is flushed once more by the library's own exit handlers, after
+  // function-local statics are gone.
+  g_stdout = new CheckedStdout;
+  std::cout.rdbuf(g_stdout);
 }
 
 int flush_checked_stdout() {
