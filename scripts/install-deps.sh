@@ -5,7 +5,8 @@ set -euo pipefail
 # clang, libclang-rt-dev (libFuzzer) and libomp-dev: the fuzz targets (fuzz/, scripts/fuzz.sh).
 packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libgtest-dev
           libgmock-dev libdnnl-dev libopenblas-dev openmpi-bin libopenmpi-dev python3
-          clang libclang-rt-dev libomp-dev "$@")
+          clang libclang-rt-dev libomp-dev
+          iproute2 jq "$@")  # ip netns, tc, jq: scripts/netns-hosts.sh (multi-host tests)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

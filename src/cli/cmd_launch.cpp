@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "cli/launch_supervisor.h"
+#include "cli/launch_hosts.h"
 #include "comm/mpirun.h"
 #include "core/error.h"
 #include "plan/plan.h"
@@ -19,6 +20,7 @@ namespace {
 struct LaunchArgs {
   std::string plan;
   std::string hostfile;
+  std::string network;
   std::string mpirun = "mpirun";
   bool dry_run = false;
   std::vector<std::string> train_args;
@@ -42,7 +44,12 @@ int run_launch(const LaunchArgs& a) {
   o.mpirun = a.mpirun;
   o.num_ranks = static_cast<int>(plan.num_devices());
   o.as_root = running_as_root();
-  o.hostfile = a.hostfile;
+  o.network = a.network;
+  if (!a.hostfile.empty()) {
+    // Host by host in device order (host_of_rank(o.hosts, r) names rank r's host).
+    o.hosts = launch_hosts(plan, a.plan, a.hostfile, a.train_args);
+    for (const std::string& name : eth_environment()) o.env.push_back(name);
+  }
   std::vector<std::string> program{self.string(), "train", "--plan", a.plan, "--backend", "mpi"};
   for (const std::string& s : a.train_args) {
     if (s == "--plan" || s.rfind("--plan=", 0) == 0) {
@@ -67,7 +74,9 @@ int run_launch(const LaunchArgs& a) {
     }
     if (s.rfind("--checkpoint-dir=", 0) == 0) checkpoint_dir = s.substr(17);
   }
-  const LaunchOutcome outcome = supervise_launch(argv, launch_ranks(plan), checkpoint_dir);
+  std::vector<LaunchRank> ranks = launch_ranks(plan);
+  for (LaunchRank& r : ranks) r.host = host_of_rank(o.hosts, r.rank);
+  const LaunchOutcome outcome = supervise_launch(argv, ranks, checkpoint_dir);
   if (!outcome.message.empty()) std::cerr << outcome.message << "\n";
   return outcome.exit_code;
 }
@@ -82,7 +91,11 @@ void add_launch_command(CLI::App& app, Registry& r) {
   auto a = std::make_shared<LaunchArgs>();
   sub->add_option("--plan", a->plan, "Plan file (eth plan --out)")->required();
   sub->add_option("--hostfile", a->hostfile,
-                  "Open MPI hostfile for runs over several hosts (default: every rank here)");
+                  "Hosts, one per line, one per node of the cluster in its order: host k runs "
+                  "the plan's devices of node k (default: every rank here)");
+  sub->add_option("--net", a->network,
+                  "With --hostfile: the network between the hosts, interface names or CIDR "
+                  "subnets, comma-separated (default: every interface but loopback)");
   sub->add_option("--mpirun", a->mpirun, "The mpirun program")->capture_default_str();
   sub->add_flag("--dry-run", a->dry_run, "Print the mpirun command line and exit");
   sub->add_option("train_args", a->train_args, "Arguments of eth train, after --");

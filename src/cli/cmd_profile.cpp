@@ -43,6 +43,7 @@ struct ProfileOptions {
   int threads = 1;       // --measure: OpenMP threads (the `cpu` device type is one core)
   int repeats = 3;       // --measure: timed runs per unit (median kept)
   double dropout = 0;    // --measure: dropout probability (masks held and measured)
+  std::string cache = "cold";  // --measure: caches flushed before each timed op, or warm
 };
 
 // The tp degrees to profile for one device type: --tp as given, or by default 1, 2, 4, 8 where
@@ -154,6 +155,7 @@ int run_measure(const ProfileOptions& o) {
     mo.threads = o.threads;
     mo.repeats = o.repeats;
     mo.dropout = static_cast<float>(o.dropout);
+    mo.cold_cache = o.cache == "cold";
     check_measure_options(mo, memory);
     runs.push_back(mo);
   }
@@ -193,6 +195,7 @@ int run_measure(const ProfileOptions& o) {
                     {"seq", seq},
                     {"threads", o.threads},
                     {"dropout", o.dropout},
+                    {"cache", o.cache},
                     {"out", o.out},
                     {"files", files},
                     {"entries", entries}});
@@ -210,8 +213,8 @@ int run_measure(const ProfileOptions& o) {
            fmt_num(static_cast<double>(key.mbs * seq) / step * 1e3, 0)});
   }
   std::cout << "measured profile of " << m.name << " (seq " << seq << ", " << o.threads
-            << " thread" << (o.threads == 1 ? "" : "s") << ", dropout " << o.dropout
-            << ", device type cpu, tp 1; block = unit 1, median of " << o.repeats << "):\n\n"
+            << " thread" << (o.threads == 1 ? "" : "s") << ", caches " << o.cache << ", dropout "
+            << o.dropout << ", device type cpu, tp 1; block = unit 1, median of " << o.repeats << "):\n\n"
             << t.render() << "\nwrote " << files << " files (eth format) to " << o.out << "\n";
   return kExitOk;
 }
@@ -284,6 +287,12 @@ void add_profile_command(CLI::App& app, Registry& r) {
   sub->add_option("--dropout", o->dropout,
                   "--measure: dropout probability; > 0 also holds the dropout masks (default 0)")
       ->check(CLI::Range(0.0, 0.95));
+  sub->add_option("--cache", o->cache,
+                  "--measure: cold (default) flushes the caches before each timed op, as a rank "
+                  "sharing its core (emulation) or running a stage larger than the caches finds "
+                  "them; warm times back-to-back repeats (docs/runtime.md)")
+      ->check(CLI::IsMember({"cold", "warm"}))
+      ->capture_default_str();
   r.on(sub, [o] {
     const int modes = (o->analytic ? 1 : 0) + (o->measure ? 1 : 0) + (o->show.empty() ? 0 : 1);
     if (modes != 1) {

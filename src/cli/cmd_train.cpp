@@ -25,6 +25,10 @@ namespace {
 
 int run_train(const TrainArgs& a) {
   if (!a.plan.empty()) return run_train_plan(a);
+  if (!a.trace.empty() || !a.trace_steps.empty()) {
+    throw InputError("cli", a.trace.empty() ? "--trace-steps" : "--trace", "",
+                     "tracing records the distributed runtime: use it with --plan");
+  }
   const TrainConfig cfg = make_config(a);
   // Every output is checked before the first step: a bad --checkpoint-dir found at the end
   // would throw the whole run away.
@@ -219,10 +223,25 @@ void add_train_command(CLI::App& app, Registry& r) {
                   "least 1; more ranks than cores each spinning on 2 threads is many times slower)")
       ->check(CLI::Range(1, 1024))
       ->group(dist);
+  sub->add_flag("--pin", a->pin,
+                "Pin each rank to one core of its host (local rank i on allowed core i mod "
+                "cores), so a rank keeps its core and its caches; profile with the same "
+                "conditions (docs/runtime.md)")
+      ->group(dist);
   sub->add_option("--timeout", a->timeout_s,
                   "Seconds any rank waits for another before it gives up and names it")
       ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str()
+      ->group(dist);
+  sub->add_option("--trace", a->trace,
+                  "Write a Chrome trace (JSON; open in https://ui.perfetto.dev) of the chosen "
+                  "steps: one process per rank, every forward, backward, recompute, send, wait on "
+                  "a neighbour, gradient collective, optimizer step and emulation stretch; "
+                  "`eth simulate --plan P --measured FILE` sets it beside the simulation")
+      ->group(dist);
+  sub->add_option("--trace-steps", a->trace_steps,
+                  "Steps --trace records: N, A-B or a comma list (default: the 3 steps after the "
+                  "first, which pays for set-up)")
       ->group(dist);
   add_format_option(sub, &a->format);
   r.on(sub, [a] { return run_train(*a); });

@@ -4,6 +4,7 @@
 // log (rank 0), and ends with the measured iteration time beside the predictor's for the same
 // plan and profile. Emulated heterogeneity is announced as such wherever it applies.
 #include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,9 +27,11 @@
 #include "comm/mpi_comm.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_file.h"
 #include "cost/predictor.h"
 #include "runtime/dist_trainer.h"
 #include "runtime/placement.h"
+#include "runtime/trace_recorder.h"
 
 namespace eth::cli {
 
@@ -113,6 +116,16 @@ PlanRun prepare(const TrainArgs& a) {
   const TokenFile data = open_training_data(r.config.train);
   training_sampler_config(r.config.train, r.plan.seq_len, data.size());
   r.resume = resolve_resume(a.resume);
+  if (!a.trace_steps.empty() && a.trace.empty()) {
+    throw InputError("cli", "--trace-steps", "", "give --trace FILE too");
+  }
+  if (!a.trace.empty()) {
+    parse_trace_steps(a.trace_steps, 0, 1, "--trace-steps");  // syntax, before any rank starts
+    const std::filesystem::path dir = std::filesystem::absolute(a.trace).parent_path();
+    if (!std::filesystem::is_directory(dir)) {
+      throw InputError("cli", "--trace", "", "no folder " + dir.string() + " to write into");
+    }
+  }
   r.comm.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
   return r;
 }
@@ -202,9 +215,62 @@ void maybe_die(int rank, std::int64_t step) {
   std::_Exit(9);
 }
 
+// --pin: the calling thread to allowed core `local_rank` mod (allowed cores). Best effort: a
+// refusal leaves the thread where it was (the run is still correct, only less repeatable).
+void pin_to_core(int local_rank) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  std::vector<int> cores;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cores.push_back(c);
+  }
+  if (cores.empty()) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cores[static_cast<std::size_t>(local_rank) % cores.size()], &one);
+  sched_setaffinity(0, sizeof one, &one);
+}
+
 // One rank's whole run; rank 0 reports. Returns the exit code.
+// The steps --trace records, checked against the run's [first, end).
+std::vector<std::int64_t> traced_steps(const TrainArgs& a, std::int64_t first, std::int64_t end) {
+  std::vector<std::int64_t> steps = parse_trace_steps(a.trace_steps, first, end, "--trace-steps");
+  for (std::int64_t s : steps) {
+    if (s < first || s >= end) {
+      throw InputError("cli", "--trace-steps", "",
+                       "step " + std::to_string(s) + " is not in this run (steps " +
+                           std::to_string(first) + ".." + std::to_string(end - 1) + ")");
+    }
+  }
+  return steps;
+}
+
+// Collective: brings every rank's trace to rank 0, which writes it atomically.
+void write_trace(const PlanRun& r, const TrainArgs& a, const TraceRecorder& rec,
+                 const Communicator& world) {
+  const std::vector<RankTrace> all = gather_trace(rec, world);
+  if (world.rank() != 0) return;
+  TraceInfo info;
+  info.plan = r.plan;
+  info.aggregation = aggregation_mode_name(r.config.aggregation);
+  info.slowdown = r.config.slowdown;
+  info.element_bytes = 4;  // the CPU runtime moves fp32 activations and gradients
+  info.steps = rec.steps();
+  write_file_atomic(a.trace, measured_trace_json(all, info).dump() + "\n");
+  std::size_t events = 0;
+  for (const RankTrace& t : all) events += t.events.size();
+  std::cerr << "trace: " << a.trace << " (" << events << " events of steps";
+  for (std::int64_t s : rec.steps()) std::cerr << " " << s;
+  std::cerr << "; open in https://ui.perfetto.dev, or `eth simulate --plan " << a.plan
+            << " --measured " << a.trace << "`)\n";
+}
+
 int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
-  DistributedTrainer t(r.config, world, r.resume);
+  TraceRecorder recorder({});
+  DistTrainConfig config = r.config;
+  if (!a.trace.empty()) config.trace = &recorder;
+  DistributedTrainer t(config, world, r.resume);
   const bool lead = world.rank() == 0;
   const std::vector<RankPlace> places = place_ranks(r.plan);
   AppendFile log;
@@ -215,6 +281,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   const std::int64_t first = t.next_step();
   const std::int64_t end = a.stop_at > 0 ? std::min(a.stop_at, t.config().train.steps)
                                          : t.config().train.steps;
+  if (!a.trace.empty()) recorder.choose_steps(traced_steps(a, first, end));
   Summary summary;
   StepStats last;
   std::string checkpoint;
@@ -265,6 +332,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
                 << " tok/s  ETA " << fmt_duration(eta) << "\n";
     }
   }
+  if (!a.trace.empty()) write_trace(r, a, recorder, world);  // collective
   if (!lead) return kExitOk;
   log.close();
 
@@ -357,6 +425,7 @@ int run_train_plan(const TrainArgs& a) {
     std::vector<int> codes(static_cast<std::size_t>(n), kExitOk);
     const int threads = a.threads > 0 ? a.threads : 1;
     auto errors = run_on_threads(world, [&](Communicator c) {
+      if (a.pin) pin_to_core(c.rank());
       omp_set_num_threads(threads);
       codes[static_cast<std::size_t>(c.rank())] = run_rank(r, a, c);
     });
@@ -389,6 +458,10 @@ int run_train_plan(const TrainArgs& a) {
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks_here);
   }
   omp_set_num_threads(threads);
+  if (a.pin) {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    pin_to_core(local ? std::max(0, std::atoi(local)) : world.rank());
+  }
   try {
     return run_rank(r, a, world);
   } catch (const std::exception& e) {

@@ -47,6 +47,9 @@ struct TrainArgs {
   std::string profile;               // measured profile for the predicted iteration time
   double timeout_s = 120;
   int threads = 0;  // OpenMP threads per rank; 0: this host's cores / its ranks (at least 1)
+  bool pin = false;  // each rank on one core of this host (local rank i on core i mod cores)
+  std::string trace;        // Chrome trace of the run (rank 0 writes it)
+  std::string trace_steps;  // which steps; empty: a few after the first
 };
 
 RecomputeSet parse_recompute_list(const std::string& text);

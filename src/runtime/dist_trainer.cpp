@@ -83,9 +83,11 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   rc.dropout = cfg_.train.dropout;
   rc.seed = cfg_.train.seed;
   rc.slowdown = slowdown_;
+  rc.trace = cfg_.trace;
   runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc, tp_group_.get());
   sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout(),
                                      tp_comm);
+  sync_->set_trace(cfg_.trace);
   for (const StagePlan& other : cfg_.plan.pipelines.front().stages) {
     for (std::int64_t u = other.first_unit; u <= other.last_unit; ++u) {
       owner_stages_.push_back(&other);
@@ -116,6 +118,7 @@ bool DistributedTrainer::owns(std::int64_t unit) const {
 
 StepStats DistributedTrainer::step() {
   ETH_CHECK(!done(), "DistributedTrainer::step past the last step");
+  TraceStep traced(cfg_.trace, next_step_);
   const auto t0 = Clock::now();
   times_ = RankTimes{};
   StepStats s;
@@ -132,8 +135,10 @@ StepStats DistributedTrainer::step() {
   if (tp_group_) tp_stats_ = tp_group_->stats();
 
   const auto t_sync = Clock::now();
+  TraceScope sync_trace(cfg_.trace, TraceKind::Sync);
   sync_->start(state_.grads());  // what the last backward did not post (or all, without one)
   sync_->finish(state_.grads());
+  sync_trace.end();
   times_.sync_s = since(t_sync);
 
   const auto t_opt = Clock::now();
@@ -142,6 +147,7 @@ StepStats DistributedTrainer::step() {
   // single-process order. Every tp rank computed the same loss; rank 0 of each group counts it.
   const std::int64_t U = cfg_.plan.model.num_units();
   std::vector<double> sums(static_cast<std::size_t>(U + 1), 0.0);
+  TraceScope norm_trace(cfg_.trace, TraceKind::Optimizer);
   for (const UnitSlot& u : state_.layout().units()) {
     if (owns(u.unit)) {
       sums[static_cast<std::size_t>(u.unit)] =
@@ -149,8 +155,11 @@ StepStats DistributedTrainer::step() {
     }
   }
   sums[static_cast<std::size_t>(U)] = place_.tp_rank == 0 ? loss : 0.0;
+  norm_trace.end();
   const auto t_reduce = Clock::now();  // waits for every rank: counted as sync, not optimizer
+  TraceScope reduce_trace(cfg_.trace, TraceKind::Sync);
   world_.allreduce_sum(std::span<double>(sums));
+  reduce_trace.end();
   const double reduce_s = since(t_reduce);
   times_.sync_s += reduce_s;
   double squares = 0;
@@ -158,7 +167,8 @@ StepStats DistributedTrainer::step() {
   s.loss = sums[static_cast<std::size_t>(U)];
   s.grad_norm = std::sqrt(squares);
   s.lr = cfg_.train.lr.at(next_step_);
-  EmulatedOp update(slowdown_);  // emulation stretches the optimizer like every other op
+  TraceScope update_trace(cfg_.trace, TraceKind::Optimizer);
+  EmulatedOp update(slowdown_, cfg_.trace);  // emulation stretches the optimizer as every op
   adamw_update(state_, cfg_.train.adamw, s.lr, next_step_,
                clip_factor(s.grad_norm, cfg_.train.adamw.grad_clip));
   update.finish();

@@ -28,6 +28,7 @@
 #include "runtime/placement.h"
 #include "runtime/stage_runner.h"
 #include "runtime/tp_comm.h"
+#include "runtime/trace_recorder.h"
 #include "train/trainer.h"
 
 namespace eth {
@@ -41,6 +42,7 @@ struct DistTrainConfig {
   AggregationMode aggregation = AggregationMode::Block;
   // Emulated heterogeneity: device type -> slowdown factor (>= 1). Types not listed run at 1.
   std::map<std::string, double> slowdown;
+  TraceRecorder* trace = nullptr;  // eth train --trace: this rank's recorder (null: off)
 };
 
 class DistributedTrainer {

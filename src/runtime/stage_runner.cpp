@@ -45,6 +45,7 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
       place_(place),
       world_(world),
       cfg_(cfg),
+      emulator_(cfg.slowdown, cfg.trace),
       pipe_(plan.pipelines[static_cast<std::size_t>(place.pipeline)]) {
   for (std::int64_t p = 0; p < place.pipeline; ++p) {
     pipe_begin_ += plan.pipelines[static_cast<std::size_t>(p)].local_batch;
@@ -75,6 +76,7 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   sc.seed = cfg.seed;
   sc.tp = st.tp;
   sc.tp_rank = place.tp_rank;
+  sc.on_recompute = recompute_hook(st.recompute.empty() ? nullptr : cfg.trace);
   compute_ = std::make_unique<StageCompute<CpuKernels>>(plan.model, sc, tp_group);
   // Ranks of every tp rank of every replica of every stage of this pipeline, looked up once.
   for (const StagePlan& other : pipe_.stages) {
@@ -89,6 +91,16 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   const auto activations = static_cast<std::size_t>(max_chunk_ * width_);
   if (place.stage > 0) x_in_.resize(activations);
   if (place.stage + 1 < S) dx_out_.resize(activations);
+  // Emulation: while an op sleeps out its stretch, drive the pending sends, so a neighbour
+  // waiting for one is not held until this rank's next MPI call (a device's transfers go on
+  // while it computes; MPI moves a large message only inside the sender's MPI calls).
+  emulator_.set_progress([this] {
+    bool pending = false;
+    for (auto& b : send_pool_) {
+      for (Request& r : b->pending) pending = !r.test() || pending;
+    }
+    return pending;
+  });
   tokens_.resize(static_cast<std::size_t>(slots_ * max_chunk_ * cfg.seq_len));
   targets_.resize(tokens_.size());
 }
@@ -122,6 +134,8 @@ StageRunner::SendBuffer& StageRunner::acquire_send_buffer() {
 
 void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk& mine, float* dst,
                           int tag, RankTimes& times) {
+  TraceScope trace(cfg_.trace, from_stage < place_.stage ? TraceKind::RecvActivation
+                                                         : TraceKind::RecvGradient, mb, from_stage);
   const auto t0 = Clock::now();
   std::vector<Request> requests;
   const StagePlan& from = pipe_.stages[static_cast<std::size_t>(from_stage)];
@@ -139,6 +153,8 @@ void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk&
 
 void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_t mb,
                        const Chunk& mine, int tag, std::vector<Request>& pending) {
+  TraceScope trace(cfg_.trace, to_stage > place_.stage ? TraceKind::SendActivation
+                                                     : TraceKind::SendGradient, mb, to_stage);
   const StagePlan& to = pipe_.stages[static_cast<std::size_t>(to_stage)];
   const std::int64_t my_tp = pipe_.stages[static_cast<std::size_t>(place_.stage)].tp;
   for (std::int64_t r = 0; r < to.dp; ++r) {
@@ -203,7 +219,8 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
       case ActionKind::Forward: {
         const MicroBatch mb = micro_batch(a.microbatch, c, true);
         act_out = s + 1 < S ? &acquire_send_buffer() : nullptr;
-        EmulatedOp op(cfg_.slowdown);
+        TraceScope trace(cfg_.trace, TraceKind::Forward, a.microbatch);
+        EmulatedOp op(emulator_);
         loss += compute_->forward(slot, params, mb, s > 0 ? x_in_.data() : nullptr,
                                   act_out ? act_out->data.data() : nullptr);
         times.compute_s += op.finish();
@@ -220,7 +237,8 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
       case ActionKind::Backward: {
         const MicroBatch mb = micro_batch(a.microbatch, c, false);
         grad_out = s > 0 ? &acquire_send_buffer() : nullptr;
-        EmulatedOp op(cfg_.slowdown);
+        TraceScope trace(cfg_.trace, TraceKind::Backward, a.microbatch);
+        EmulatedOp op(emulator_);
         compute_->backward(slot, params, grads, mb, s + 1 < S ? dx_out_.data() : nullptr,
                            grad_out ? grad_out->data.data() : nullptr,
                            sync != nullptr && a.microbatch == last_mb ? post_ready : nullptr);
@@ -238,6 +256,7 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
     }
   }
   // Sends complete once their receivers post: every receiver does within this step.
+  TraceScope trace(cfg_.trace, TraceKind::SendWait);
   const auto t0 = Clock::now();
   for (auto& b : send_pool_) {
     wait_all(b->pending);

@@ -9,8 +9,8 @@
 // from tp rank j mod tp' of the sending stage (tp' its degree), so any tp can follow any other
 // and the senders share the work. Pipelines never wait on each other here: that is GradSync's.
 // Emulated heterogeneity: a slowdown factor f stretches every forward and backward to f times its
-// compute by sleeping afterwards (runtime/emulation.h; sleeping, not spinning, so an emulated
-// slow rank does not steal the cores of the fast ones).
+// compute by sleeping afterwards until a deadline (runtime/emulation.h; sleeping, not spinning, so
+// an emulated slow rank does not steal the cores of the fast ones).
 #pragma once
 
 #include <cstdint>
@@ -21,8 +21,10 @@
 #include "comm/communicator.h"
 #include "data/sampler.h"
 #include "plan/plan.h"
+#include "runtime/emulation.h"
 #include "runtime/grad_sync.h"
 #include "runtime/placement.h"
+#include "runtime/trace_recorder.h"
 #include "schedule/schedule.h"
 #include "train/kernel_set.h"
 #include "train/model_state.h"
@@ -36,6 +38,7 @@ struct StageRunnerConfig {
   float dropout = 0;
   std::uint64_t seed = 1;
   double slowdown = 1.0;  // emulated: every forward and backward takes this many times longer
+  TraceRecorder* trace = nullptr;  // eth train --trace: records every action (null: off)
 };
 
 // Wall time one rank spent in one step, by kind.
@@ -92,6 +95,7 @@ class StageRunner {
   RankPlace place_;
   Communicator world_;
   StageRunnerConfig cfg_;
+  Emulator emulator_;  // carries each op's lateness into the next (emulation.h)
   const PipelinePlan& pipe_;
   std::int64_t pipe_begin_ = 0;  // first sample of this pipeline in the global batch
   std::int64_t width_ = 0;       // T * C floats per sample

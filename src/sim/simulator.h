@@ -40,10 +40,12 @@ struct SimCollective {
 };
 
 // The collectives of `mode` in the global order (plan/blocks.h), priced by the ring model
-// (cost/predictor.h); groups of one holder are dropped (nothing to reduce).
+// (cost/predictor.h); groups of one holder are dropped (nothing to reduce). `element_bytes`:
+// 2 for the 16-bit training the cost model describes, 4 for the fp32 CPU runtime.
 std::vector<SimCollective> make_collectives(const Plan& plan, const ClusterSpec& cluster,
                                             AggregationMode mode,
-                                            double latency_ms = kDefaultCollectiveLatencyMs);
+                                            double latency_ms = kDefaultCollectiveLatencyMs,
+                                            double element_bytes = 2.0);
 
 struct SimOptions {
   ScheduleKind schedule = ScheduleKind::OneFOneB;

@@ -545,7 +545,9 @@ void StageCompute<K>::backward(int slot, const Real* params, Real* grads, const 
         im.embed_backward(a.e, g.data(), mb, dout);
         break;
       case UnitKind::Block:
+        if (cfg_.on_recompute) cfg_.on_recompute(u, false);
         im.block_recompute(a.b, w.data(), mb, u);
+        if (cfg_.on_recompute) cfg_.on_recompute(u, true);
         im.block_backward(a.b, w.data(), g.data(), mb, dout, dx);
         break;
       case UnitKind::Head:

@@ -48,6 +48,9 @@ struct StageComputeConfig {
   std::uint64_t seed = 0;      // dropout masks: keyed by (seed, step, sample, unit, operator)
   std::int64_t tp = 1;         // tensor-parallel degree of the stage (divides heads and ffn)
   std::int64_t tp_rank = 0;    // this rank's place in the tp group: heads, rows, vocabulary
+  // Tracing (eth train --trace): called before (false) and after (true) each block's recompute
+  // in backward. Empty: not called.
+  std::function<void(std::int64_t unit, bool done)> on_recompute;
 };
 
 struct MicroBatch {
