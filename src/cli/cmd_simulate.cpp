@@ -256,6 +256,20 @@ int run_simulate(const SimulateOptions& o) {
   }
   const AggregationMode mode =
       *parse_aggregation_mode(measured ? measured->aggregation : o.allreduce);
+  // The simulator keeps every event: its time and memory grow with stages x micro-batches
+  // (2^24 of them: about half a minute and 2 GB). The predictor prices any plan.
+  constexpr std::int64_t kMaxStageMicrobatches = std::int64_t{1} << 24;
+  std::int64_t work = 0;
+  for (const PipelinePlan& pipe : plan.pipelines) {
+    work += static_cast<std::int64_t>(pipe.stages.size()) * pipe.num_microbatches();
+  }
+  if (work > kMaxStageMicrobatches) {
+    throw InputError("simulate", o.plan, "",
+                     "has " + std::to_string(work) + " (stage, micro-batch) pairs, more than the " +
+                         std::to_string(kMaxStageMicrobatches) +
+                         " the simulator handles (docs/input-limits.md); simulate a plan with "
+                         "larger micro-batches or a smaller gbs, or use `eth plan`'s prediction");
+  }
 
   std::string profile_name = "analytic";
   ProfileDb db(plan.model);
@@ -283,18 +297,25 @@ int run_simulate(const SimulateOptions& o) {
   SimOptions so;
   so.schedule = *kind;
   so.overlap = !o.no_overlap;
+  // Outputs are checked before the simulation runs, not after.
+  if (!o.trace.empty()) check_output_file(o.trace, "trace");
+  if (!o.svg.empty()) check_output_file(o.svg, "svg");
   so.record_timeline = !o.trace.empty() || !o.svg.empty() || measured;
   const SimResult r = simulate(plan, costs, colls, so);
   std::optional<MeasuredComparison> cmp;
   if (measured) cmp = compare_measured(plan, r, *measured);
 
   if (!o.trace.empty()) {
-    write_file_atomic(o.trace, measured ? comparison_trace_json(plan, r, median_step(*measured))
-                                        : chrome_trace_json(plan, r));
+    write_file_atomic(o.trace,
+                      measured ? comparison_trace_json(plan, r, median_step(*measured))
+                               : chrome_trace_json(plan, r),
+                      "trace");
   }
   if (!o.svg.empty()) {
-    write_file_atomic(o.svg, measured ? comparison_svg(plan, r, median_step(*measured))
-                                      : timeline_svg(plan, r));
+    write_file_atomic(o.svg,
+                      measured ? comparison_svg(plan, r, median_step(*measured))
+                               : timeline_svg(plan, r),
+                      "svg");
   }
 
   if (o.format == Format::Json) {

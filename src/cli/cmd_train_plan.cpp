@@ -9,14 +9,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "cli/command.h"
 #include "cli/output.h"
@@ -25,6 +26,7 @@
 #include "cli/train_args.h"
 #include "comm/local_comm.h"
 #include "comm/mpi_comm.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
 #include "cost/predictor.h"
@@ -113,6 +115,10 @@ PlanRun prepare(const TrainArgs& a) {
     // A profile of other kernels would predict another run: refused before any rank starts.
     plan_precision(r.plan, *r.profile, precision.precision);
   }
+  // Outputs before any rank computes: a bad --checkpoint-dir found at the end would throw the
+  // whole run away.
+  if (!a.checkpoint_dir.empty()) prepare_output_dir(a.checkpoint_dir, "checkpoint");
+  if (!a.log.empty()) check_output_file(a.log, "log");
   // The data are read by every rank: check them here, once, before any rank starts.
   const TokenFile data = open_training_data(r.config.train);
   training_sampler_config(r.config.train, r.plan.seq_len, data.size());
@@ -202,13 +208,18 @@ Json rank_times_json(const RankTimes& t) {
 }
 
 // Fault injection for the tests of what a dead rank does to the others: ETH_TEST_KILL_RANK=R:S
-// makes rank R exit abruptly (no clean-up, as a crash would) when it is about to take step S.
+// makes rank R exit abruptly (no clean-up, as a crash would) when it is about to take step S;
+// R:S:kill makes it die of SIGKILL instead, as `kill -9` or the OOM killer would.
 void maybe_die(int rank, std::int64_t step) {
   const char* spec = std::getenv("ETH_TEST_KILL_RANK");
   if (spec == nullptr) return;
   int r = -1;
   long long s = -1;
-  if (std::sscanf(spec, "%d:%lld", &r, &s) == 2 && r == rank && s == step) std::_Exit(9);
+  char how[8] = {};
+  const int n = std::sscanf(spec, "%d:%lld:%7s", &r, &s, how);
+  if (n < 2 || r != rank || s != step) return;
+  if (n == 3 && std::strcmp(how, "kill") == 0) ::raise(SIGKILL);
+  std::_Exit(9);
 }
 
 // --pin: the calling thread to allowed core `local_rank` mod (allowed cores). Best effort: a
@@ -270,13 +281,10 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   if (!a.trace.empty()) config.trace = &recorder;
   DistributedTrainer t(config, world, r.resume);
   const std::vector<RankPlace> places = place_ranks(r.plan);
-  std::ofstream log;
+  AppendFile log;
   if (lead) {
     print_header(r, t, world.size());
-    if (!a.log.empty()) {
-      log.open(a.log, std::ios::app);
-      if (!log) throw InputError("cli", "--log", "", "cannot open " + a.log + " for appending");
-    }
+    if (!a.log.empty()) log = AppendFile(a.log, "log");
   }
   const std::int64_t first = t.next_step();
   const std::int64_t end = a.stop_at > 0 ? std::min(a.stop_at, t.config().train.steps)
@@ -312,16 +320,14 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
         j["stage"] = places[i].stage;
         ranks.push_back(j);
       }
-      log << Json{{"step", last.step},
-                  {"loss", last.loss},
-                  {"lr", last.lr},
-                  {"grad_norm", last.grad_norm},
-                  {"tokens_per_s", last.tokens_per_s},
-                  {"seconds", last.seconds},
-                  {"ranks", ranks}}
-                 .dump()
-          << "\n"
-          << std::flush;
+      log.write_line(Json{{"step", last.step},
+                          {"loss", last.loss},
+                          {"lr", last.lr},
+                          {"grad_norm", last.grad_norm},
+                          {"tokens_per_s", last.tokens_per_s},
+                          {"seconds", last.seconds},
+                          {"ranks", ranks}}
+                         .dump());
     }
     if (a.print_every > 0 && (last.step % a.print_every == 0 || t.next_step() >= end)) {
       const double elapsed =
@@ -337,6 +343,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   if (!a.trace.empty()) write_trace(r, a, recorder, world);  // collective
   const std::vector<RankMemory> memory = t.gather_memory();  // collective
   if (!lead) return kExitOk;
+  log.close();
 
   const double measured_ms = summary.mean_step_s() * 1e3;
   std::optional<double> predicted_ms;
@@ -470,6 +477,7 @@ int run_train_plan(const TrainArgs& a) {
     const PlanRun r = prepare(a);
     const int n = static_cast<int>(r.plan.num_devices());
     check_runnable(r.plan, r.cluster, n, a.plan, r.config.train.global_batch);
+    check_plan_train_memory(r.plan, r.config.train, n, !a.checkpoint_dir.empty());
     LocalWorld world(n, r.comm);
     // The threads share the cores: one OpenMP thread each.
     std::vector<int> codes(static_cast<std::size_t>(n), kExitOk);
@@ -489,6 +497,10 @@ int run_train_plan(const TrainArgs& a) {
     r = prepare(a);
     world = mpi.world(r.comm);
     check_runnable(r.plan, r.cluster, world.size(), a.plan, r.config.train.global_batch);
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    check_plan_train_memory(r.plan, r.config.train,
+                            local ? std::max(1, std::atoi(local)) : world.size(),
+                            !a.checkpoint_dir.empty());
   } catch (const InputError& e) {
     // Every rank finds the same problem; one message is enough.
     int rank = 0;

@@ -11,6 +11,7 @@
 
 #include "cli/output.h"
 #include "model/recompute.h"
+#include "plan/plan.h"
 #include "train/trainer.h"
 
 namespace eth::cli {
@@ -58,6 +59,16 @@ std::string fmt_duration(double seconds);
 std::optional<std::filesystem::path> resolve_resume(const std::string& arg);
 // The run's configuration; `model` replaces --model when given (the plan's model).
 TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& model = std::nullopt);
+
+// Throws InputError naming the flag to change when one process of `eth train` would need more
+// memory than this machine has available, before anything is allocated: parameters, gradients
+// and the two AdamW moments (fp32), the activation arena of one micro-batch (StageCompute's own
+// sizing pass), the token buffers of one micro-batch and the sample list of one step.
+void check_train_memory(const TrainConfig& cfg);
+// The same for the ranks of `plan` this machine runs (`ranks_here` of them; each rank's state,
+// arena and buffers, rank 0's whole-model checkpoint buffer when checkpointing).
+void check_plan_train_memory(const Plan& plan, const TrainConfig& cfg, int ranks_here,
+                             bool checkpoints);
 
 // `eth train --plan`: cmd_train_plan.cpp.
 int run_train_plan(const TrainArgs& a);

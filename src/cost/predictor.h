@@ -45,6 +45,8 @@ struct PredictOptions {
 // around). 0 for fewer than two holders.
 double ring_allreduce_ms(const ClusterSpec& cluster, const std::vector<std::int64_t>& holders,
                          double bytes, double latency_ms);
+double ring_allreduce_ms(const ClusterIndex& cluster, const std::vector<std::int64_t>& holders,
+                         double bytes, double latency_ms);
 
 struct MemoryBreakdown {  // bytes on one device at its peak
   double weights = 0;

@@ -42,7 +42,7 @@ std::int64_t largest_share(std::int64_t mbs, std::int64_t dp) { return (mbs + dp
 // crosses the link between its two devices, intra-node or inter-node, whichever they are. One
 // device's messages go one after another, different devices' at once: the busiest sender or
 // receiver sets the time. dp 1, tp 1 on both sides is one message.
-double boundary_ms(const ClusterSpec& cluster, const StagePlan& a, const StagePlan& b,
+double boundary_ms(const ClusterIndex& cluster, const StagePlan& a, const StagePlan& b,
                    std::int64_t mbs, double sample_bytes, double p2p_latency_ms) {
   std::map<std::int64_t, double> out, in;  // per device
   for (std::int64_t i = 0; i < a.dp; ++i) {
@@ -67,7 +67,7 @@ double boundary_ms(const ClusterSpec& cluster, const StagePlan& a, const StagePl
   return worst;
 }
 
-StageCost stage_cost(const Plan& plan, const ClusterSpec& cluster, const PipelinePlan& pipe,
+StageCost stage_cost(const Plan& plan, const ClusterIndex& cluster, const PipelinePlan& pipe,
                      std::size_t s, std::int64_t mbs, LookupCache& cache, double p2p_latency_ms,
                      double element_bytes) {
   const StagePlan& st = pipe.stages[s];
@@ -193,6 +193,7 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
       precision_bytes(plan_precision(plan, profile, precision)).activation;
   LookupCache cache(profile);
   ParamCache params_of(plan.model);
+  const ClusterIndex index(cluster);
   std::vector<PipelineCosts> out;
   out.reserve(plan.pipelines.size());
   for (const PipelinePlan& pipe : plan.pipelines) {
@@ -202,10 +203,10 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
       ETH_CHECK(static_cast<std::int64_t>(st.devices.size()) == st.tp * st.dp,
                 "stage device count must equal tp * dp");
       pc.full.push_back(
-          stage_cost(plan, cluster, pipe, s, pipe.micro_batch_size, cache, p2p_latency_ms,
+          stage_cost(plan, index, pipe, s, pipe.micro_batch_size, cache, p2p_latency_ms,
                      element_bytes));
       pc.last.push_back(
-          stage_cost(plan, cluster, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms,
+          stage_cost(plan, index, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms,
                      element_bytes));
       const ProfileEntry& full = cache.get(st.device_type, st.tp, pc.full.back().share_mbs);
       pc.memory.push_back(static_memory(st, full, params_of));
