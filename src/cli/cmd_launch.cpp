@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/device_choice.h"
 #include "cli/launch_supervisor.h"
 #include "cli/launch_hosts.h"
 #include "comm/mpirun.h"
@@ -23,6 +24,7 @@ struct LaunchArgs {
   std::string network;
   std::string mpirun = "mpirun";
   bool dry_run = false;
+  std::string device = "cpu";
   std::vector<std::string> train_args;
 };
 
@@ -34,6 +36,13 @@ std::string quoted(const std::string& s) {
 }
 
 int run_launch(const LaunchArgs& a) {
+  // Before the plan is read or a rank started (the ranks would each refuse it later).
+  choose_device(a.device, "--device");
+  for (const std::string& s : a.train_args) {
+    if (s == "--device" || s.rfind("--device=", 0) == 0) {
+      throw InputError("launch", "--device", "", "give the device to eth launch, not after --");
+    }
+  }
   const Plan plan = load_plan(a.plan);
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -51,6 +60,7 @@ int run_launch(const LaunchArgs& a) {
     for (const std::string& name : eth_environment()) o.env.push_back(name);
   }
   std::vector<std::string> program{self.string(), "train", "--plan", a.plan, "--backend", "mpi"};
+  if (a.device != "cpu") program.insert(program.end(), {"--device", a.device});
   for (const std::string& s : a.train_args) {
     if (s == "--plan" || s.rfind("--plan=", 0) == 0) {
       throw InputError("launch", "--plan", "", "give the plan to eth launch only, not after --");
@@ -98,6 +108,9 @@ void add_launch_command(CLI::App& app, Registry& r) {
                   "subnets, comma-separated (default: every interface but loopback)");
   sub->add_option("--mpirun", a->mpirun, "The mpirun program")->capture_default_str();
   sub->add_flag("--dry-run", a->dry_run, "Print the mpirun command line and exit");
+  sub->add_option("--device", a->device, kDeviceHelp)
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   sub->add_option("train_args", a->train_args, "Arguments of eth train, after --");
   r.on(sub, [a] { return run_launch(*a); });
 }

@@ -170,7 +170,7 @@ TEST(ClusterJson, BadFilesNameFileAndPath) {
        "nodes[0].devices: expected an integer in [1, 65536], got -8"},
       {R"({"nodes": [{"device_type": "910B2", "devices": 8}, {"device_type": "910B9", "devices": 8}]})",
        "nodes[1].device_type: expected a preset device type (910B2, 910B3, 910B4, A100, RTX3090, "
-       "H100, cpu, cpu-fast, cpu-slow) or one defined under device_types, got \"910B9\""},
+       "H100, H200, cpu, cpu-fast, cpu-slow) or one defined under device_types, got \"910B9\""},
       {R"({"nodes": [{"device_type": "910B2", "devices": 8, "gpus": 8}]})",
        "nodes[0].gpus: unknown field; expected one of: device_type, devices"},
       {R"({"nodes": [], "bandwidth": 1})", "bandwidth: unknown field"},
