@@ -96,8 +96,8 @@ void max_inplace(float* x, const float* y, std::int64_t n);
 void max_inplace(double* x, const double* y, std::int64_t n);
 
 // ---- cross-entropy (cpu/bf16/crossentropy.h) ----------------------------------------------
-// The losses are summed on the host in token order in double (the CPU's order): the call
-// copies the N fp32 losses back and waits for them.
+// The losses are summed in token order in double (the CPU's order) by one device thread; the
+// call waits for that one double (loss is a host pointer).
 void crossentropy_forward(double* loss, float* losses, float* lse, const Bf16* logits,
                           const std::int32_t* targets, double scale, std::int64_t N,
                           std::int64_t V);
@@ -109,9 +109,10 @@ void crossentropy_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
 // The fused AdamW step: fp32 masters and moments updated, the bf16 compute copy written.
 void adamw_update(float* p, Bf16* p_bf16, float* m, float* v, const float* grads, std::int64_t n,
                   const cpu::AdamWScalars& s);
-// Sum of x[i]^2 in double: per 4096-element block on the device, blocks added in order on the
-// host (the CPU's blocks; within a block the order differs, so the bits may differ from
-// cpu::sum_squares by double rounding). Waits for the result.
+// Sum of x[i]^2 in double: per 4096-element block on the device, blocks added in order (the
+// CPU's blocks; within a block the order differs, so the bits may differ from cpu::sum_squares
+// by double rounding). Waits for the result. The only device memory the kernels own is one
+// per-thread scratch of doubles for these two sums, grown once to the largest size seen.
 double sum_squares(const float* x, std::int64_t n);
 
 }  // namespace eth::cuda

@@ -6,6 +6,7 @@
 // backend's ranks), on that thread's stream.
 #include <cublasLt.h>
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/cuda/common.cuh"
@@ -57,6 +58,15 @@ struct Descs {
   }
 };
 
+// The largest power of two (at most 256) dividing the address: cuBLASLt assumes 256-byte
+// aligned operands unless told otherwise, and an arena's tensors need not be.
+std::uint32_t alignment(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t al = 256;
+  while (al > 1 && a % al != 0) al >>= 1;
+  return al;
+}
+
 // Row-major C (M,N) = op(A) (M,K) op(B) (K,N) [+ bias (N), bf16 C only] [+ C if beta = 1].
 // Exactly one of c16 and c32 is set.
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
@@ -98,13 +108,22 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
   const std::size_t ws = t.workspace.bytes();
   ETH_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
       d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  void* c = c16 != nullptr ? static_cast<void*>(c16) : static_cast<void*>(c32);
+  // cuBLASLt's A is our B (above).
+  const std::uint32_t align[4] = {alignment(B), alignment(A), alignment(c), alignment(c)};
+  const cublasLtMatmulPreferenceAttributes_t which[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i) {
+    ETH_LT_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(d.pref, which[i], &align[i], sizeof(align[i])));
+  }
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
   ETH_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(t.handle, d.op, d.a, d.b, d.c, d.c, d.pref, 1,
                                               &heur, &found));
   if (found == 0) throw CudaError("[cuda] cuBLASLt has no algorithm for this bf16 matmul");
   const float alpha = 1.0f;
-  void* c = c16 != nullptr ? static_cast<void*>(c16) : static_cast<void*>(c32);
   ETH_LT_CHECK(cublasLtMatmul(t.handle, d.op, &alpha, B, d.a, A, d.b, &beta, c, d.c, c, d.c,
                               &heur.algo, t.workspace.data(), ws, stream()));
 }

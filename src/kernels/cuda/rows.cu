@@ -3,8 +3,6 @@
 // Every sum that the CPU forms in a fixed order and accumulates into a parameter gradient
 // (embedding, layer-norm weight and bias) is formed here in the same order, one thread per
 // output element: results do not depend on the launch shape.
-#include <vector>
-
 #include "kernels/constants.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels.h"
@@ -180,6 +178,31 @@ __global__ void squares(double* partial, const float* x, std::int64_t n) {
   if (threadIdx.x == 0) partial[blockIdx.x] = shared[0];
 }
 
+// One thread adds x[0..n) in order in double: the CPU's order for the loss and the blocks of
+// the sum of squares (n is tokens or 4096-element blocks: small).
+template <typename T>
+__global__ void sum_in_order(double* out, const T* x, std::int64_t n) {
+  double s = 0;
+  for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]);
+  *out = s;
+}
+
+// The calling thread's device scratch of at least n doubles, kept and grown to the largest n
+// seen (as the CPU's bf16 GEMM keeps its blocks): the first step allocates, no later call does.
+// Growing frees the old one, which waits for the device (cudaFree), so no queued kernel still
+// reads it.
+double* scratch(std::int64_t n) {
+  thread_local DeviceBuffer<double> s;
+  if (s.size() < static_cast<std::size_t>(n)) s = DeviceBuffer<double>(static_cast<std::size_t>(n));
+  return s.data();
+}
+
+double fetch(const double* d) {
+  double h = 0;
+  copy_to_host(&h, d, sizeof(double));
+  return h;
+}
+
 unsigned row_blocks(std::int64_t N) {
   return static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
 }
@@ -230,12 +253,10 @@ void crossentropy_forward(double* loss, float* losses, float* lse, const Bf16* l
   if (N == 0) return;
   ce_fwd<<<static_cast<unsigned>(N), kThreads, 0, stream()>>>(losses, lse, logits, targets, V);
   ETH_CUDA_LAUNCHED();
-  // The CPU's sum: token order, in double.
-  std::vector<float> host(static_cast<std::size_t>(N));
-  copy_to_host(host.data(), losses, host.size() * sizeof(float));
-  double sum = 0;
-  for (const float l : host) sum += l;
-  *loss = scale * sum;
+  double* sum = scratch(1);
+  sum_in_order<<<1, 1, 0, stream()>>>(sum, losses, N);  // the CPU's sum: token order, double
+  ETH_CUDA_LAUNCHED();
+  *loss = scale * fetch(sum);
 }
 
 void crossentropy_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
@@ -257,14 +278,12 @@ void adamw_update(float* p, Bf16* p_bf16, float* m, float* v, const float* grads
 double sum_squares(const float* x, std::int64_t n) {
   if (n == 0) return 0;
   const std::int64_t blocks = (n + kSquaresBlock - 1) / kSquaresBlock;
-  DeviceBuffer<double> partial(static_cast<std::size_t>(blocks));
-  squares<<<static_cast<unsigned>(blocks), kThreads, 0, stream()>>>(partial.data(), x, n);
+  double* sum = scratch(blocks + 1);
+  squares<<<static_cast<unsigned>(blocks), kThreads, 0, stream()>>>(sum + 1, x, n);
   ETH_CUDA_LAUNCHED();
-  std::vector<double> host(static_cast<std::size_t>(blocks));
-  copy_to_host(host.data(), partial.data(), partial.bytes());
-  double sum = 0;
-  for (const double b : host) sum += b;  // blocks in order, as cpu::sum_squares
-  return sum;
+  sum_in_order<<<1, 1, 0, stream()>>>(sum, sum + 1, blocks);  // blocks in order, as the CPU
+  ETH_CUDA_LAUNCHED();
+  return fetch(sum);
 }
 
 }  // namespace eth::cuda
