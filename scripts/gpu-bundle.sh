@@ -6,7 +6,8 @@
 #                                      statically, cudart static, cuBLASLt from the GPU machine's
 #                                      toolkit)
 #   gpu-bundle/lib/                    the non-CUDA shared libraries it needs beyond glibc
-#                                      (libstdc++, libgcc_s, libgomp)
+#                                      (libstdc++, libgcc_s, libgomp, oneDNN for the CPU
+#                                      side of the block test: about 43 MiB in all)
 #   gpu-bundle/MANIFEST                commit, date, sizes
 # The CPU kernels it links (the references' dropout masks) are built for baseline x86-64
 # (-DETH_KERNELS_NATIVE=OFF): the GPU host's CPU is unknown here. Usage:

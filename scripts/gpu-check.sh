@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check of issue 14 in one run on the lent GPU machine (one H200, CUDA 13 toolkit,
-# CMake, PyTorch; none of our -dev packages; no network): about 5 minutes, well under 8.
+# CMake, PyTorch; none of our -dev packages; no network): about 5 minutes, at most 7 (each step
+# has a timeout: kernels 120 s, PyTorch 300 s).
 #   1. the machine: nvidia-smi, nvcc, torch;
 #   2. test_kernels_cuda from gpu-bundle/ (scripts/gpu-bundle.sh, built on a build machine and
 #      carried here): every CUDA kernel against the double references, dropout masks against the
@@ -39,7 +40,7 @@ export LD_LIBRARY_PATH="$root/gpu-bundle/lib${cublas_dir:+:$cublas_dir}${LD_LIBR
 
 echo "== 2. CUDA kernels against the references"
 ldd "$root/gpu-bundle/bin/test_kernels_cuda" | grep "not found" && status=1
-timeout 300 "$root/gpu-bundle/bin/test_kernels_cuda" --gtest_output="xml:$out/kernels_cuda.xml" \
+timeout 120 "$root/gpu-bundle/bin/test_kernels_cuda" --gtest_output="xml:$out/kernels_cuda.xml" \
   >"$out/kernels_cuda.txt" 2>&1
 rc=$?
 cat "$out/kernels_cuda.txt"
@@ -59,7 +60,7 @@ fi
 
 echo "== 3. PyTorch baseline (gpt2-small, seq 1024, bf16)"
 if [ "${gpus:-0}" -gt 0 ]; then
-  timeout 360 python3 "$root/tools/torch_gpt2_gpu.py" --out "$out/torch_gpt2.json" || {
+  timeout 300 python3 "$root/tools/torch_gpt2_gpu.py" --out "$out/torch_gpt2.json" || {
     echo "torch baseline: FAILED or timed out"; status=1; }
 else
   echo "torch baseline: NOT RUN: no GPU here"

@@ -102,7 +102,7 @@ def main():
     p.add_argument("--heads", type=int, default=12)
     p.add_argument("--vocab", type=int, default=50257)
     p.add_argument("--seq", type=int, default=1024)
-    p.add_argument("--batches", default="8,16,32,48,64", help="micro-batches tried, ascending")
+    p.add_argument("--batches", default="8,16,32,64,96,128", help="micro-batches tried, ascending")
     p.add_argument("--modes", default="eager,compile")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
@@ -120,11 +120,10 @@ def main():
         eager = result["modes"].get("eager")
         start = eager["micro_batch"] if mode == "compile" and eager else None
         result["modes"][mode] = largest_that_fits(mode, a, start)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+        if a.out:  # after every mode: a timeout in the next one keeps this one's figures
+            with open(a.out, "w") as f:
+                f.write(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
     return 0
 
 
