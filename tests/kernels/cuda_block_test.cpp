@@ -219,8 +219,12 @@ Grads step(const Params& p, const std::vector<std::int32_t>& tokens,
 
 TEST(CudaBlock, LossAndEveryGradientMatchTheCpuBf16Kernels) {
   std::mt19937_64 gen(60);
-  auto w = [&](std::int64_t n, double s) { return test::to_bf16(test::random_bf16_vec(gen, sz(n), -s, s)); };
-  auto near1 = [&](std::int64_t n) { return test::to_bf16(test::random_bf16_vec(gen, sz(n), 0.8, 1.2)); };
+  auto w = [&](std::int64_t n, double s) {
+    return test::to_bf16(test::random_bf16_vec(gen, sz(n), -s, s));
+  };
+  auto near1 = [&](std::int64_t n) {
+    return test::to_bf16(test::random_bf16_vec(gen, sz(n), 0.8, 1.2));
+  };
   Params p;
   p.wte = w(V * C, 0.5), p.wpe = w(T * C, 0.1), p.ln1w = near1(C), p.ln1b = w(C, 0.1);
   p.qkvw = w(3 * C * C, 0.2), p.qkvb = w(3 * C, 0.1), p.projw = w(C * C, 0.1);

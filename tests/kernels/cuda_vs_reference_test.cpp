@@ -9,6 +9,7 @@
 // the reason, except the ones that check what the runtime says then.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -25,6 +26,7 @@
 #include "kernels/reference/layernorm.h"
 #include "kernels/reference/matmul.h"
 #include "kernels/reference/pointwise.h"
+#include "kernels/reference/vocab_parallel.h"
 #include "kernels/rng.h"
 
 namespace eth {
@@ -354,6 +356,109 @@ TEST(CudaVsReference, AdamWAndSumOfSquares) {
   double want = 0;
   for (const float x : g) want += static_cast<double>(x) * x;
   EXPECT_NEAR(cuda::sum_squares(dg.data(), n), want, 1e-12 * want);
+}
+
+// ---- vocabulary-parallel shares ------------------------------------------------------------
+
+// Two tp ranks' shares of the vocabulary ([0, 40) and [40, 97)), each against the reference
+// twin, joined as the tp all-reduces join them (max, then sum): the loss, lse and gradient of the
+// whole vocabulary's reference cross-entropy.
+TEST(CudaVsReference, VocabParallelShares) {
+  ETH_REQUIRE_GPU();
+  std::mt19937_64 gen(52);
+  const std::int64_t B = 2, T = 9, N = B * T, C = 24, V = 97;
+  const std::int64_t v0s[2] = {0, 40}, Vrs[2] = {40, 57};
+  const double scale = 1.0 / 18.0;
+  const auto tokens = random_ids(gen, sz(N), V), targets = random_ids(gen, sz(N), V);
+  const Vec logits = random_bf16_vec(gen, sz(N * V), -4, 4);
+  const auto dtok = up(tokens);
+  const auto dtgt = up(targets);
+  Vec mx_join(sz(N), -INFINITY), stats_join(sz(2 * N), 0.0);
+  std::vector<DeviceBuffer<float>> mx(2);
+  std::vector<DeviceBuffer<Bf16>> shard(2);
+  std::vector<Vec> shard_host(2);
+  for (int r = 0; r < 2; ++r) {
+    const std::int64_t v0 = v0s[r], Vr = Vrs[r];
+    SCOPED_TRACE("shard " + std::to_string(r));
+    // Embedding share: exact (a widened bf16 row or 0).
+    const Vec rows = random_bf16_vec(gen, sz(Vr * C)), dout = random_bf16_vec(gen, sz(N * C));
+    const Vec d0 = random_vec(gen, sz(Vr * C));
+    const auto drows = up(to_bf16(rows)), ddout = up(to_bf16(dout));
+    DeviceBuffer<float> look = up(nan_vec(sz(N * C))), drows_grad = up(to_float(d0));
+    cuda::vocab_embedding_forward(look.data(), dtok.data(), drows.data(), v0, Vr, N, C, V);
+    cuda::vocab_embedding_backward(drows_grad.data(), ddout.data(), dtok.data(), v0, Vr, N, C);
+    Vec wlook(sz(N * C)), wgrad = to_double(to_float(d0));
+    ref::vocab_embedding_forward(wlook.data(), tokens.data(), rows.data(), v0, Vr, N, C, V);
+    ref::vocab_embedding_backward(wgrad.data(), dout.data(), tokens.data(), v0, Vr, N, C);
+    expect_fp32_close("lookup", down(look), wlook, reduction_tol(1));
+    expect_fp32_close("dwte rows", down(drows_grad), wgrad, reduction_tol(N));
+    // The rank's logit columns, and its maximum.
+    Vec cols(sz(N * Vr));
+    for (std::int64_t n = 0; n < N; ++n) {
+      for (std::int64_t v = 0; v < Vr; ++v) cols[sz(n * Vr + v)] = logits[sz(n * V + v0 + v)];
+    }
+    shard_host[sz(r)] = cols;
+    shard[sz(r)] = up(to_bf16(cols));
+    mx[sz(r)] = up(nan_vec(sz(N)));
+    cuda::vocab_ce_max(mx[sz(r)].data(), shard[sz(r)].data(), N, Vr);
+    Vec wmx(sz(N));
+    ref::vocab_ce_max(wmx.data(), cols.data(), N, Vr);
+    const VecF got_mx = down(mx[sz(r)]);
+    expect_fp32_close("max", got_mx, wmx, reduction_tol(1));
+    for (std::int64_t n = 0; n < N; ++n) {
+      mx_join[sz(n)] = std::max(mx_join[sz(n)], static_cast<double>(got_mx[sz(n)]));
+    }
+  }
+  const auto dmx = up(to_float(mx_join));
+  for (int r = 0; r < 2; ++r) {
+    DeviceBuffer<float> stats = up(nan_vec(sz(2 * N)));
+    cuda::vocab_ce_sums(stats.data(), shard[sz(r)].data(), dmx.data(), dtgt.data(), v0s[r], N,
+                        Vrs[r]);
+    Vec wstats(sz(2 * N));
+    ref::vocab_ce_sums(wstats.data(), shard_host[sz(r)].data(), mx_join.data(), targets.data(),
+                       v0s[r], N, Vrs[r]);
+    const VecF got = down(stats);
+    expect_fp32_close("sums", got, wstats, reduction_tol(Vrs[r]));
+    for (std::size_t i = 0; i < got.size(); ++i) stats_join[i] += got[i];
+  }
+  const auto dstats = up(to_float(stats_join));
+  DeviceBuffer<float> losses = up(nan_vec(sz(N))), lse = up(nan_vec(sz(N)));
+  double loss = std::nan("");
+  cuda::vocab_ce_finish(&loss, losses.data(), lse.data(), dmx.data(), dstats.data(), scale, N);
+  Vec wlosses(sz(N)), wlse(sz(N)), wd(sz(N * V));
+  double wloss = 0;
+  ref::crossentropy_forward(&wloss, wlosses.data(), wlse.data(), logits.data(), targets.data(),
+                            scale, N, V);
+  ref::crossentropy_backward(wd.data(), logits.data(), wlse.data(), targets.data(), scale, N, V);
+  expect_fp32_close("joined losses", down(losses), wlosses, reduction_tol(V));
+  expect_fp32_close("joined lse", down(lse), wlse, reduction_tol(V));
+  EXPECT_NEAR(loss, wloss, reduction_tol(V) * std::abs(wloss));
+  for (int r = 0; r < 2; ++r) {
+    DeviceBuffer<Bf16> dlogits = up(nan_bf16(sz(N * Vrs[r])));
+    cuda::vocab_ce_backward(dlogits.data(), shard[sz(r)].data(), lse.data(), dtgt.data(), v0s[r],
+                            scale, N, Vrs[r]);
+    Vec want(sz(N * Vrs[r]));
+    for (std::int64_t n = 0; n < N; ++n) {
+      for (std::int64_t v = 0; v < Vrs[r]; ++v) {
+        want[sz(n * Vrs[r] + v)] = wd[sz(n * V + v0s[r] + v)];
+      }
+    }
+    expect_bf16_close("dlogits shard " + std::to_string(r), down(dlogits), want, reduction_tol(V));
+  }
+  // Positions after the joined lookup: out = round(lookup + wpe); dwpe += over samples.
+  const Vec lookup = random_bf16_vec(gen, sz(N * C)), wpe = random_bf16_vec(gen, sz(T * C));
+  const Vec dout = random_bf16_vec(gen, sz(N * C)), dwpe0 = random_vec(gen, sz(T * C));
+  const auto dlookup = up(to_float(lookup));
+  const auto dwpe_t = up(to_bf16(wpe)), ddout = up(to_bf16(dout));
+  DeviceBuffer<Bf16> out = up(nan_bf16(sz(N * C)));
+  DeviceBuffer<float> dwpe = up(to_float(dwpe0));
+  cuda::position_forward(out.data(), dlookup.data(), dwpe_t.data(), B, T, C);
+  cuda::position_backward(dwpe.data(), ddout.data(), B, T, C);
+  Vec wout = lookup, wdwpe = to_double(to_float(dwpe0));
+  ref::position_forward(wout.data(), wpe.data(), B, T, C);
+  ref::position_backward(wdwpe.data(), dout.data(), B, T, C);
+  expect_bf16_close("position out", down(out), wout, reduction_tol(2));
+  expect_fp32_close("dwpe", down(dwpe), wdwpe, reduction_tol(B));
 }
 
 // ---- fused attention ----------------------------------------------------------------------

@@ -17,7 +17,8 @@ void check(cudaError_t err, const char* call, const char* file, int line);
 #define ETH_CUDA_CHECK(call) ::eth::cuda::check((call), #call, __FILE__, __LINE__)
 // After a kernel launch: reports a bad launch configuration at once (execution errors surface
 // at the next synchronize()).
-#define ETH_CUDA_LAUNCHED() ::eth::cuda::check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+#define ETH_CUDA_LAUNCHED() \
+  ::eth::cuda::check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
 
 // The stream of the calling host thread (runtime.h).
 inline cudaStream_t stream() { return cudaStreamPerThread; }

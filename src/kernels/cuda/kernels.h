@@ -21,12 +21,22 @@
 
 namespace eth::cuda {
 
-// ---- embedding (cpu/bf16/encoder.h) -------------------------------------------------------
-// (The vocabulary-parallel twins of cpu/bf16/vocab_parallel.h are not built yet: docs/gpu.md.)
+// ---- embedding (cpu/bf16/encoder.h, cpu/bf16/vocab_parallel.h) ----------------------------
 void encoder_forward(Bf16* out, const std::int32_t* tokens, const Bf16* wte, const Bf16* wpe,
                      std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t V);
 void encoder_backward(float* dwte, float* dwpe, const Bf16* dout, const std::int32_t* tokens,
                       std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t V);
+// A tp rank's share of the lookup (fp32, for the all-reduce) and the positions added after it.
+void vocab_embedding_forward(float* out, const std::int32_t* tokens, const Bf16* wte_rows,
+                             std::int64_t v0, std::int64_t Vr, std::int64_t N, std::int64_t C,
+                             std::int64_t V);
+void vocab_embedding_backward(float* dwte_rows, const Bf16* dout, const std::int32_t* tokens,
+                              std::int64_t v0, std::int64_t Vr, std::int64_t N, std::int64_t C);
+void position_forward(Bf16* out, const float* lookup, const Bf16* wpe, std::int64_t B,
+                      std::int64_t T, std::int64_t C);
+void position_backward(float* dwpe, const Bf16* dout, std::int64_t B, std::int64_t T,
+                       std::int64_t C);
+
 // ---- layer norm (cpu/bf16/layernorm.h) ----------------------------------------------------
 void layernorm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, const Bf16* weight,
                        const Bf16* bias, std::int64_t N, std::int64_t C);
@@ -95,7 +105,7 @@ void add_inplace(double* x, const double* y, std::int64_t n);
 void max_inplace(float* x, const float* y, std::int64_t n);
 void max_inplace(double* x, const double* y, std::int64_t n);
 
-// ---- cross-entropy (cpu/bf16/crossentropy.h) ----------------------------------------------
+// ---- cross-entropy (cpu/bf16/crossentropy.h, cpu/bf16/vocab_parallel.h) -------------------
 // The losses are summed in token order in double (the CPU's order) by one device thread; the
 // call waits for that one double (loss is a host pointer).
 void crossentropy_forward(double* loss, float* losses, float* lse, const Bf16* logits,
@@ -104,6 +114,17 @@ void crossentropy_forward(double* loss, float* losses, float* lse, const Bf16* l
 void crossentropy_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
                            const std::int32_t* targets, double scale, std::int64_t N,
                            std::int64_t V);
+// A tp rank's share of the loss: its row maxima (joined by a max all-reduce), its sums of
+// exponentials and target logits (a sum all-reduce), the losses (vocab_ce_finish, summed like
+// crossentropy_forward's) and its columns of the gradient.
+void vocab_ce_max(float* mx, const Bf16* logits, std::int64_t N, std::int64_t Vr);
+void vocab_ce_sums(float* stats, const Bf16* logits, const float* mx, const std::int32_t* targets,
+                   std::int64_t v0, std::int64_t N, std::int64_t Vr);
+void vocab_ce_finish(double* loss, float* losses, float* lse, const float* mx, const float* stats,
+                     double scale, std::int64_t N);
+void vocab_ce_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
+                       const std::int32_t* targets, std::int64_t v0, double scale, std::int64_t N,
+                       std::int64_t Vr);
 
 // ---- optimizer (cpu/bf16/optimizer.h, cpu/optimizer.h) -------------------------------------
 // The fused AdamW step: fp32 masters and moments updated, the bf16 compute copy written.

@@ -1,5 +1,6 @@
 // Row and column kernels of bf16 training on the device: embedding, layer norm, cross-entropy,
-// AdamW and the sum of squares (cpu/bf16/encoder.h, layernorm.h, crossentropy.h, optimizer.h).
+// AdamW, the sum of squares and a tp rank's vocabulary-parallel shares (cpu/bf16/encoder.h,
+// layernorm.h, crossentropy.h, optimizer.h, vocab_parallel.h).
 // Every sum that the CPU forms in a fixed order and accumulates into a parameter gradient
 // (embedding, layer-norm weight and bias) is formed here in the same order, one thread per
 // output element: results do not depend on the launch shape.
@@ -128,14 +129,83 @@ __global__ void ce_fwd(float* losses, float* lse, const Bf16* logits,
   }
 }
 
+// dlogits = scale (softmax - onehot) over this block's row of V columns, the columns being the
+// vocabulary's [v0, v0 + V) (v0 = 0: the whole vocabulary).
 __global__ void ce_bwd(Bf16* dlogits, const Bf16* logits, const float* lse,
-                       const std::int32_t* targets, float scale, std::int64_t V) {
+                       const std::int32_t* targets, std::int64_t v0, float scale,
+                       std::int64_t V) {
   const std::int64_t n = blockIdx.x;
   const float l = lse[n];
-  const std::int32_t target = targets[n];
+  const std::int64_t target = targets[n] - v0;
   for (std::int64_t v = threadIdx.x; v < V; v += blockDim.x) {
     const float p = expf(to_float(logits[n * V + v]) - l);
     dlogits[n * V + v] = to_bf16(scale * (p - (v == target ? 1.0f : 0.0f)));
+  }
+}
+
+// ---- vocabulary-parallel shares (cpu/bf16/vocab_parallel.h) --------------------------------
+
+__global__ void vocab_emb_fwd(float* out, const std::int32_t* tokens, const Bf16* wte_rows,
+                              std::int64_t v0, std::int64_t Vr, std::int64_t C,
+                              std::int64_t total) {
+  ETH_GRID_LOOP(i, total) {
+    const std::int64_t n = i / C, c = i % C, tok = tokens[n];
+    out[i] = tok >= v0 && tok < v0 + Vr ? to_float(wte_rows[(tok - v0) * C + c]) : 0.0f;
+  }
+}
+
+// One thread per channel, tokens in order (as encoder_bwd_tok).
+__global__ void vocab_emb_bwd(float* dwte_rows, const Bf16* dout, const std::int32_t* tokens,
+                              std::int64_t v0, std::int64_t Vr, std::int64_t N, std::int64_t C) {
+  ETH_GRID_LOOP(c, C) {
+    for (std::int64_t n = 0; n < N; ++n) {
+      const std::int64_t tok = tokens[n];
+      if (tok >= v0 && tok < v0 + Vr) dwte_rows[(tok - v0) * C + c] += to_float(dout[n * C + c]);
+    }
+  }
+}
+
+__global__ void position_fwd(Bf16* out, const float* lookup, const Bf16* wpe, std::int64_t T,
+                             std::int64_t C, std::int64_t total) {
+  ETH_GRID_LOOP(i, total) {
+    const std::int64_t t = (i / C) % T, c = i % C;
+    out[i] = to_bf16(lookup[i] + to_float(wpe[t * C + c]));
+  }
+}
+
+__global__ void vocab_max(float* mx, const Bf16* logits, std::int64_t Vr) {
+  __shared__ float shared[32];
+  const std::int64_t n = blockIdx.x;
+  float m = -INFINITY;
+  for (std::int64_t v = threadIdx.x; v < Vr; v += blockDim.x) {
+    m = fmaxf(m, to_float(logits[n * Vr + v]));
+  }
+  m = block_max(m, shared);
+  if (threadIdx.x == 0) mx[n] = m;
+}
+
+__global__ void vocab_sums(float* stats, const Bf16* logits, const float* mx,
+                           const std::int32_t* targets, std::int64_t v0, std::int64_t Vr) {
+  __shared__ float shared[32];
+  const std::int64_t n = blockIdx.x;
+  float sum = 0;
+  for (std::int64_t v = threadIdx.x; v < Vr; v += blockDim.x) {
+    sum += expf(to_float(logits[n * Vr + v]) - mx[n]);
+  }
+  sum = block_sum(sum, shared);
+  if (threadIdx.x == 0) {
+    const std::int64_t t = targets[n];
+    stats[2 * n] = sum;
+    stats[2 * n + 1] = t >= v0 && t < v0 + Vr ? to_float(logits[n * Vr + t - v0]) : 0.0f;
+  }
+}
+
+__global__ void vocab_finish(float* losses, float* lse, const float* mx, const float* stats,
+                             std::int64_t N) {
+  ETH_GRID_LOOP(n, N) {
+    const float l = mx[n] + logf(stats[2 * n]);
+    lse[n] = l;
+    losses[n] = l - stats[2 * n + 1];
   }
 }
 
@@ -263,7 +333,7 @@ void crossentropy_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
                            const std::int32_t* targets, double scale, std::int64_t N,
                            std::int64_t V) {
   if (N == 0) return;
-  ce_bwd<<<static_cast<unsigned>(N), kThreads, 0, stream()>>>(dlogits, logits, lse, targets,
+  ce_bwd<<<static_cast<unsigned>(N), kThreads, 0, stream()>>>(dlogits, logits, lse, targets, 0,
                                                               static_cast<float>(scale), V);
   ETH_CUDA_LAUNCHED();
 }
@@ -284,6 +354,72 @@ double sum_squares(const float* x, std::int64_t n) {
   sum_in_order<<<1, 1, 0, stream()>>>(sum, sum + 1, blocks);  // blocks in order, as the CPU
   ETH_CUDA_LAUNCHED();
   return fetch(sum);
+}
+
+void vocab_embedding_forward(float* out, const std::int32_t* tokens, const Bf16* wte_rows,
+                             std::int64_t v0, std::int64_t Vr, std::int64_t N, std::int64_t C,
+                             std::int64_t /*V*/) {
+  if (N * C == 0) return;
+  vocab_emb_fwd<<<blocks_for(N * C), kThreads, 0, stream()>>>(out, tokens, wte_rows, v0, Vr, C,
+                                                              N * C);
+  ETH_CUDA_LAUNCHED();
+}
+
+void vocab_embedding_backward(float* dwte_rows, const Bf16* dout, const std::int32_t* tokens,
+                              std::int64_t v0, std::int64_t Vr, std::int64_t N, std::int64_t C) {
+  if (N * C == 0 || Vr == 0) return;
+  vocab_emb_bwd<<<blocks_for(C, 64), 64, 0, stream()>>>(dwte_rows, dout, tokens, v0, Vr, N, C);
+  ETH_CUDA_LAUNCHED();
+}
+
+void position_forward(Bf16* out, const float* lookup, const Bf16* wpe, std::int64_t B,
+                      std::int64_t T, std::int64_t C) {
+  if (B * T * C == 0) return;
+  position_fwd<<<blocks_for(B * T * C), kThreads, 0, stream()>>>(out, lookup, wpe, T, C,
+                                                                 B * T * C);
+  ETH_CUDA_LAUNCHED();
+}
+
+void position_backward(float* dwpe, const Bf16* dout, std::int64_t B, std::int64_t T,
+                       std::int64_t C) {
+  if (B * T * C == 0) return;
+  encoder_bwd_pos<<<blocks_for(T * C), kThreads, 0, stream()>>>(dwpe, dout, B, T, C);
+  ETH_CUDA_LAUNCHED();
+}
+
+void vocab_ce_max(float* mx, const Bf16* logits, std::int64_t N, std::int64_t Vr) {
+  if (N == 0) return;
+  vocab_max<<<static_cast<unsigned>(N), kThreads, 0, stream()>>>(mx, logits, Vr);
+  ETH_CUDA_LAUNCHED();
+}
+
+void vocab_ce_sums(float* stats, const Bf16* logits, const float* mx, const std::int32_t* targets,
+                   std::int64_t v0, std::int64_t N, std::int64_t Vr) {
+  if (N == 0) return;
+  vocab_sums<<<static_cast<unsigned>(N), kThreads, 0, stream()>>>(stats, logits, mx, targets, v0,
+                                                                  Vr);
+  ETH_CUDA_LAUNCHED();
+}
+
+void vocab_ce_finish(double* loss, float* losses, float* lse, const float* mx, const float* stats,
+                     double scale, std::int64_t N) {
+  *loss = 0;
+  if (N == 0) return;
+  vocab_finish<<<blocks_for(N), kThreads, 0, stream()>>>(losses, lse, mx, stats, N);
+  ETH_CUDA_LAUNCHED();
+  double* sum = scratch(1);
+  sum_in_order<<<1, 1, 0, stream()>>>(sum, losses, N);  // token order, double: the CPU's sum
+  ETH_CUDA_LAUNCHED();
+  *loss = scale * fetch(sum);
+}
+
+void vocab_ce_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
+                       const std::int32_t* targets, std::int64_t v0, double scale, std::int64_t N,
+                       std::int64_t Vr) {
+  if (N == 0) return;
+  ce_bwd<<<static_cast<unsigned>(N), kThreads, 0, stream()>>>(dlogits, logits, lse, targets, v0,
+                                                              static_cast<float>(scale), Vr);
+  ETH_CUDA_LAUNCHED();
 }
 
 }  // namespace eth::cuda
