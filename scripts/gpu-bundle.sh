@@ -5,6 +5,8 @@
 #   gpu-bundle/bin/test_kernels_cuda   the CUDA kernels against the references (GoogleTest linked
 #                                      statically, cudart static, cuBLASLt from the GPU machine's
 #                                      toolkit)
+#   gpu-bundle/bin/test_comm_nccl      the NCCL communicator on one GPU (NCCL from the GPU
+#                                      machine's toolkit or PyTorch)
 #   gpu-bundle/lib/                    the non-CUDA shared libraries it needs beyond glibc
 #                                      (libstdc++, libgcc_s, libgomp, oneDNN for the CPU
 #                                      side of the block test: about 43 MiB in all)
@@ -21,14 +23,14 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache
                                           -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DETH_WERROR=ON -DETH_CUDA=ON \
   -DETH_KERNELS_NATIVE=OFF -DETH_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
-cmake --build "$build" -j"${ETH_JOBS:-2}" --target test_kernels_cuda
+cmake --build "$build" -j"${ETH_JOBS:-2}" --target test_kernels_cuda test_comm_nccl
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
-cp "$build/tests/kernels/test_kernels_cuda" "$bundle/bin/"
+cp "$build/tests/kernels/test_kernels_cuda" "$build/tests/comm/test_comm_nccl" "$bundle/bin/"
 # The shared libraries beyond glibc and the CUDA toolkit's (those come from the GPU machine).
-ldd "$bundle/bin/test_kernels_cuda" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
+ldd "$bundle"/bin/* | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
-    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libcublas*|libcudart*) ;;
+    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libcublas*|libcudart*|libnccl*) ;;
     *) cp -L "$lib" "$bundle/lib/" ;;
   esac
 done

@@ -2,8 +2,8 @@
 // run would use, decided before any work. cpu is what runs today. cuda is refused, before any
 // file is read or written, with the reason in words: a build without CUDA says so (rebuild with
 // the toolkit); a machine without a GPU says what the driver reported; a machine with a GPU is
-// told that training on it is not built yet (the CUDA kernels are; the stage computation on
-// them, the NCCL communicator and the GPU profile are not: docs/gpu.md).
+// told that training on it is not built yet (the CUDA kernels and the NCCL communicator are; the
+// stage computation on them and the GPU profile are not: docs/gpu.md).
 #pragma once
 
 #include <string>
