@@ -75,7 +75,9 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   sc.seed = cfg.seed;
   sc.tp = st.tp;
   sc.tp_rank = place.tp_rank;
+  sc.layout = cfg.layout;
   compute_ = std::make_unique<StageCompute<CpuKernels>>(plan.model, sc, tp_group);
+  cfg_.layout = nullptr;  // copied into compute_; the caller's need not outlive construction
   // Ranks of every tp rank of every replica of every stage of this pipeline, looked up once.
   for (const StagePlan& other : pipe_.stages) {
     auto& replicas = peers_.emplace_back();

@@ -31,6 +31,9 @@ struct CpuKernels {
   static constexpr auto matmul_nt_backward = &cpu::matmul_nt_backward;
   static constexpr auto matmul_nn_forward = &cpu::matmul_nn_forward;
   static constexpr auto matmul_nn_backward = &cpu::matmul_nn_backward;
+  // Weight gradients cut into row chunks stored apart (placed gradient layouts).
+  static constexpr auto matmul_nt_backward_rows = &cpu::matmul_nt_backward_rows;
+  static constexpr auto matmul_nn_backward_rows = &cpu::matmul_nn_backward_rows;
   static constexpr auto attention_scores_forward = &cpu::attention_scores_forward;
   static constexpr auto attention_scores_backward = &cpu::attention_scores_backward;
   static constexpr auto attention_softmax_forward = &cpu::attention_softmax_forward;
@@ -67,6 +70,8 @@ struct RefKernels {
   static constexpr auto matmul_nt_backward = &ref::matmul_nt_backward<R>;
   static constexpr auto matmul_nn_forward = &ref::matmul_nn_forward<R>;
   static constexpr auto matmul_nn_backward = &ref::matmul_nn_backward<R>;
+  static constexpr auto matmul_nt_backward_rows = &ref::matmul_nt_backward_rows<R>;
+  static constexpr auto matmul_nn_backward_rows = &ref::matmul_nn_backward_rows<R>;
   static constexpr auto attention_scores_forward = &ref::attention_scores_forward<R>;
   static constexpr auto attention_scores_backward = &ref::attention_scores_backward<R>;
   static constexpr auto attention_softmax_forward = &ref::attention_softmax_forward<R>;

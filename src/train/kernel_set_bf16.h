@@ -51,6 +51,8 @@ struct CpuBf16Kernels {
   static constexpr auto matmul_nt_backward = &cpu::bf16::matmul_nt_backward;
   static constexpr auto matmul_nn_forward = &cpu::bf16::matmul_nn_forward;
   static constexpr auto matmul_nn_backward = &cpu::bf16::matmul_nn_backward;
+  static constexpr auto matmul_nt_backward_rows = &cpu::bf16::matmul_nt_backward_rows;
+  static constexpr auto matmul_nn_backward_rows = &cpu::bf16::matmul_nn_backward_rows;
 
     // Attention with the fp32 set's signatures (the layout is implied by qkv_layout).
   static void attention_probs_forward(Bf16* P, const Bf16* qkv, std::int64_t B, std::int64_t T,
