@@ -63,32 +63,21 @@ double backward_passed_ms(const PipelineCosts& pc, const StagePlan& st, std::siz
   return t;
 }
 
-SyncPrediction predict_sync(const Plan& plan, const ClusterSpec& cluster,
-                            const std::vector<PipelineCosts>& costs,
-                            const std::vector<double>& t_p, double pipeline_ms,
-                            const std::vector<Seat>& seats, AggregationMode mode,
-                            const PredictOptions& opt) {
+// In-order list schedule: every device issues the collectives in the one global order, one at
+// a time; a collective starts once `ready(block, holder)` on every holder and every holder is
+// done with its previous one. Disjoint groups therefore run in parallel.
+template <typename Ready>
+SyncPrediction schedule_sync(const Plan& plan, const ClusterSpec& cluster, AggregationMode mode,
+                             const PredictOptions& opt, Ready ready) {
   SyncPrediction sp;
   sp.mode = mode;
   const std::vector<GradBlock> blocks = aggregation_collectives(plan, mode);
   sp.stats = aggregation_stats(blocks, opt.element_bytes);
-  // In-order list schedule: every device issues the collectives in the one global order, one
-  // at a time; a collective starts once it is ready on every holder and every holder is done
-  // with its previous one. Disjoint groups therefore run in parallel.
   std::map<std::int64_t, double> free_at, busy;
   for (const GradBlock& b : blocks) {
     if (b.holders.size() < 2) continue;
-    double start = opt.overlap ? 0.0 : pipeline_ms;
-    for (std::int64_t h : b.holders) {
-      const Seat& seat = seats[static_cast<std::size_t>(h)];
-      const StagePlan& st = plan.pipelines[seat.pipeline].stages[seat.stage];
-      if (opt.overlap) {
-        const std::int64_t lowest = std::max(b.lowest_unit(), st.first_unit);
-        start = std::max(start, backward_passed_ms(costs[seat.pipeline], st, seat.stage, lowest,
-                                                   t_p[seat.pipeline]));
-      }
-      start = std::max(start, free_at[h]);
-    }
+    double start = 0;
+    for (std::int64_t h : b.holders) start = std::max({start, ready(b, h), free_at[h]});
     const double dur = ring_allreduce_ms(
         cluster, b.holders, static_cast<double>(b.elements) * opt.element_bytes,
         opt.collective_latency_ms);
@@ -99,6 +88,23 @@ SyncPrediction predict_sync(const Plan& plan, const ClusterSpec& cluster,
     sp.end_ms = std::max(sp.end_ms, start + dur);
   }
   for (const auto& [device, ms] : busy) sp.busy_ms = std::max(sp.busy_ms, ms);
+  return sp;
+}
+
+SyncPrediction predict_sync(const Plan& plan, const ClusterSpec& cluster,
+                            const std::vector<PipelineCosts>& costs,
+                            const std::vector<double>& t_p, double pipeline_ms,
+                            const std::vector<Seat>& seats, AggregationMode mode,
+                            const PredictOptions& opt) {
+  SyncPrediction sp = schedule_sync(
+      plan, cluster, mode, opt, [&](const GradBlock& b, std::int64_t h) {
+        if (!opt.overlap) return pipeline_ms;
+        const Seat& seat = seats[static_cast<std::size_t>(h)];
+        const StagePlan& st = plan.pipelines[seat.pipeline].stages[seat.stage];
+        const std::int64_t lowest = std::max(b.lowest_unit(), st.first_unit);
+        return backward_passed_ms(costs[seat.pipeline], st, seat.stage, lowest,
+                                  t_p[seat.pipeline]);
+      });
   sp.exposed_ms = std::max(0.0, sp.end_ms - pipeline_ms);
   return sp;
 }
@@ -186,6 +192,14 @@ Json sync_to_json(const SyncPrediction& s) {
 }
 
 }  // namespace
+
+SyncPrediction predict_aggregation(const Plan& plan, const ClusterSpec& cluster,
+                                   AggregationMode mode, const PredictOptions& options) {
+  SyncPrediction sp = schedule_sync(plan, cluster, mode, options,
+                                    [](const GradBlock&, std::int64_t) { return 0.0; });
+  sp.exposed_ms = sp.end_ms;
+  return sp;
+}
 
 double ring_allreduce_ms(const ClusterSpec& cluster, const std::vector<std::int64_t>& holders,
                          double bytes, double latency_ms) {
