@@ -22,32 +22,6 @@ void matmul_nt_forward(Real* out, const Real* inp, const Real* weight, const Rea
   }
 }
 
-// dinp = dout W (=); dweight += dout^T inp; dbias += column sums of dout (if dbias).
-//   dinp (N,C), dweight (OC,C), dbias (OC) or nullptr, dout (N,OC), inp (N,C), weight (OC,C)
-template <typename Real>
-void matmul_nt_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
-                        const Real* weight, std::int64_t N, std::int64_t C, std::int64_t OC) {
-  for (std::int64_t n = 0; n < N; ++n) {
-    for (std::int64_t c = 0; c < C; ++c) {
-      Real acc = 0;
-      for (std::int64_t o = 0; o < OC; ++o) acc += dout[n * OC + o] * weight[o * C + c];
-      dinp[n * C + c] = acc;
-    }
-  }
-  for (std::int64_t o = 0; o < OC; ++o) {
-    for (std::int64_t c = 0; c < C; ++c) {
-      Real acc = 0;
-      for (std::int64_t n = 0; n < N; ++n) acc += dout[n * OC + o] * inp[n * C + c];
-      dweight[o * C + c] += acc;
-    }
-    if (dbias) {
-      Real acc = 0;
-      for (std::int64_t n = 0; n < N; ++n) acc += dout[n * OC + o];
-      dbias[o] += acc;
-    }
-  }
-}
-
 // matmul_nt_backward with the weight (and bias) gradient in row chunks: dinp = dout W (=); for
 // each chunk, its rows [b, e) of dweight += dout[:, b:e]^T inp and of dbias += column sums.
 //   dinp (N,C), rows[i].dweight (e-b,C), rows[i].dbias (e-b) or nullptr, dout (N,OC),
@@ -80,6 +54,15 @@ void matmul_nt_backward_rows(Real* dinp, const GradRows<Real>* rows, std::int64_
   }
 }
 
+// dinp = dout W (=); dweight += dout^T inp; dbias += column sums of dout (if dbias).
+//   dinp (N,C), dweight (OC,C), dbias (OC) or nullptr, dout (N,OC), inp (N,C), weight (OC,C)
+template <typename Real>
+void matmul_nt_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                        const Real* weight, std::int64_t N, std::int64_t C, std::int64_t OC) {
+  const GradRows<Real> all{0, OC, dweight, dbias};
+  matmul_nt_backward_rows(dinp, &all, 1, dout, inp, weight, N, C, OC);
+}
+
 // "nn": weight stored (C, OC), i.e. transposed (proj_w, fcproj_w: the row-parallel matmuls,
 // so a tp shard is a contiguous range of rows). out = inp W + bias.
 //   out (N,OC), inp (N,C), weight (C,OC), bias (OC) or nullptr
@@ -91,34 +74,6 @@ void matmul_nn_forward(Real* out, const Real* inp, const Real* weight, const Rea
       Real acc = bias ? bias[o] : Real(0);
       for (std::int64_t c = 0; c < C; ++c) acc += inp[n * C + c] * weight[c * OC + o];
       out[n * OC + o] = acc;
-    }
-  }
-}
-
-// dinp = dout W^T (=); dweight += inp^T dout; dbias += column sums of dout (if dbias).
-//   dinp (N,C), dweight (C,OC), dbias (OC) or nullptr, dout (N,OC), inp (N,C), weight (C,OC)
-template <typename Real>
-void matmul_nn_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
-                        const Real* weight, std::int64_t N, std::int64_t C, std::int64_t OC) {
-  for (std::int64_t n = 0; n < N; ++n) {
-    for (std::int64_t c = 0; c < C; ++c) {
-      Real acc = 0;
-      for (std::int64_t o = 0; o < OC; ++o) acc += dout[n * OC + o] * weight[c * OC + o];
-      dinp[n * C + c] = acc;
-    }
-  }
-  for (std::int64_t c = 0; c < C; ++c) {
-    for (std::int64_t o = 0; o < OC; ++o) {
-      Real acc = 0;
-      for (std::int64_t n = 0; n < N; ++n) acc += inp[n * C + c] * dout[n * OC + o];
-      dweight[c * OC + o] += acc;
-    }
-  }
-  if (dbias) {
-    for (std::int64_t o = 0; o < OC; ++o) {
-      Real acc = 0;
-      for (std::int64_t n = 0; n < N; ++n) acc += dout[n * OC + o];
-      dbias[o] += acc;
     }
   }
 }
@@ -156,6 +111,15 @@ void matmul_nn_backward_rows(Real* dinp, const GradRows<Real>* rows, std::int64_
       dbias[o] += acc;
     }
   }
+}
+
+// dinp = dout W^T (=); dweight += inp^T dout; dbias += column sums of dout (if dbias).
+//   dinp (N,C), dweight (C,OC), dbias (OC) or nullptr, dout (N,OC), inp (N,C), weight (C,OC)
+template <typename Real>
+void matmul_nn_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                        const Real* weight, std::int64_t N, std::int64_t C, std::int64_t OC) {
+  const GradRows<Real> all{0, C, dweight, nullptr};
+  matmul_nn_backward_rows(dinp, &all, 1, dbias, dout, inp, weight, N, C, OC);
 }
 
 }  // namespace eth::ref
