@@ -3,7 +3,8 @@
 # arguments (scripts/evaluate.sh adds what it draws with). Safe to run repeatedly.
 set -euo pipefail
 packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libgtest-dev
-          libgmock-dev libdnnl-dev libopenblas-dev openmpi-bin libopenmpi-dev python3 "$@")
+          libgmock-dev libdnnl-dev libopenblas-dev openmpi-bin libopenmpi-dev python3
+          iproute2 jq "$@")  # ip netns, tc, jq: scripts/netns-hosts.sh (multi-host tests)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

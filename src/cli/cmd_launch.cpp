@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/launch_hosts.h"
 #include "comm/mpirun.h"
 #include "core/error.h"
 #include "plan/plan.h"
@@ -21,6 +22,7 @@ namespace {
 struct LaunchArgs {
   std::string plan;
   std::string hostfile;
+  std::string network;
   std::string mpirun = "mpirun";
   bool dry_run = false;
   std::vector<std::string> train_args;
@@ -44,7 +46,12 @@ int run_launch(const LaunchArgs& a) {
   o.mpirun = a.mpirun;
   o.num_ranks = static_cast<int>(plan.num_devices());
   o.as_root = running_as_root();
-  o.hostfile = a.hostfile;
+  o.network = a.network;
+  if (!a.hostfile.empty()) {
+    // Host by host in device order (host_of_rank(o.hosts, r) names rank r's host).
+    o.hosts = launch_hosts(plan, a.plan, a.hostfile, a.train_args);
+    for (const std::string& name : eth_environment()) o.env.push_back(name);
+  }
   std::vector<std::string> program{self.string(), "train", "--plan", a.plan, "--backend", "mpi"};
   for (const std::string& s : a.train_args) {
     if (s == "--plan" || s.rfind("--plan=", 0) == 0) {
@@ -79,7 +86,11 @@ void add_launch_command(CLI::App& app, Registry& r) {
   auto a = std::make_shared<LaunchArgs>();
   sub->add_option("--plan", a->plan, "Plan file (eth plan --out)")->required();
   sub->add_option("--hostfile", a->hostfile,
-                  "Open MPI hostfile for runs over several hosts (default: every rank here)");
+                  "Hosts, one per line, one per node of the cluster in its order: host k runs "
+                  "the plan's devices of node k (default: every rank here)");
+  sub->add_option("--net", a->network,
+                  "With --hostfile: the network between the hosts, interface names or CIDR "
+                  "subnets, comma-separated (default: every interface but loopback)");
   sub->add_option("--mpirun", a->mpirun, "The mpirun program")->capture_default_str();
   sub->add_flag("--dry-run", a->dry_run, "Print the mpirun command line and exit");
   sub->add_option("train_args", a->train_args, "Arguments of eth train, after --");
