@@ -1,15 +1,13 @@
 // `eth launch`: starts `eth train --plan` under mpirun with one rank per device of the plan and
 // the flags this kind of machine needs (comm/mpirun.h), so nobody writes the mpirun line by hand.
-// Replaces this process with mpirun (exec), so signals and the exit code are mpirun's.
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
+// mpirun runs as a child (cli/launch_supervisor.h): a dead rank, Ctrl-C and SIGTERM become ETH's
+// exit codes with the rank and device named.
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/launch_supervisor.h"
 #include "cli/launch_hosts.h"
 #include "comm/mpirun.h"
 #include "core/error.h"
@@ -67,13 +65,20 @@ int run_launch(const LaunchArgs& a) {
     std::cout << line << "\n";
     return kExitOk;
   }
-  std::vector<char*> cargv;
-  for (const auto& s : argv) cargv.push_back(const_cast<char*>(s.c_str()));
-  cargv.push_back(nullptr);
-  ::execvp(cargv[0], cargv.data());
-  throw InputError("launch", "--mpirun", "",
-                   "cannot start " + a.mpirun + ": " + std::strerror(errno) +
-                       " (install openmpi-bin, or scripts/install-deps.sh does)");
+  // Where the ranks write checkpoints, for the report of an interrupted run.
+  std::string checkpoint_dir;
+  for (std::size_t i = 0; i < a.train_args.size(); ++i) {
+    const std::string& s = a.train_args[i];
+    if (s == "--checkpoint-dir" && i + 1 < a.train_args.size()) {
+      checkpoint_dir = a.train_args[i + 1];
+    }
+    if (s.rfind("--checkpoint-dir=", 0) == 0) checkpoint_dir = s.substr(17);
+  }
+  std::vector<LaunchRank> ranks = launch_ranks(plan);
+  for (LaunchRank& r : ranks) r.host = host_of_rank(o.hosts, r.rank);
+  const LaunchOutcome outcome = supervise_launch(argv, ranks, checkpoint_dir);
+  if (!outcome.message.empty()) std::cerr << outcome.message << "\n";
+  return outcome.exit_code;
 }
 
 }  // namespace

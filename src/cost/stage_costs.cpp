@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 
 #include "core/error.h"
 #include "plan/blocks.h"
@@ -41,7 +42,7 @@ std::int64_t largest_share(std::int64_t mbs, std::int64_t dp) { return (mbs + dp
 // crosses the link between its two devices, intra-node or inter-node, whichever they are. One
 // device's messages go one after another, different devices' at once: the busiest sender or
 // receiver sets the time. dp 1, tp 1 on both sides is one message.
-double boundary_ms(const ClusterSpec& cluster, const StagePlan& a, const StagePlan& b,
+double boundary_ms(const ClusterIndex& cluster, const StagePlan& a, const StagePlan& b,
                    std::int64_t mbs, double sample_bytes, double p2p_latency_ms) {
   std::map<std::int64_t, double> out, in;  // per device
   for (std::int64_t i = 0; i < a.dp; ++i) {
@@ -66,7 +67,7 @@ double boundary_ms(const ClusterSpec& cluster, const StagePlan& a, const StagePl
   return worst;
 }
 
-StageCost stage_cost(const Plan& plan, const ClusterSpec& cluster, const PipelinePlan& pipe,
+StageCost stage_cost(const Plan& plan, const ClusterIndex& cluster, const PipelinePlan& pipe,
                      std::size_t s, std::int64_t mbs, LookupCache& cache, double p2p_latency_ms,
                      double element_bytes) {
   const StagePlan& st = pipe.stages[s];
@@ -123,6 +124,7 @@ class ParamCache {
 
 StageStaticMemory static_memory(const StagePlan& st, const ProfileEntry& full,
                                 ParamCache& params_of) {
+  const PrecisionBytes per = precision_bytes(full.precision);
   StageStaticMemory m;
   double params = 0;
   for (std::int64_t u = st.first_unit; u <= st.last_unit; ++u) {
@@ -130,9 +132,9 @@ StageStaticMemory static_memory(const StagePlan& st, const ProfileEntry& full,
     const double act = full.units[static_cast<std::size_t>(u)].activation.total();
     m.workspace_bytes = std::max(m.workspace_bytes, act);
   }
-  m.weight_bytes = 2.0 * params;
-  m.gradient_bytes = 2.0 * params;
-  m.optimizer_bytes = 12.0 * params;
+  m.weight_bytes = per.weights * params;
+  m.gradient_bytes = per.gradients * params;
+  m.optimizer_bytes = per.optimizer_state * params;
   return m;
 }
 
@@ -143,18 +145,55 @@ double optimizer_ms(const StagePlan& st, const ProfileEntry& e, ParamCache& para
     // The profile's figure is the whole model's step at this tp: take the stage's share.
     return e.optimizer_ms * params / params_of.model(st.tp);
   }
-  return 16.0 * params / kOptimizerBytesPerS * 1e3;
+  return precision_bytes(e.precision).per_parameter() * params / kOptimizerBytesPerS * 1e3;
 }
 
 }  // namespace
 
+Precision plan_precision(const Plan& plan, const ProfileDb& profile,
+                         std::optional<Precision> wanted) {
+  std::optional<Precision> found;
+  std::string found_type;
+  for (const PipelinePlan& pipe : plan.pipelines) {
+    for (const StagePlan& st : pipe.stages) {
+      for (const auto& [key, e] : profile.entries()) {
+        if (key.device_type != st.device_type || key.tp != st.tp) continue;
+        const std::string name(precision_name(e.precision));
+        if (wanted && e.precision != *wanted) {
+          throw InputError("profile", key.device_type, "precision",
+                           "the profile of device type " + key.device_type + " (tp " +
+                               std::to_string(key.tp) + ", mbs " + std::to_string(key.mbs) +
+                               ") was measured in " + name + ", but the run trains in " +
+                               std::string(precision_name(*wanted)) +
+                               ": measure it with --precision " +
+                               std::string(precision_name(*wanted)));
+        }
+        if (found && *found != e.precision) {
+          throw InputError("profile", key.device_type, "precision",
+                           "device type " + key.device_type + " was profiled in " + name +
+                               " but " + found_type + " in " +
+                               std::string(precision_name(*found)) +
+                               "; one run trains in one precision");
+        }
+        found = e.precision;
+        found_type = key.device_type;
+      }
+    }
+  }
+  // Without entries compute_stage_costs throws its own error naming the missing key.
+  return wanted ? *wanted : found.value_or(Precision::Mixed16);
+}
+
 std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSpec& cluster,
                                                const ProfileDb& profile, double p2p_latency_ms,
-                                               double element_bytes) {
+                                               std::optional<Precision> precision) {
   ETH_CHECK(profile.model().num_units() == plan.model.num_units(),
             "profile and plan describe models with different unit counts");
+  const double element_bytes =
+      precision_bytes(plan_precision(plan, profile, precision)).activation;
   LookupCache cache(profile);
   ParamCache params_of(plan.model);
+  const ClusterIndex index(cluster);
   std::vector<PipelineCosts> out;
   out.reserve(plan.pipelines.size());
   for (const PipelinePlan& pipe : plan.pipelines) {
@@ -164,10 +203,10 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
       ETH_CHECK(static_cast<std::int64_t>(st.devices.size()) == st.tp * st.dp,
                 "stage device count must equal tp * dp");
       pc.full.push_back(
-          stage_cost(plan, cluster, pipe, s, pipe.micro_batch_size, cache, p2p_latency_ms,
+          stage_cost(plan, index, pipe, s, pipe.micro_batch_size, cache, p2p_latency_ms,
                      element_bytes));
       pc.last.push_back(
-          stage_cost(plan, cluster, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms,
+          stage_cost(plan, index, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms,
                      element_bytes));
       const ProfileEntry& full = cache.get(st.device_type, st.tp, pc.full.back().share_mbs);
       pc.memory.push_back(static_memory(st, full, params_of));

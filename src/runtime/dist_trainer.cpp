@@ -1,6 +1,8 @@
 // One rank of distributed training. See dist_trainer.h.
 #include "runtime/dist_trainer.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -61,7 +63,8 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
       seq_len_(resolve_seq_len(cfg_.train)),
       data_(open_training_data(cfg_.train)),
       sampler_(training_sampler_config(cfg_.train, seq_len_, data_.size())),
-      state_(cfg_.plan.model, plan_layout(cfg_.plan, place_.device, cfg_.aggregation)) {
+      state_(cfg_.plan.model, plan_layout(cfg_.plan, place_.device, cfg_.aggregation),
+             cfg_.train.precision) {
   if (cfg_.train.steps < 1) throw InputError("train", "--steps", "", "expected >= 1");
   const StagePlan& st = stage_of(cfg_.plan, place_);
   // The tp group of this rank's stage replica, created once, before the gradient groups, by
@@ -76,13 +79,16 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   }
   StageRunnerConfig rc;
   rc.seq_len = seq_len_;
+  rc.precision = cfg_.train.precision;
   rc.dropout = cfg_.train.dropout;
   rc.seed = cfg_.train.seed;
   rc.slowdown = slowdown_;
   rc.layout = &state_.layout();
+  rc.trace = cfg_.trace;
   runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc, tp_group_.get());
   sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout(),
                                      tp_comm);
+  sync_->set_trace(cfg_.trace);
   for (const StagePlan& other : cfg_.plan.pipelines.front().stages) {
     for (std::int64_t u = other.first_unit; u <= other.last_unit; ++u) {
       owner_stages_.push_back(&other);
@@ -123,6 +129,7 @@ bool DistributedTrainer::owns(std::int64_t unit) const {
 
 StepStats DistributedTrainer::step() {
   ETH_CHECK(!done(), "DistributedTrainer::step past the last step");
+  TraceStep traced(cfg_.trace, next_step_);
   const auto t0 = Clock::now();
   times_ = RankTimes{};
   StepStats s;
@@ -135,12 +142,14 @@ StepStats DistributedTrainer::step() {
   in.loss_scale = 1.0 / static_cast<double>(cfg_.plan.gbs * seq_len_);
   state_.zero_grads();
   if (tp_group_) tp_group_->reset();
-  double loss = runner_->run(state_.params(), state_.grads(), in, times_, sync_.get());
+  double loss = runner_->run(state_, in, times_, sync_.get());
   if (tp_group_) tp_stats_ = tp_group_->stats();
 
   const auto t_sync = Clock::now();
+  TraceScope sync_trace(cfg_.trace, TraceKind::Sync);
   sync_->start(state_.grads());  // what the last backward did not post (or all, without one)
   sync_->finish(state_.grads());
+  sync_trace.end();
   times_.sync_s = since(t_sync);
 
   const auto t_opt = Clock::now();
@@ -150,13 +159,17 @@ StepStats DistributedTrainer::step() {
   // same loss; rank 0 of each group counts it.
   const auto W = static_cast<std::size_t>(world_.size());
   std::vector<double> sums(W + 1, 0.0);
+  TraceScope norm_trace(cfg_.trace, TraceKind::Optimizer);
   double& mine = sums[static_cast<std::size_t>(world_.rank())];
   for (const std::vector<PackRun>& block : norm_runs_) {
     for (const PackRun& r : block) mine += sum_squares(state_.grads() + r.offset, r.count);
   }
   sums[W] = place_.tp_rank == 0 ? loss : 0.0;
+  norm_trace.end();
   const auto t_reduce = Clock::now();  // waits for every rank: counted as sync, not optimizer
+  TraceScope reduce_trace(cfg_.trace, TraceKind::Sync);
   world_.allreduce_sum(std::span<double>(sums));
+  reduce_trace.end();
   const double reduce_s = since(t_reduce);
   times_.sync_s += reduce_s;
   double squares = 0;
@@ -164,7 +177,8 @@ StepStats DistributedTrainer::step() {
   s.loss = sums[W];
   s.grad_norm = std::sqrt(squares);
   s.lr = cfg_.train.lr.at(next_step_);
-  EmulatedOp update(slowdown_);  // emulation stretches the optimizer like every other op
+  TraceScope update_trace(cfg_.trace, TraceKind::Optimizer);
+  EmulatedOp update(slowdown_, cfg_.trace);  // emulation stretches the optimizer as every op
   adamw_update(state_, cfg_.train.adamw, s.lr, next_step_,
                clip_factor(s.grad_norm, cfg_.train.adamw.grad_clip));
   update.finish();
@@ -183,6 +197,32 @@ std::vector<RankTimes> DistributedTrainer::gather_times() const {
   std::vector<RankTimes> out;
   for (std::size_t i = 0; i + 5 <= all.size(); i += 5) {
     out.push_back(RankTimes{all[i], all[i + 1], all[i + 2], all[i + 3], all[i + 4]});
+  }
+  return out;
+}
+
+RankMemory DistributedTrainer::memory() const {
+  RankMemory m;
+  const ModelState::RoleBytes state = state_.role_bytes();
+  m.weights = state.weights;
+  m.gradients = state.gradients;
+  m.optimizer_state = state.optimizer_state;
+  m.activations = static_cast<double>(runner_->compute().arena_bytes_total());
+  m.buffers = runner_->message_buffer_bytes() + sync_->bytes();
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  m.peak_rss = static_cast<double>(ru.ru_maxrss) * 1024.0;
+  return m;
+}
+
+std::vector<RankMemory> DistributedTrainer::gather_memory() const {
+  const RankMemory me = memory();
+  const std::vector<double> mine{me.weights,     me.gradients, me.optimizer_state,
+                                 me.activations, me.buffers,   me.peak_rss};
+  const std::vector<double> all = world_.gather(mine);
+  std::vector<RankMemory> out;
+  for (std::size_t i = 0; i + 6 <= all.size(); i += 6) {
+    out.push_back(RankMemory{all[i], all[i + 1], all[i + 2], all[i + 3], all[i + 4], all[i + 5]});
   }
   return out;
 }

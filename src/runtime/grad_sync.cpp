@@ -54,8 +54,10 @@ GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& w
     : mode_(mode), tp_comm_(tp_comm) {
   const std::int64_t my_device = plan.device_ids()[static_cast<std::size_t>(world.rank())];
   std::map<std::vector<std::int64_t>, Communicator> groups;
+  std::int64_t index = -1;
   for (const GradBlock& b : aggregation_collectives(plan, mode)) {
     if (b.holders.size() < 2) continue;  // nothing to reduce with oneself
+    ++index;
     if (!std::binary_search(b.holders.begin(), b.holders.end(), my_device)) continue;
     auto it = groups.find(b.holders);
     if (it == groups.end()) {
@@ -74,6 +76,7 @@ GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& w
     if (job.in_place() && mode == AggregationMode::Device) {
       job.gaps = device_gaps(plan, layout, my_device);
     }
+    job.index = index;
     job.comm = it->second;
     job.lowest_unit = layout.last_unit();
     for (const GradPiece& piece : b.pieces) {
@@ -98,6 +101,7 @@ void GradSync::start(float* grads) {
 void GradSync::start_ready(float* grads, std::int64_t lowest_done_unit) {
   for (; next_ < jobs_.size() && jobs_[next_].lowest_unit >= lowest_done_unit; ++next_) {
     Job& job = jobs_[next_];
+    TraceScope trace(trace_, TraceKind::CollectivePost, -1, job.index);
     job.request = job.comm.iallreduce_sum(job.data(grads));
   }
 }
@@ -106,6 +110,7 @@ void GradSync::finish(float* grads) {
   ETH_CHECK(next_ == jobs_.size(), "GradSync::finish before every collective was started");
   next_ = 0;
   for (Job& job : jobs_) {
+    TraceScope trace(trace_, TraceKind::CollectiveWait, -1, job.index);
     job.request.wait();
     job.request = Request();
     job.unpack(grads);

@@ -29,6 +29,7 @@
 #include "plan/blocks.h"
 #include "plan/plan.h"
 #include "runtime/grad_layout.h"
+#include "runtime/trace_recorder.h"
 #include "train/model_state.h"
 
 namespace eth {
@@ -43,6 +44,8 @@ class GradSync {
            const ParamLayout& layout, const Communicator& tp_comm = Communicator());
 
   AggregationMode mode() const { return mode_; }
+  // eth train --trace: records each collective's post and wait (null: off).
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
   // Posts, in the global order, every not yet posted collective whose units this rank has
   // finished: those whose lowest unit held here is >= `lowest_done_unit` (backward runs from
   // the last unit down, so a block is final once the last micro-batch's backward has passed its
@@ -69,6 +72,7 @@ class GradSync {
   // One collective (or broadcast): its runs of the gradient buffer, reduced in place when they
   // are one run, else packed into `buffer`.
   struct Job {
+    std::int64_t index = 0;        // in the global order, groups of one left out (the sim's)
     std::int64_t lowest_unit = 0;  // of the pieces this rank feeds (device-wise: its range)
     Communicator comm;
     std::vector<PackRun> runs;
@@ -88,6 +92,7 @@ class GradSync {
   std::vector<Job> jobs_;
   std::size_t next_ = 0;  // first job not posted yet
   std::int64_t communicators_ = 0;
+  TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace eth

@@ -45,6 +45,7 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
       place_(place),
       world_(world),
       cfg_(cfg),
+      emulator_(cfg.slowdown, cfg.trace),
       pipe_(plan.pipelines[static_cast<std::size_t>(place.pipeline)]) {
   for (std::int64_t p = 0; p < place.pipeline; ++p) {
     pipe_begin_ += plan.pipelines[static_cast<std::size_t>(p)].local_batch;
@@ -76,7 +77,9 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   sc.tp = st.tp;
   sc.tp_rank = place.tp_rank;
   sc.layout = cfg.layout;
-  compute_ = std::make_unique<StageCompute<CpuKernels>>(plan.model, sc, tp_group);
+  sc.on_recompute = recompute_hook(st.recompute.empty() ? nullptr : cfg.trace);
+  compute_ = std::make_unique<PrecisionStage>(cfg.precision, plan.model, sc, tp_group);
+  sample_bytes_ = static_cast<std::size_t>(width_) * compute_->activation_element_bytes();
   cfg_.layout = nullptr;  // copied into compute_; the caller's need not outlive construction
   // Ranks of every tp rank of every replica of every stage of this pipeline, looked up once.
   for (const StagePlan& other : pipe_.stages) {
@@ -88,14 +91,30 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
       }
     }
   }
-  const auto activations = static_cast<std::size_t>(max_chunk_ * width_);
+  const auto activations = static_cast<std::size_t>(max_chunk_) * sample_bytes_;
   if (place.stage > 0) x_in_.resize(activations);
   if (place.stage + 1 < S) dx_out_.resize(activations);
+  // Emulation: while an op sleeps out its stretch, drive the pending sends, so a neighbour
+  // waiting for one is not held until this rank's next MPI call (a device's transfers go on
+  // while it computes; MPI moves a large message only inside the sender's MPI calls).
+  emulator_.set_progress([this] {
+    bool pending = false;
+    for (auto& b : send_pool_) {
+      for (Request& r : b->pending) pending = !r.test() || pending;
+    }
+    return pending;
+  });
   tokens_.resize(static_cast<std::size_t>(slots_ * max_chunk_ * cfg.seq_len));
   targets_.resize(tokens_.size());
 }
 
 StageRunner::~StageRunner() = default;
+
+double StageRunner::message_buffer_bytes() const {
+  std::size_t b = x_in_.size() + dx_out_.size();
+  for (const auto& buf : send_pool_) b += buf->data.size();
+  return static_cast<double>(b);
+}
 
 Chunk StageRunner::chunk(std::int64_t stage, std::int64_t replica, std::int64_t mb) const {
   const std::int64_t b = std::min(pipe_.micro_batch_size, pipe_.local_batch - mb * pipe_.micro_batch_size);
@@ -117,13 +136,15 @@ StageRunner::SendBuffer& StageRunner::acquire_send_buffer() {
     }
   }
   auto b = std::make_unique<SendBuffer>();
-  b->data.resize(static_cast<std::size_t>(max_chunk_ * width_));
+  b->data.resize(static_cast<std::size_t>(max_chunk_) * sample_bytes_);
   send_pool_.push_back(std::move(b));
   return *send_pool_.back();
 }
 
-void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk& mine, float* dst,
-                          int tag, RankTimes& times) {
+void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk& mine,
+                          std::byte* dst, int tag, RankTimes& times) {
+  TraceScope trace(cfg_.trace, from_stage < place_.stage ? TraceKind::RecvActivation
+                                                         : TraceKind::RecvGradient, mb, from_stage);
   const auto t0 = Clock::now();
   std::vector<Request> requests;
   const StagePlan& from = pipe_.stages[static_cast<std::size_t>(from_stage)];
@@ -131,8 +152,8 @@ void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk&
   for (std::int64_t r = 0; r < from.dp; ++r) {
     const Chunk ov = overlap(chunk(from_stage, r, mb), mine);
     if (ov.size == 0) continue;
-    std::span<float> part(dst + (ov.begin - mine.begin) * width_,
-                          static_cast<std::size_t>(ov.size * width_));
+    std::span<std::byte> part(dst + static_cast<std::size_t>(ov.begin - mine.begin) * sample_bytes_,
+                              static_cast<std::size_t>(ov.size) * sample_bytes_);
     requests.push_back(world_.irecv(part, peer(from_stage, r, sender_tp), tag));
   }
   wait_all(requests);
@@ -141,13 +162,16 @@ void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk&
 
 void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_t mb,
                        const Chunk& mine, int tag, std::vector<Request>& pending) {
+  TraceScope trace(cfg_.trace, to_stage > place_.stage ? TraceKind::SendActivation
+                                                     : TraceKind::SendGradient, mb, to_stage);
   const StagePlan& to = pipe_.stages[static_cast<std::size_t>(to_stage)];
   const std::int64_t my_tp = pipe_.stages[static_cast<std::size_t>(place_.stage)].tp;
   for (std::int64_t r = 0; r < to.dp; ++r) {
     const Chunk ov = overlap(mine, chunk(to_stage, r, mb));
     if (ov.size == 0) continue;
-    std::span<const float> part(buf.data.data() + (ov.begin - mine.begin) * width_,
-                                static_cast<std::size_t>(ov.size * width_));
+    std::span<const std::byte> part(
+        buf.data.data() + static_cast<std::size_t>(ov.begin - mine.begin) * sample_bytes_,
+        static_cast<std::size_t>(ov.size) * sample_bytes_);
     // The receivers whose tp rank maps to this one (receive's rule, seen from the sender).
     for (std::int64_t j = place_.tp_rank; j < to.tp; j += my_tp) {
       pending.push_back(world_.isend(part, peer(to_stage, r, j), tag));
@@ -155,8 +179,9 @@ void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_
   }
 }
 
-double StageRunner::run(const float* params, float* grads, const StepInput& in,
-                        RankTimes& times, GradSync* sync) {
+double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times,
+                        GradSync* sync) {
+  float* grads = state.grads();
   const std::int64_t s = place_.stage;
   const std::int64_t T = cfg_.seq_len;
   const std::int64_t m = pipe_.micro_batch_size;
@@ -205,8 +230,9 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
       case ActionKind::Forward: {
         const MicroBatch mb = micro_batch(a.microbatch, c, true);
         act_out = s + 1 < S ? &acquire_send_buffer() : nullptr;
-        EmulatedOp op(cfg_.slowdown);
-        loss += compute_->forward(slot, params, mb, s > 0 ? x_in_.data() : nullptr,
+        TraceScope trace(cfg_.trace, TraceKind::Forward, a.microbatch);
+        EmulatedOp op(emulator_);
+        loss += compute_->forward(slot, state, mb, s > 0 ? x_in_.data() : nullptr,
                                   act_out ? act_out->data.data() : nullptr);
         times.compute_s += op.finish();
         break;
@@ -222,8 +248,9 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
       case ActionKind::Backward: {
         const MicroBatch mb = micro_batch(a.microbatch, c, false);
         grad_out = s > 0 ? &acquire_send_buffer() : nullptr;
-        EmulatedOp op(cfg_.slowdown);
-        compute_->backward(slot, params, grads, mb, s + 1 < S ? dx_out_.data() : nullptr,
+        TraceScope trace(cfg_.trace, TraceKind::Backward, a.microbatch);
+        EmulatedOp op(emulator_);
+        compute_->backward(slot, state, mb, s + 1 < S ? dx_out_.data() : nullptr,
                            grad_out ? grad_out->data.data() : nullptr,
                            sync != nullptr && a.microbatch == last_mb ? post_ready : nullptr);
         times.compute_s += op.finish();
@@ -240,6 +267,7 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
     }
   }
   // Sends complete once their receivers post: every receiver does within this step.
+  TraceScope trace(cfg_.trace, TraceKind::SendWait);
   const auto t0 = Clock::now();
   for (auto& b : send_pool_) {
     wait_all(b->pending);

@@ -1,16 +1,16 @@
 // Safetensors-layout checkpoints: writing (hash, header, data, rename) and strict reading.
 #include "train/checkpoint.h"
 
-#include <unistd.h>
-
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <unordered_map>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
 
@@ -67,9 +67,9 @@ struct Header {
 Json parse_meta_json(const std::filesystem::path& path, const JsonCursor& md, const char* key) {
   const std::string text = md.at(key).as_string();
   try {
-    return Json::parse(text);
-  } catch (const nlohmann::json::parse_error&) {
-    bad(path, std::string("__metadata__.") + key, "not valid JSON");
+    return parse_json_text(text, path.string(), "checkpoint");  // bounded: depth, size
+  } catch (const InputError& e) {
+    bad(path, std::string("__metadata__.") + key, "not valid JSON: " + e.detail());
   }
 }
 
@@ -125,17 +125,27 @@ Header read_header(const std::filesystem::path& path) {
   h.meta.run = parse_meta_json(path, md, "run");
   const Json sums = parse_meta_json(path, md, "checksums");
   std::uint64_t data_end = 0;
-  for (const std::string& key : root.keys()) {
+  // Checksums by name, indexed once (looking each up in the JSON object would be quadratic).
+  std::unordered_map<std::string, const Json*> sum_of;
+  if (sums.is_object()) {
+    for (auto it = sums.begin(); it != sums.end(); ++it) sum_of.emplace(it.key(), &it.value());
+  }
+  for (const auto& [key, t] : root.members()) {
     if (key == "__metadata__") continue;
-    const JsonCursor t = root.at(key);
     t.require_object();
     t.allow_only({"dtype", "shape", "data_offsets"});
     if (t.at("dtype").as_string() != "F32") t.at("dtype").fail("\"F32\" (ETH stores fp32)");
     Entry e;
     std::int64_t numel = 1;
     const JsonCursor shape = t.at("shape");
+    if (shape.size() > 8) shape.fail("a shape of at most 8 dimensions");
     for (std::size_t i = 0; i < shape.size(); ++i) {
       e.shape.push_back(shape[i].as_int(0, INT64_MAX / 8));
+      // No tensor holds more bytes than the file; checked before multiplying, so no overflow.
+      if (e.shape.back() != 0 && numel > static_cast<std::int64_t>(size / 4) / e.shape.back()) {
+        shape.fail_detail("describes a tensor larger than the file (" + std::to_string(size) +
+                          " bytes)");
+      }
       numel *= e.shape.back();
     }
     const JsonCursor off = t.at("data_offsets");
@@ -146,10 +156,11 @@ Header read_header(const std::filesystem::path& path) {
       off.fail_detail("spans " + std::to_string(e.end - e.begin) + " bytes, but shape needs " +
                       std::to_string(numel * 4));
     }
-    if (!sums.is_object() || !sums.contains(key) || !sums[key].is_string()) {
+    const auto sum = sum_of.find(key);
+    if (sum == sum_of.end() || !sum->second->is_string()) {
       bad(path, "__metadata__.checksums", "no checksum for tensor \"" + key + "\"");
     }
-    e.checksum = sums[key].get<std::string>();
+    e.checksum = sum->second->get<std::string>();
     data_end = std::max(data_end, e.end);
     h.tensors.emplace(key, std::move(e));
   }
@@ -224,30 +235,13 @@ void write_checkpoint(const std::filesystem::path& path, const ModelState& state
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
   const std::uint64_t n = text.size();
 
-  const std::filesystem::path dir = path.parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir);
-  std::filesystem::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError("checkpoint", path.string(), "", "cannot open for writing");
-    out.write(reinterpret_cast<const char*>(&n), 8);
-    out.write(text.data(), static_cast<std::streamsize>(n));
-    for (const Out& o : order) {
-      out.write(reinterpret_cast<const char*>(o.data), static_cast<std::streamsize>(o.numel * 4));
-    }
-    out.flush();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      throw InputError("checkpoint", path.string(), "", "write failed (disk full?)");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw InputError("checkpoint", path.string(), "", "cannot rename into place: " + ec.message());
-  }
+  // The checkpoint folder is created by design (eth train --checkpoint-dir).
+  if (path.has_parent_path()) prepare_output_dir(path.parent_path(), "checkpoint");
+  AtomicFile out(path, "checkpoint");
+  out.write(&n, 8);
+  out.write(text.data(), n);
+  for (const Out& o : order) out.write(o.data, static_cast<std::size_t>(o.numel) * 4);
+  out.commit();
 }
 
 CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path) {
@@ -292,6 +286,9 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
       }
     }
   }
+  // The file holds fp32 masters whatever precision wrote it: a bf16 state rounds them into its
+  // compute copy here, so fp32 and bf16 runs resume each other's checkpoints.
+  state.refresh_compute_copy();
   return h.meta;
 }
 

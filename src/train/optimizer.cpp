@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "core/error.h"
+#include "kernels/cpu/bf16/optimizer.h"
 #include "kernels/cpu/optimizer.h"
 
 namespace eth {
@@ -52,8 +53,15 @@ void adamw_update(ModelState& state, const AdamWConfig& cfg, double lr, std::int
   // contiguous in both the parameter and the gradient buffer).
   for (const StateRun& r : state.layout().runs()) {
     sc.decay = r.decay ? sc.lr * cfg.weight_decay : 0.0f;
-    cpu::adamw_update(state.params() + r.param_offset, state.adam_m() + r.param_offset,
-                      state.adam_v() + r.param_offset, state.grads() + r.grad_offset, r.count, sc);
+    const std::int64_t p = r.param_offset;
+    if (state.precision() == Precision::Bf16) {
+      // The masters as in fp32, bit for bit, and their compute copy in the same pass.
+      cpu::bf16::adamw_update(state.params() + p, state.params_bf16() + p, state.adam_m() + p,
+                              state.adam_v() + p, state.grads() + r.grad_offset, r.count, sc);
+    } else {
+      cpu::adamw_update(state.params() + p, state.adam_m() + p, state.adam_v() + p,
+                        state.grads() + r.grad_offset, r.count, sc);
+    }
   }
 }
 

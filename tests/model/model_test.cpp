@@ -102,7 +102,7 @@ TEST(ModelJson, BadFilesNameFileAndPath) {
       {R"({"layers": "4", "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 256})",
        "layers: expected an integer, got \"4\""},
       {R"({"layers": 4, "hidden": -64, "heads": 4, "seq_len": 64, "vocab": 256})",
-       "hidden: expected an integer in [1, 1048576], got -64"},
+       "hidden: expected an integer in [1, 131072], got -64"},
       {R"({"layers": 4, "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 256, "dropout": 0.1})",
        "dropout: unknown field; expected one of: name, layers, hidden, heads, seq_len, vocab, ffn"},
       {R"({"layers": 4, "hidden": 64, "heads": 5, "seq_len": 64, "vocab": 256})",

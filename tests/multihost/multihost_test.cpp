@@ -150,7 +150,8 @@ class MultiHost : public ::testing::Test {
 
   static std::string train_args(const fs::path& log, int steps) {
     return "--data " + data_ + " --steps " + std::to_string(steps) +
-           " --dropout 0.1 --lr 1e-3 --print-every 0 --threads 1 --log " + log.string();
+           " --dropout 0.1 --lr 1e-3 --print-every 0 --threads 1 --precision fp32 --log " +
+           log.string();
   }
 
   static std::string launch(const std::string& plan, const std::string& hostfile,
@@ -240,8 +241,7 @@ void signal_ranks(int h, int signal) {
 TEST_F(MultiHost, AKilledRankEndsTheRunNamingItsHostAndRank) {
   // Rank 2, the only rank on host eth-t1, dies as a crash would.
   const Result r = run_and_strike("killed", [] { signal_ranks(1, SIGKILL); });
-  // TODO(#11): the supervising eth launch turns this into exit code 4 (kExitComm).
-  EXPECT_NE(r.code, 0) << r.err;
+  EXPECT_EQ(r.code, 4) << r.err;  // the supervising eth launch maps a dead rank to exit 4
   EXPECT_NE(r.err.find("rank 2"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(kPrefix + "1"), std::string::npos) << r.err;
 }

@@ -289,6 +289,46 @@ TEST(Planner, BadOptionsNameTheFlag) {
   EXPECT_NE(message(8, o).find("--micro-batch-sizes"), std::string::npos);
 }
 
+// The partition limit bounds the search's time: when it binds the plan is the best of what was
+// visited, no better than the full search's, and the result says which limit bound.
+TEST(Planner, PartitionLimitIsReportedWhenItBinds) {
+  const ClusterSpec c = cluster_of(R"({"device_type": "fast", "devices": 4},
+      {"device_type": "mid", "devices": 4}, {"device_type": "slow", "devices": 4})");
+  const ModelSpec model = small_model();
+  const ProfileDb db = profile_for(model, c);
+  const PlannerResult full = plan_training(PlanMethod::Eth, model, c, db, 32, model.seq_len,
+                                           small_options());
+  EXPECT_TRUE(full.stats.limits.empty());
+  EXPECT_FALSE(full.plan.search.contains("limits_reached"));
+  PlannerOptions o = small_options();
+  o.max_partitions = 3;
+  const PlannerResult cut = plan_training(PlanMethod::Eth, model, c, db, 32, model.seq_len, o);
+  EXPECT_EQ(cut.stats.limits.at("max_partitions"), 3);
+  EXPECT_EQ(cut.plan.search.at("limits_reached").at("max_partitions"), 3);
+  EXPECT_GE(cut.best_objective_ms, full.best_objective_ms);
+  expect_valid(cut.plan, c, db, 32);
+}
+
+// With more devices than the global batch has samples, no cover of the cluster fits the
+// pipeline limit (each pipeline takes a sample): the refusal names that limit and its count.
+TEST(Planner, RefusalNamesTheSearchLimitThatBound) {
+  const ClusterSpec c = cluster_of(R"({"device_type": "fast", "devices": 64},
+      {"device_type": "slow", "devices": 64})");
+  const ModelSpec model = ModelSpec{"small", 2, 256, 8, 128, 1024, 1024};
+  const ProfileDb db = profile_for(model, c);
+  try {
+    plan_training(PlanMethod::Eth, model, c, db, 2, model.seq_len, small_options());
+    FAIL() << "128 devices, 4 units, tp <= 4: at least 8 pipelines, and gbs 2 allows 2";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("no eth plan within the search limits"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("partitions need more than 2 pipelines (every pipeline takes at least one "
+                       "sample of the global batch of 2)"),
+              std::string::npos)
+        << msg;
+  }
+}
+
 TEST(Planner, PaperPresetsPlanAndEthBeatsBaselines) {
   for (const char* name : {"350m-a100-rtx3090", "1.3b-910b2-910b4"}) {
     const ClusterSpec c = load_cluster(name);

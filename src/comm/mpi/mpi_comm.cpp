@@ -63,11 +63,13 @@ std::chrono::milliseconds diagnose_grace(std::chrono::milliseconds timeout) {
 // together, or another job holds the other core) made every fragment wait for a time slice; 2
 // ranks on 2 cores at load 3 moved 8 MiB in 32 ms spinning, 0.93 ms yielding, and 128 KiB between
 // two namespace hosts in 12 ms against 0.11 ms. A yield costs nothing when no one else wants
-// the core. A longer wait is a real wait
-// (a pipeline bubble, a slow peer): it then polls for 50 us out of every 250 us, leaving most of
-// the core to the other ranks when oversubscribed. Each MPI_Test also progresses non-blocking
-// collectives.
-bool poll(MPI_Request& req, MPI_Status& status, Clock::time_point deadline, bool oversubscribed) {
+// the core. A longer wait with more ranks than cores is a real wait (a pipeline bubble, a slow
+// peer): it then polls for 50 us out of every 250 us, leaving most of the core to the other
+// ranks. With a core per rank it keeps polling: sleeping there stalls a long collective whose
+// peer came late (a 14 MB all-reduce of 2 ranks on 2 cores took 25-70 ms sleeping, 14 ms not;
+// eth train --trace). Each MPI_Test also progresses non-blocking collectives.
+bool poll(MPI_Request& req, MPI_Status& status, Clock::time_point deadline, bool oversubscribed,
+          bool crowded) {
   using std::chrono::microseconds;
   Clock::time_point burst_end = Clock::now() + std::chrono::milliseconds(5);
   for (;;) {
@@ -76,7 +78,7 @@ bool poll(MPI_Request& req, MPI_Status& status, Clock::time_point deadline, bool
     if (flag) return true;
     const Clock::time_point now = Clock::now();
     if (now >= deadline) return false;
-    if (now >= burst_end) {
+    if (now >= burst_end && crowded) {
       std::this_thread::sleep_for(microseconds(200));
       burst_end = Clock::now() + microseconds(50);
     } else if (oversubscribed) {
@@ -91,8 +93,12 @@ using HostNames = std::shared_ptr<const std::vector<std::string>>;
 
 class MpiImpl : public CommImpl, public std::enable_shared_from_this<MpiImpl> {
  public:
-  MpiImpl(MPI_Comm comm, CommOptions options, bool oversubscribed, HostNames hosts)
-      : comm_(comm), options_(options), oversubscribed_(oversubscribed), hosts_(std::move(hosts)) {
+  MpiImpl(MPI_Comm comm, CommOptions options, bool oversubscribed, bool crowded, HostNames hosts)
+      : comm_(comm),
+        options_(options),
+        oversubscribed_(oversubscribed),
+        crowded_(crowded),
+        hosts_(std::move(hosts)) {
     ETH_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     ETH_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     ETH_MPI_CHECK(MPI_Comm_size(comm_, &size_));
@@ -124,6 +130,7 @@ class MpiImpl : public CommImpl, public std::enable_shared_from_this<MpiImpl> {
   const std::vector<int>& world_ranks() const override { return world_; }
   const CommOptions& options() const override { return options_; }
   bool oversubscribed() const { return oversubscribed_; }
+  bool crowded() const { return crowded_; }
 
   std::shared_ptr<CommImpl> split(int color, int key) override;
   std::shared_ptr<CommImpl> create_group(const std::vector<int>& ranks) override;
@@ -150,6 +157,7 @@ class MpiImpl : public CommImpl, public std::enable_shared_from_this<MpiImpl> {
   MPI_Comm comm_;
   CommOptions options_;
   bool oversubscribed_;  // at least as many ranks on this machine as cores
+  bool crowded_;         // more ranks on this machine than cores
   HostNames hosts_;
   int rank_ = 0;
   int size_ = 0;
@@ -181,7 +189,8 @@ class MpiRequest : public RequestImpl {
     if (!failed_.empty()) throw CommError(failed_);
     if (done_) return;
     MPI_Status status;
-    if (poll(req_, status, Clock::now() + owner_->options().timeout, owner_->oversubscribed())) {
+    if (poll(req_, status, Clock::now() + owner_->options().timeout, owner_->oversubscribed(),
+             owner_->crowded())) {
       finish(status);
       return;
     }
@@ -248,7 +257,7 @@ std::shared_ptr<CommImpl> MpiImpl::split(int color, int key) {
   MPI_Comm out = MPI_COMM_NULL;
   ETH_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &out));
   if (out == MPI_COMM_NULL) return nullptr;
-  return std::make_shared<MpiImpl>(out, options_, oversubscribed_, hosts_);
+  return std::make_shared<MpiImpl>(out, options_, oversubscribed_, crowded_, hosts_);
 }
 
 std::shared_ptr<CommImpl> MpiImpl::create_group(const std::vector<int>& ranks) {
@@ -283,7 +292,7 @@ std::shared_ptr<CommImpl> MpiImpl::create_group(const std::vector<int>& ranks) {
   ETH_MPI_CHECK(MPI_Comm_create_group(comm_, sub, kTagCreate, &out));
   ETH_MPI_CHECK(MPI_Group_free(&sub));
   ETH_MPI_CHECK(MPI_Group_free(&all));
-  return std::make_shared<MpiImpl>(out, options_, oversubscribed_, hosts_);
+  return std::make_shared<MpiImpl>(out, options_, oversubscribed_, crowded_, hosts_);
 }
 
 Request MpiImpl::isend(std::span<const std::byte> data, int dest, int tag) {
@@ -501,8 +510,9 @@ Communicator MpiSession::world(CommOptions options) const {
   const unsigned cores = std::thread::hardware_concurrency();
   const int ranks_here = std::max(ranks_on_host, ranks_on_this_machine(dup));
   const bool oversubscribed = cores > 0 && static_cast<unsigned>(ranks_here) >= cores;
-  return Communicator(
-      std::make_shared<MpiImpl>(dup, options, oversubscribed, host_names(dup, ranks_on_host)));
+  const bool crowded = cores > 0 && static_cast<unsigned>(ranks_here) > cores;
+  return Communicator(std::make_shared<MpiImpl>(dup, options, oversubscribed, crowded,
+                                                host_names(dup, ranks_on_host)));
 }
 
 void MpiSession::abort_job(int exit_code) {
