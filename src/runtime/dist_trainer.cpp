@@ -208,7 +208,10 @@ RankMemory DistributedTrainer::memory() const {
   m.gradients = state.gradients;
   m.optimizer_state = state.optimizer_state;
   m.activations = static_cast<double>(runner_->compute().arena_bytes_total());
-  m.buffers = runner_->message_buffer_bytes() + sync_->bytes();
+  // What the gradient aggregation allocated: with the placed layout nothing in block- and
+  // tensor-wise (the collectives run in the gradient buffer), a packed buffer per collective
+  // that is not one range otherwise.
+  m.buffers = runner_->message_buffer_bytes() + sync_->buffer_bytes();
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
   m.peak_rss = static_cast<double>(ru.ru_maxrss) * 1024.0;

@@ -129,6 +129,14 @@ double GradSync::bytes() const {
   return b;
 }
 
+double GradSync::buffer_bytes() const {
+  double n = 0;
+  for (const auto* list : {&jobs_, &broadcasts_}) {
+    for (const Job& job : *list) n += static_cast<double>(job.buffer.size());
+  }
+  return n * sizeof(float);
+}
+
 double GradSync::bytes_copied() const {
   // Packing writes the whole buffer (zeros included) and unpacking reads the held runs back.
   double n = 0;

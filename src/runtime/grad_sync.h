@@ -67,6 +67,9 @@ class GradSync {
   // unpacking of collectives and broadcasts that are not one range of the layout, and the zero
   // padding of an in-place device-wise buffer. 0 for block- and tensor-wise with plan_layout.
   double bytes_copied() const;
+  // Bytes of the packing buffers this rank allocated (collectives and broadcasts not in
+  // place); 0 where every one is a range of the layout.
+  double buffer_bytes() const;
 
  private:
   // One collective (or broadcast): its runs of the gradient buffer, reduced in place when they

@@ -131,6 +131,34 @@ TEST(TpEquivalence, GradientsCutByAnLcmAboveTpInEveryAggregationMode) {
   }
 }
 
+// The same plan in bf16: the cut fp32 gradients of tp 2 and tp 3 ranks are written in place by
+// the bf16 row-chunk kernels (the column-parallel ones with fp32 partial input gradients), so the
+// first step's gradient is one bf16 process's to fp32 rounding, and every mode gives the same
+// bits over a few steps.
+TEST(TpEquivalence, Bf16GradientsCutByAnLcmAboveTpInEveryAggregationMode) {
+  const fs::path dir = test::temp_dir("tp_lcm6_bf16");
+  const ModelSpec m{"lcm6", 2, 24, 6, kSeq, 29, 36};
+  const Plan plan = test::make_plan(m, kSeq,
+                                    {{2, 4, {tp_stage(0, 1, 2), tp_stage(2, 3, 1)}},
+                                     {1, 2, {tp_stage(0, 2, 3), tp_stage(3, 3, 2)}}});
+  TrainConfig c = test::train_config(m, test::synthetic_file(dir, 6000, 29), plan.gbs, kSeq, 3);
+  c.precision = Precision::Bf16;
+  const test::RunResult single = test::run_single(c, 1);
+  test::DistRun run;
+  const test::RunResult first = test::run_plan(c, plan, 1, run);
+  const double gmax = test::max_abs(single.grads);
+  ASSERT_GT(gmax, 0);
+  EXPECT_LT(test::max_diff(first.grads, single.grads), 1e-5 * gmax);
+  const test::RunResult block = test::run_plan(c, plan, 3, run);
+  for (AggregationMode mode : {AggregationMode::Tensor, AggregationMode::Device}) {
+    run.mode = mode;
+    const test::RunResult other = test::run_plan(c, plan, 3, run);
+    EXPECT_EQ(other.losses, block.losses) << aggregation_mode_name(mode);
+    EXPECT_EQ(other.grads, block.grads) << aggregation_mode_name(mode);
+    EXPECT_EQ(other.params, block.params) << aggregation_mode_name(mode);
+  }
+}
+
 TEST(TpEquivalence, TpTimesDp) {
   // A tp 2 x dp 2 stage, then a tp 1 x dp 2 one, beside a pipeline with a tp 2 x dp 1 head.
   const fs::path dir = test::temp_dir("tp_dp");
