@@ -181,6 +181,9 @@ Json summary(const std::string& section, const std::string& what, const std::vec
 int aggregation_worker(const std::string& kind, int ranks, int reps) {
   MpiSession mpi;
   CommOptions co;
+  // The piece size of the collectives (bytes; default the communicator's 4 MiB), to measure
+  // its effect: ETH_BENCH_CHUNK=1048576 runtime_bench --only aggregation.
+  if (const char* c = std::getenv("ETH_BENCH_CHUNK")) co.chunk_bytes = std::stoul(c);
   Communicator world = mpi.world(co);
   omp_set_num_threads(1);
   const Plan plan = aggregation_plan(kind, ranks);
