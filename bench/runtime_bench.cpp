@@ -35,7 +35,9 @@
 //                      [--format json]
 // --format json without --only runs the aggregation section only (scripts/evaluate.sh reads
 // it); --quick: 4 ranks only there, 2 runs of 4 steps in the others.
+#include <malloc.h>
 #include <omp.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -184,6 +186,12 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
   // The piece size of the collectives (bytes; default the communicator's 4 MiB), to measure
   // its effect: ETH_BENCH_CHUNK=1048576 runtime_bench --only aggregation.
   if (const char* c = std::getenv("ETH_BENCH_CHUNK")) co.chunk_bytes = std::stoul(c);
+  // glibc's fixed default thresholds instead of the session's (MpiSession keeps freed memory
+  // resident): ETH_BENCH_MALLOC_DEFAULTS=1 shows what the per-step page faults cost.
+  if (std::getenv("ETH_BENCH_MALLOC_DEFAULTS")) {
+    mallopt(M_MMAP_THRESHOLD, 128 << 10);
+    mallopt(M_TRIM_THRESHOLD, 128 << 10);
+  }
   Communicator world = mpi.world(co);
   omp_set_num_threads(1);
   const Plan plan = aggregation_plan(kind, ranks);
@@ -204,19 +212,29 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
     GradSync sync(plan, mode, world, layout, tp_comm);
     std::vector<double> times;
     const int warmup = 2;
+    long faults = 0;  // minor page faults inside the timed start() + finish(), this rank
+    auto minflt = [] {
+      rusage ru{};
+      ::getrusage(RUSAGE_SELF, &ru);
+      return ru.ru_minflt;
+    };
     for (int rep = 0; rep < warmup + reps; ++rep) {
       std::fill(grads.begin(), grads.end(), 1.0f);
       world.barrier();
+      const long f0 = minflt();
       const auto t0 = Clock::now();
       sync.start(grads.data());
       sync.finish(grads.data());
       std::vector<double> mine{std::chrono::duration<double>(Clock::now() - t0).count()};
+      if (rep >= warmup) faults += minflt() - f0;
       std::vector<double> all = world.gather(mine);
       if (rep >= warmup && world.rank() == 0) {
         times.push_back(*std::max_element(all.begin(), all.end()));
       }
     }
     const std::vector<double> copied = world.gather(std::vector<double>{sync.bytes_copied()});
+    const std::vector<double> faulted =
+        world.gather(std::vector<double>{static_cast<double>(faults) / reps});
     const AggregationStats stats =
         aggregation_stats(aggregation_collectives(plan, mode), sizeof(float));
     if (world.rank() == 0) {
@@ -229,6 +247,7 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
                         {"reps", times.size()},
                         {"predicted_ms", predict_aggregation(plan, cluster, mode, po).end_ms},
                         {"copied_bytes_max", *std::max_element(copied.begin(), copied.end())},
+                        {"page_faults_max", *std::max_element(faulted.begin(), faulted.end())},
                         {"bytes_per_rank_max", stats.bytes_per_device_max},
                         {"collectives", stats.collectives},
                         {"communicators", stats.communicators}}
@@ -248,9 +267,9 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
                 "shared memory), median of %d repetitions of the slowest rank\n",
                 aggregation_model().name.c_str(),
                 static_cast<double>(total_params(aggregation_model())) / 1e6, reps);
-    std::printf("%-11s %-10s %5s %-7s %9s %9s %9s %8s %10s %10s %6s %6s %8s\n", "", "plan",
+    std::printf("%-11s %-10s %5s %-7s %9s %9s %9s %8s %10s %10s %6s %6s %8s %7s\n", "", "plan",
                 "ranks", "mode", "ms", "min_ms", "pred_ms", "pred/ms", "mb_per_rank",
-                "copied_mb", "coll", "comms", "vs_block");
+                "copied_mb", "coll", "comms", "vs_block", "faults");
   }
   for (const std::string kind : {"asymmetric", "tp"}) {
     for (int ranks : quick ? std::vector<int>{4} : std::vector<int>{4, 8}) {
@@ -277,7 +296,7 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
         j["vs_block"] = block_ms > 0 ? ms / block_ms : 1.0;
         rows.push_back(j);
         if (json) continue;
-        std::printf("aggregation %-10s %5d %-7s %9.2f %9.2f %9.2f %8.2f %10.2f %10.2f %6lld %6lld %7.2fx\n",
+        std::printf("aggregation %-10s %5d %-7s %9.2f %9.2f %9.2f %8.2f %10.2f %10.2f %6lld %6lld %7.2fx %7.0f\n",
                     kind.c_str(), ranks, j["mode"].get<std::string>().c_str(), ms,
                     j["ms_min"].get<double>(), j["predicted_ms"].get<double>(),
                     j["predicted_ms"].get<double>() / ms,
@@ -285,7 +304,7 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
                     j["copied_bytes_max"].get<double>() / 1e6,
                     static_cast<long long>(j["collectives"].get<std::int64_t>()),
                     static_cast<long long>(j["communicators"].get<std::int64_t>()),
-                    block_ms > 0 ? ms / block_ms : 1.0);
+                    block_ms > 0 ? ms / block_ms : 1.0, j["page_faults_max"].get<double>());
       }
     }
   }
