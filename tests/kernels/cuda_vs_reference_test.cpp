@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "bf16_check.h"
 #include "kernels/cpu/optimizer.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/grad_rows.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/reference/attention.h"
 #include "kernels/reference/crossentropy.h"
@@ -173,6 +175,70 @@ TEST(CudaVsReference, MatmulPartialsInFp32UnalignedOperands) {
   Vec want(sz(N * OC));
   ref::matmul_nn_forward(want.data(), inp.data(), w.data(), bias.data(), N, C, OC);
   expect_fp32_close("partial out", down(out), want, reduction_tol(C));
+}
+
+// The *_rows forms (kernels/grad_rows.h): each chunk of the weight (and bias) gradient, stored
+// apart, holds its rows of the reference's whole gradient; dinp as the whole form's.
+TEST(CudaVsReference, MatmulGradientRowChunks) {
+  ETH_REQUIRE_GPU();
+  std::mt19937_64 gen(53);
+  const std::int64_t N = 33, C = 48, OC = 80;
+  const Vec inp = random_bf16_vec(gen, sz(N * C)), w = random_bf16_vec(gen, sz(OC * C));
+  const Vec dout = random_bf16_vec(gen, sz(N * OC));
+  const auto di = up(to_bf16(inp)), dwt = up(to_bf16(w)), ddout = up(to_bf16(dout));
+  // Chunks [0, b) and [b, rows) of a gradient with `rows` rows of `cols`: the reference's whole
+  // gradient cut the same way must match each chunk.
+  const auto check_chunks = [&](const std::string& name, std::int64_t rows, std::int64_t cols,
+                                std::int64_t b, const Vec& want_w, const Vec* want_b,
+                                const std::function<void(const GradRows<float>*)>& run) {
+    SCOPED_TRACE(name);
+    const std::int64_t cut[3] = {0, b, rows};
+    std::vector<DeviceBuffer<float>> dw, db;
+    std::vector<GradRows<float>> chunks;
+    for (int i = 0; i < 2; ++i) {
+      dw.push_back(up(VecF(sz((cut[i + 1] - cut[i]) * cols), 0.0f)));
+      db.push_back(up(VecF(sz(cut[i + 1] - cut[i]), 0.0f)));
+    }
+    for (int i = 0; i < 2; ++i) {
+      chunks.push_back({cut[i], cut[i + 1], dw[sz(i)].data(),
+                        want_b != nullptr ? db[sz(i)].data() : nullptr});
+    }
+    run(chunks.data());
+    for (int i = 0; i < 2; ++i) {
+      const Vec part_w(want_w.begin() + cut[i] * cols, want_w.begin() + cut[i + 1] * cols);
+      expect_fp32_close("dweight rows", down(dw[sz(i)]), part_w, reduction_tol(N));
+      if (want_b != nullptr) {
+        const Vec part_b(want_b->begin() + cut[i], want_b->begin() + cut[i + 1]);
+        expect_fp32_close("dbias rows", down(db[sz(i)]), part_b, reduction_tol(N));
+      }
+    }
+  };
+  Vec dinp(sz(N * C)), dw(sz(OC * C), 0.0), dbias(sz(OC), 0.0);
+  ref::matmul_nt_backward(dinp.data(), dw.data(), dbias.data(), dout.data(), inp.data(), w.data(),
+                          N, C, OC);
+  DeviceBuffer<Bf16> ddinp = up(nan_bf16(sz(N * C)));
+  check_chunks("nt", OC, C, 30, dw, &dbias, [&](const GradRows<float>* rows) {
+    cuda::matmul_nt_backward_rows(ddinp.data(), rows, 2, ddout.data(), di.data(), dwt.data(), N,
+                                  C, OC);
+  });
+  expect_bf16_close("nt dinp", down(ddinp), dinp, reduction_tol(OC));
+  DeviceBuffer<float> pdinp = up(nan_vec(sz(N * C)));
+  check_chunks("nt partial", OC, C, 17, dw, &dbias, [&](const GradRows<float>* rows) {
+    cuda::matmul_nt_backward_partial_rows(pdinp.data(), rows, 2, ddout.data(), di.data(),
+                                          dwt.data(), N, C, OC);
+  });
+  expect_fp32_close("nt partial dinp", down(pdinp), dinp, reduction_tol(OC));
+  // nn: the weight (C,OC) is cut by input channels, the bias whole.
+  Vec dinp_nn(sz(N * C)), dw_nn(sz(C * OC), 0.0), dbias_nn(sz(OC), 0.0);
+  ref::matmul_nn_backward(dinp_nn.data(), dw_nn.data(), dbias_nn.data(), dout.data(), inp.data(),
+                          w.data(), N, C, OC);
+  DeviceBuffer<float> ddb = up(VecF(sz(OC), 0.0f));
+  check_chunks("nn", C, OC, 20, dw_nn, nullptr, [&](const GradRows<float>* rows) {
+    cuda::matmul_nn_backward_rows(ddinp.data(), rows, 2, ddb.data(), ddout.data(), di.data(),
+                                  dwt.data(), N, C, OC);
+  });
+  expect_bf16_close("nn dinp", down(ddinp), dinp_nn, reduction_tol(OC));
+  expect_fp32_close("nn dbias", down(ddb), dbias_nn, reduction_tol(N));
 }
 
 // ---- embedding, layer norm, point-wise ----------------------------------------------------

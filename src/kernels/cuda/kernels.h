@@ -17,6 +17,7 @@
 
 #include "kernels/bf16.h"
 #include "kernels/cpu/optimizer.h"
+#include "kernels/grad_rows.h"
 #include "kernels/rng.h"
 
 namespace eth::cuda {
@@ -61,6 +62,18 @@ void matmul_nn_forward_partial(float* out, const Bf16* inp, const Bf16* weight, 
 void matmul_nt_backward_partial(float* dinp, float* dweight, float* dbias, const Bf16* dout,
                                 const Bf16* inp, const Bf16* weight, std::int64_t N,
                                 std::int64_t C, std::int64_t OC);
+// The weight (and bias) gradients in row chunks stored apart, as cpu/bf16/matmul.h's *_rows
+// (kernels/grad_rows.h): `rows` is host memory holding device pointers; one GEMM per chunk.
+void matmul_nt_backward_rows(Bf16* dinp, const GradRows<float>* rows, std::int64_t num_rows,
+                             const Bf16* dout, const Bf16* inp, const Bf16* weight,
+                             std::int64_t N, std::int64_t C, std::int64_t OC);
+void matmul_nn_backward_rows(Bf16* dinp, const GradRows<float>* rows, std::int64_t num_rows,
+                             float* dbias, const Bf16* dout, const Bf16* inp, const Bf16* weight,
+                             std::int64_t N, std::int64_t C, std::int64_t OC);
+void matmul_nt_backward_partial_rows(float* dinp, const GradRows<float>* rows,
+                                     std::int64_t num_rows, const Bf16* dout, const Bf16* inp,
+                                     const Bf16* weight, std::int64_t N, std::int64_t C,
+                                     std::int64_t OC);
 
 // ---- fused attention ----------------------------------------------------------------------
 // Dropout of the attention probabilities inside the fused kernels: element (b, h, t, t2) of

@@ -128,11 +128,13 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
                               &heur.algo, t.workspace.data(), ws, stream()));
 }
 
-// dbias[o] += sum_n dout[n,o], rows in order (one thread per column, as the CPU's order).
-__global__ void bias_grad(float* dbias, const Bf16* dout, std::int64_t N, std::int64_t OC) {
-  ETH_GRID_LOOP(o, OC) {
+// dbias[o] += sum_n dout[n,o] for o < cols, rows `ld` apart, in order (one thread per column,
+// as the CPU's order).
+__global__ void bias_grad(float* dbias, const Bf16* dout, std::int64_t N, std::int64_t cols,
+                          std::int64_t ld) {
+  ETH_GRID_LOOP(o, cols) {
     float acc = dbias[o];
-    for (std::int64_t n = 0; n < N; ++n) acc += to_float(dout[n * OC + o]);
+    for (std::int64_t n = 0; n < N; ++n) acc += to_float(dout[n * ld + o]);
     dbias[o] = acc;
   }
 }
@@ -142,10 +144,27 @@ __global__ void add_bias(float* out, const Bf16* bias, std::int64_t OC, std::int
   ETH_GRID_LOOP(i, total) out[i] += to_float(bias[i % OC]);
 }
 
-void bias_backward(float* dbias, const Bf16* dout, std::int64_t N, std::int64_t OC) {
-  if (dbias == nullptr || OC == 0) return;
-  bias_grad<<<blocks_for(OC, 64), 64, 0, stream()>>>(dbias, dout, N, OC);
+// Columns [0, cols) of dout (rows ld apart) summed into dbias.
+void bias_backward(float* dbias, const Bf16* dout, std::int64_t N, std::int64_t cols,
+                   std::int64_t ld) {
+  if (dbias == nullptr || cols == 0) return;
+  bias_grad<<<blocks_for(cols, 64), 64, 0, stream()>>>(dbias, dout, N, cols, ld);
   ETH_CUDA_LAUNCHED();
+}
+void bias_backward(float* dbias, const Bf16* dout, std::int64_t N, std::int64_t OC) {
+  bias_backward(dbias, dout, N, OC, OC);
+}
+
+// The weight (and bias) gradient chunks of an "nt" weight (rows = output channels): rows
+// [b, e) of dweight += dout[:, b:e]^T inp, of dbias += column sums of dout[:, b:e].
+void nt_weight_rows(const GradRows<float>* rows, std::int64_t num_rows, const Bf16* dout,
+                    const Bf16* inp, std::int64_t N, std::int64_t C, std::int64_t OC) {
+  for (std::int64_t i = 0; i < num_rows; ++i) {
+    const GradRows<float>& r = rows[i];
+    gemm(true, false, r.end - r.begin, C, N, dout + r.begin, OC, inp, C, nullptr, 1.0f, nullptr,
+         r.dweight, C);
+    bias_backward(r.dbias, dout + r.begin, N, r.end - r.begin, OC);
+  }
 }
 
 }  // namespace
@@ -163,6 +182,13 @@ void matmul_nt_backward(Bf16* dinp, float* dweight, float* dbias, const Bf16* do
   bias_backward(dbias, dout, N, OC);
 }
 
+void matmul_nt_backward_rows(Bf16* dinp, const GradRows<float>* rows, std::int64_t num_rows,
+                             const Bf16* dout, const Bf16* inp, const Bf16* weight,
+                             std::int64_t N, std::int64_t C, std::int64_t OC) {
+  gemm(false, false, N, C, OC, dout, OC, weight, C, nullptr, 0.0f, dinp, nullptr, C);
+  nt_weight_rows(rows, num_rows, dout, inp, N, C, OC);
+}
+
 void matmul_nn_forward(Bf16* out, const Bf16* inp, const Bf16* weight, const Bf16* bias,
                        std::int64_t N, std::int64_t C, std::int64_t OC) {
   gemm(false, false, N, OC, C, inp, C, weight, OC, bias, 0.0f, out, nullptr, OC);
@@ -173,6 +199,19 @@ void matmul_nn_backward(Bf16* dinp, float* dweight, float* dbias, const Bf16* do
                         std::int64_t OC) {
   gemm(false, true, N, C, OC, dout, OC, weight, OC, nullptr, 0.0f, dinp, nullptr, C);
   gemm(true, false, C, OC, N, inp, C, dout, OC, nullptr, 1.0f, nullptr, dweight, OC);
+  bias_backward(dbias, dout, N, OC);
+}
+
+// Chunks of input channels: rows [b, e) of dweight (C,OC) += inp[:, b:e]^T dout.
+void matmul_nn_backward_rows(Bf16* dinp, const GradRows<float>* rows, std::int64_t num_rows,
+                             float* dbias, const Bf16* dout, const Bf16* inp, const Bf16* weight,
+                             std::int64_t N, std::int64_t C, std::int64_t OC) {
+  gemm(false, true, N, C, OC, dout, OC, weight, OC, nullptr, 0.0f, dinp, nullptr, C);
+  for (std::int64_t i = 0; i < num_rows; ++i) {
+    const GradRows<float>& r = rows[i];
+    gemm(true, false, r.end - r.begin, OC, N, inp + r.begin, C, dout, OC, nullptr, 1.0f, nullptr,
+         r.dweight, OC);
+  }
   bias_backward(dbias, dout, N, OC);
 }
 
@@ -191,6 +230,14 @@ void matmul_nt_backward_partial(float* dinp, float* dweight, float* dbias, const
   gemm(false, false, N, C, OC, dout, OC, weight, C, nullptr, 0.0f, nullptr, dinp, C);
   gemm(true, false, OC, C, N, dout, OC, inp, C, nullptr, 1.0f, nullptr, dweight, C);
   bias_backward(dbias, dout, N, OC);
+}
+
+void matmul_nt_backward_partial_rows(float* dinp, const GradRows<float>* rows,
+                                     std::int64_t num_rows, const Bf16* dout, const Bf16* inp,
+                                     const Bf16* weight, std::int64_t N, std::int64_t C,
+                                     std::int64_t OC) {
+  gemm(false, false, N, C, OC, dout, OC, weight, C, nullptr, 0.0f, nullptr, dinp, C);
+  nt_weight_rows(rows, num_rows, dout, inp, N, C, OC);
 }
 
 }  // namespace eth::cuda
