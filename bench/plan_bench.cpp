@@ -1,24 +1,27 @@
 // plan_bench: the planner's figures. For every paper scenario (Table 2's six models on their
 // 910B2/910B4 and A100/RTX3090 cluster presets) the search time and the predicted iteration time
-// of eth, layer and uniform with speedups and eth's fraction of the ideal bound; the search
-// ablation (Fig. 13a), alpha sensitivity (Fig. 13b), 13B scalability in devices, global batch and
-// sequence length (Fig. 11), and eth on Metis's own inputs beside Metis's recorded figures.
-// Also clusters that are not Table 2's symmetric shapes (`uneven`). The scenarios table also
-// prints layer with eth's operator-level recompute (layerMO), which scenarios are memory-bound
-// (kMemoryBoundGap: layer with the real memory vs unlimited memory, as in the paper's Fig. 3),
-// and eth's fraction of the ideal bound split into compute efficiency x pipeline utilization x
-// tail.
-// Usage: plan_bench [scenarios|uneven|ablation|alpha|scale|metis|all] [--shared DIR]. Asserts
-// nothing.
+// of eth, layer and uniform with speedups, eth's fraction of the ideal bound, and the max/min
+// device latency of layer (real and unlimited memory) and eth (Fig. 3, 9, 10 breakdown); the
+// search ablation (Fig. 13a), alpha sensitivity (Fig. 13b), 13B scalability in devices, global
+// batch and sequence length (Fig. 11a-c), eth against its pure family (TypeSplit-HPP, Fig. 11d),
+// memory with and without operator-level recompute (Fig. 12a), the 13B plans in Table 3's
+// layout, and eth on Metis's own inputs beside Metis's recorded figures (bench/data/). Also
+// clusters that are not Table 2's symmetric shapes (`uneven`). Everything is predicted (analytic
+// or Metis profiles) except the search times, which are measured on this machine.
+// Usage: plan_bench [SECTION ...|all] [--quick] [--format text|json] [--data DIR]
+// (sections: scenarios uneven ablation alpha scale metis pure memory table3). --quick: a few
+// small cases per section (the evaluation's field test). Asserts nothing.
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "bench_json.h"
 #include "cluster/cluster_spec.h"
 #include "core/error.h"
 #include "model/model_spec.h"
@@ -29,6 +32,13 @@
 namespace {
 
 using namespace eth;
+namespace fs = std::filesystem;
+using bench::Column;
+
+struct Options {
+  bool quick = false;
+  fs::path data;  // bench/data: Metis's inputs and recorded figures
+};
 
 // Wall and process CPU seconds of one call (the machine is shared: CPU time is the stable one).
 struct Timed {
@@ -60,34 +70,72 @@ ProfileDb analytic_for(const ModelSpec& m, const ClusterSpec& c, std::int64_t se
   return analytic_profile_db(m, c, tps, {1, 2, 4, 8, 16}, seq);
 }
 
+// A device's busy time in the iteration: forward + backward of all its micro-batches.
+double stage_busy_ms(const PipelinePrediction& p, const StagePrediction& st) {
+  const auto k = static_cast<double>(p.num_microbatches);
+  return (k - 1) * (st.forward_ms + st.backward_ms) + st.last_forward_ms + st.last_backward_ms;
+}
+
+// One method's plan as the figures read it. Numbers are null when no plan fits (`error` says
+// why). busy_ms: mean device busy time (the rest of pipeline_ms is bubble and imbalance);
+// latency_ratio: the slowest device's busy time over the fastest's (the paper's Fig. 3).
+Json method_json(const Timed& t) {
+  Json j{{"fits", t.result.has_value()}, {"error", t.error},
+         {"iteration_ms", nullptr},      {"pipeline_ms", nullptr},
+         {"busy_ms", nullptr},           {"sync_exposed_ms", nullptr},
+         {"optimizer_ms", nullptr},      {"ideal_ms", nullptr},
+         {"latency_ratio", nullptr},     {"pipelines", nullptr},
+         {"family", nullptr},            {"idle_devices", nullptr},
+         {"search_wall_s", t.wall_s},    {"search_cpu_s", t.cpu_s},
+         {"candidates", nullptr},        {"evaluated", nullptr}};
+  if (!t.result) return j;
+  const PlannerResult& r = *t.result;
+  const Prediction& pr = r.prediction;
+  double busy = 0, lo = 1e300, hi = 0, devices = 0;
+  for (const auto& p : pr.pipelines) {
+    for (const auto& st : p.stages) {
+      const double b = stage_busy_ms(p, st);
+      const auto n = static_cast<double>(st.tp * st.dp);
+      busy += b * n;
+      devices += n;
+      lo = std::min(lo, b);
+      hi = std::max(hi, b);
+    }
+  }
+  j["iteration_ms"] = pr.iteration_ms;
+  j["pipeline_ms"] = pr.pipeline_ms;
+  j["busy_ms"] = busy / devices;
+  j["sync_exposed_ms"] = pr.sync.exposed_ms;
+  j["optimizer_ms"] = pr.optimizer_ms;
+  j["ideal_ms"] = pr.ideal_iteration_ms;
+  j["latency_ratio"] = hi / lo;
+  j["pipelines"] = r.plan.pipelines.size();
+  j["family"] = r.family;
+  j["idle_devices"] = r.idle_devices;
+  j["candidates"] = r.stats.generated;
+  j["evaluated"] = r.stats.evaluated;
+  return j;
+}
+
 double ms(const Timed& t) { return t.result ? t.result->prediction.iteration_ms : 0.0; }
 
 struct Scenario {
-  const char* model;
-  const char* cluster_tag;
+  std::string model, cluster, family;
   std::int64_t gbs;
 };
 
 // Table 2's models on their cluster shapes. Global batch: 512 up to 6.7B, 1024 for 13B and 70B
 // (the Metis inputs use the same sizes for 6.7B, 13B and 70B).
-std::vector<Scenario> paper_scenarios() {
+std::vector<Scenario> paper_scenarios(const Options& o, const std::vector<std::string>& families) {
   std::vector<Scenario> out;
-  const std::pair<const char*, const char*> models[] = {
-      {"gpt3-350m", "350m"}, {"gpt3-1.3b", "1.3b"}, {"gpt3-2.6b", "2.6b"},
-      {"gpt3-6.7b", "6.7b"}, {"gpt3-13b", "13b"},   {"gpt3-70b", "70b"}};
-  for (const char* pair : {"910b2-910b4", "a100-rtx3090"}) {
-    for (const auto& [model, tag] : models) {
-      const std::string t(tag);
-      out.push_back({model, nullptr, t == "13b" || t == "70b" ? 1024 : 512});
-      out.back().cluster_tag = pair;
+  std::vector<std::string> tags = {"350m", "1.3b", "2.6b", "6.7b", "13b", "70b"};
+  if (o.quick) tags = {"350m"};
+  for (const auto& family : families) {
+    for (const auto& t : tags) {
+      out.push_back({"gpt3-" + t, t + "-" + family, family, t == "13b" || t == "70b" ? 1024 : 512});
     }
   }
   return out;
-}
-
-std::string cluster_name(const Scenario& s) {
-  std::string m(s.model);
-  return m.substr(std::string("gpt3-").size()) + "-" + s.cluster_tag;
 }
 
 // The same cluster with every device type's memory made unlimited (the paper's Fig. 3
@@ -103,134 +151,103 @@ ClusterSpec unlimited_memory(ClusterSpec c) {
 // compute balance, is what limits one replicated layer-balanced shape.
 constexpr double kMemoryBoundGap = 1.10;
 
-struct MemoryVerdict {
-  double layer_unlimited_ms = 0;
-  double gap = 0;  // layer ms / layer ms with unlimited memory
-  bool bound = false;
-};
-
-MemoryVerdict memory_verdict(const ModelSpec& model, const ClusterSpec& c, const ProfileDb& db,
-                             std::int64_t gbs, double layer_ms) {
-  MemoryVerdict v;
-  const Timed free = timed_plan(PlanMethod::Layer, model, unlimited_memory(c), db, gbs,
-                                model.seq_len, PlannerOptions{});
-  if (!free.result || layer_ms <= 0) return v;
-  v.layer_unlimited_ms = ms(free);
-  v.gap = layer_ms / v.layer_unlimited_ms;
-  v.bound = v.gap >= kMemoryBoundGap;
-  return v;
-}
-
-// Where eth's plan loses against the ideal bound, as three factors whose product is
-// ideal / iteration: compute efficiency (ideal device-time over the plan's busy device-time:
-// tp, micro-batch size, recompute, tp communication), pipeline utilization (busy device-time
-// over devices x pipeline time: fill and drain, stage and pipeline imbalance, idle devices),
-// and the tail (pipeline time over iteration time: exposed gradient sync, optimizer step).
-struct LossSplit {
-  double efficiency = 0, utilization = 0, tail = 0;
-};
-
-LossSplit loss_split(const Prediction& pr, std::int64_t num_devices) {
-  double busy = 0;  // device-ms of forward + backward
-  for (const auto& p : pr.pipelines) {
-    const auto k = static_cast<double>(p.num_microbatches);
-    for (const auto& st : p.stages) {
-      const double per_device = (k - 1) * (st.forward_ms + st.backward_ms) +
-                                st.last_forward_ms + st.last_backward_ms;
-      busy += per_device * static_cast<double>(st.tp * st.dp);
-    }
-  }
-  LossSplit l;
-  const auto n = static_cast<double>(num_devices);
-  l.efficiency = pr.ideal_iteration_ms * n / busy;
-  l.utilization = busy / (n * pr.pipeline_ms);
-  l.tail = pr.pipeline_ms / pr.iteration_ms;
-  return l;
-}
-
-void run_scenarios() {
-  std::printf(
-      "== Paper scenarios (analytic profile, default options: alpha 0, all optimizations)\n");
-  std::printf("%-20s %4s %4s %8s %8s %7s %9s %9s %9s %9s %6s %6s %6s %6s %5s %4s\n", "cluster",
-              "devs", "gbs", "search s", "cpu s", "cands", "eth ms", "layer ms", "layerMO",
-              "unif ms", "x lay", "x lMO", "x unif", "ideal", "mem", "pip");
-  double min_bound = 1e9, max_bound = 0, min_all = 1e9;
-  std::vector<std::string> losses;
-  for (const Scenario& s : paper_scenarios()) {
+Json run_scenarios(const Options& opt) {
+  Json rows = Json::array();
+  for (const Scenario& s : paper_scenarios(opt, {"910b2-910b4", "a100-rtx3090"})) {
     const ModelSpec model = model_preset(s.model);
-    const ClusterSpec c = load_cluster(cluster_name(s));
+    const ClusterSpec c = load_cluster(s.cluster);
     const ProfileDb db = analytic_for(model, c, model.seq_len);
-    const PlannerOptions o;
     PlannerOptions mo;
     mo.layer_operator_recompute = true;
-    const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, s.gbs, model.seq_len, o);
-    const Timed layer = timed_plan(PlanMethod::Layer, model, c, db, s.gbs, model.seq_len, o);
-    const Timed layer_mo = timed_plan(PlanMethod::Layer, model, c, db, s.gbs, model.seq_len, mo);
-    const Timed uni = timed_plan(PlanMethod::Uniform, model, c, db, s.gbs, model.seq_len, o);
-    if (!eth.result) {
-      std::printf("%-20s eth: %s\n", cluster_name(s).c_str(), eth.error.c_str());
-      continue;
+    const std::int64_t seq = model.seq_len;
+    const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, s.gbs, seq, {});
+    const Timed layer = timed_plan(PlanMethod::Layer, model, c, db, s.gbs, seq, {});
+    const Timed layer_mo = timed_plan(PlanMethod::Layer, model, c, db, s.gbs, seq, mo);
+    const Timed uni = timed_plan(PlanMethod::Uniform, model, c, db, s.gbs, seq, {});
+    const Timed free =
+        timed_plan(PlanMethod::Layer, model, unlimited_memory(c), db, s.gbs, seq, {});
+    Json row{{"model", s.model}, {"cluster", s.cluster},   {"cluster_family", s.family},
+             {"devices", c.num_devices()}, {"gbs", s.gbs}};
+    row["methods"] = Json{{"eth", method_json(eth)},
+                          {"layer", method_json(layer)},
+                          {"layer_mo", method_json(layer_mo)},
+                          {"uniform", method_json(uni)},
+                          {"layer_unlimited", method_json(free)}};
+    const bool gap_known = layer.result && free.result;
+    row["memory_gap"] = gap_known ? Json(ms(layer) / ms(free)) : Json(nullptr);
+    row["memory_bound"] = gap_known && ms(layer) / ms(free) >= kMemoryBoundGap;
+    const std::pair<const char*, const Timed*> others[] = {
+        {"x_layer", &layer}, {"x_layer_mo", &layer_mo}, {"x_uniform", &uni}};
+    for (const auto& [key, t] : others) {
+      row[key] = eth.result && t->result ? Json(ms(*t) / ms(eth)) : Json(nullptr);
     }
-    const auto& pr = eth.result->prediction;
-    auto ratio = [&](const Timed& t) { return t.result ? ms(t) / ms(eth) : 0.0; };
-    const MemoryVerdict mv = memory_verdict(model, c, db, s.gbs, ms(layer));
-    if (layer.result) {
-      min_all = std::min(min_all, ratio(layer));
-      if (mv.bound) {
-        min_bound = std::min(min_bound, ratio(layer));
-        max_bound = std::max(max_bound, ratio(layer));
-      }
+    // eth's fraction of the ideal = compute efficiency x pipeline utilization x tail.
+    if (eth.result) {
+      const Json& e = row["methods"]["eth"];
+      const double n = static_cast<double>(c.num_devices());
+      const double busy_total = e["busy_ms"].get<double>() *
+                                static_cast<double>(c.num_devices() - eth.result->idle_devices);
+      row["efficiency"] = e["ideal_ms"].get<double>() * n / busy_total;
+      row["utilization"] = busy_total / (n * e["pipeline_ms"].get<double>());
+      row["tail"] = e["pipeline_ms"].get<double>() / e["iteration_ms"].get<double>();
+      row["of_ideal"] = e["ideal_ms"].get<double>() / e["iteration_ms"].get<double>();
     }
-    const LossSplit l = loss_split(pr, c.num_devices());
-    char line[160];
-    std::snprintf(line, sizeof line, "%-20s %6.3f = %6.3f x %6.3f x %6.3f", cluster_name(s).c_str(),
-                  pr.ideal_iteration_ms / pr.iteration_ms, l.efficiency, l.utilization, l.tail);
-    losses.push_back(line);
-    char mem[16];
-    std::snprintf(mem, sizeof mem, "%s%.2f", mv.bound ? "Y" : "n", mv.gap);
-    std::printf(
-        "%-20s %4lld %4lld %8.3f %8.3f %7lld %9.1f %9.1f %9.1f %9.1f %6.3f %6.3f %6.3f %6.3f %5s "
-        "%4zu\n",
-        cluster_name(s).c_str(), static_cast<long long>(c.num_devices()),
-        static_cast<long long>(s.gbs), eth.wall_s, eth.cpu_s,
-        static_cast<long long>(eth.result->stats.generated), ms(eth), ms(layer), ms(layer_mo),
-        ms(uni), ratio(layer), ratio(layer_mo), ratio(uni), pr.ideal_iteration_ms / pr.iteration_ms,
-        mem, eth.result->plan.pipelines.size());
+    rows.push_back(row);
   }
+  return rows;
+}
+
+void print_scenarios(const Json& rows) {
+  std::printf(
+      "== Paper scenarios (analytic profile, default options: alpha 0, all optimizations)\n");
+  bench::print_rows(rows, {{"cluster", "cluster"},
+                           {"devs", "devices"},
+                           {"gbs", "gbs"},
+                           {"search s", "methods.eth.search_wall_s"},
+                           {"cpu s", "methods.eth.search_cpu_s"},
+                           {"cands", "methods.eth.candidates"},
+                           {"eth ms", "methods.eth.iteration_ms", "%.1f"},
+                           {"layer ms", "methods.layer.iteration_ms", "%.1f"},
+                           {"layerMO", "methods.layer_mo.iteration_ms", "%.1f"},
+                           {"unif ms", "methods.uniform.iteration_ms", "%.1f"},
+                           {"x lay", "x_layer"},
+                           {"x lMO", "x_layer_mo"},
+                           {"x unif", "x_uniform"},
+                           {"ideal", "of_ideal"},
+                           {"mem-bound", "memory_bound"},
+                           {"gap", "memory_gap", "%.2f"},
+                           {"pip", "methods.eth.pipelines"},
+                           {"max/min lat eth", "methods.eth.latency_ratio", "%.2f"},
+                           {"layer", "methods.layer.latency_ratio", "%.2f"},
+                           {"layer unl. mem", "methods.layer_unlimited.latency_ratio", "%.2f"}});
   std::printf(
       "(x lay / x lMO / x unif: that method's iteration time over eth's; layer = Metis/HexiScale "
       "style, no or full recompute per stage; layerMO = layer given eth's operator-level "
-      "recompute; ideal: ideal bound over eth's iteration time; 0 = no plan fits)\n"
-      "(mem: Y = memory-bound, the layer baseline is >= %.2fx slower with the real memory than "
-      "with unlimited memory (the gap printed); paper Fig. 3's comparison)\n",
-      kMemoryBoundGap);
-  if (max_bound > 0) {
-    std::printf("eth over layer: %.3fx..%.3fx on the memory-bound scenarios; never below %.3fx\n",
-                min_bound, max_bound, min_all);
-  } else {
-    std::printf(
-        "eth over layer: no scenario is memory-bound by this criterion; never below %.3fx\n",
-        min_all);
-  }
-  std::printf(
+      "recompute; ideal: ideal bound over eth's iteration time)\n"
+      "(mem-bound: the layer baseline is >= %.2fx slower with the real memory than with "
+      "unlimited memory (gap); max/min lat: slowest over fastest device busy time, paper Fig. 3)\n"
       "-- eth's fraction of the ideal bound = compute efficiency (tp, micro-batch size, recompute, "
       "tp communication) x pipeline utilization (fill/drain, imbalance) x tail (exposed sync, "
-      "optimizer)\n");
-  for (const auto& l : losses) std::printf("%s\n", l.c_str());
+      "optimizer)\n",
+      kMemoryBoundGap);
+  bench::print_rows(rows, {{"cluster", "cluster"},
+                           {"of ideal", "of_ideal"},
+                           {"efficiency", "efficiency"},
+                           {"utilization", "utilization"},
+                           {"tail", "tail"}});
   std::printf("\n");
 }
 
 // Clusters that are not Table 2's N x M + N x M: uneven type counts, odd node sizes, three
 // types. One replicated pipeline shape (layer) fits these badly; HPP does not need one.
-void run_uneven() {
-  std::printf("== Uneven clusters (not in the paper's Table 2)\n");
+Json run_uneven(const Options& opt) {
   struct Case {
     const char* name;
     const char* model;
     std::int64_t gbs;
     const char* nodes;
   };
-  const Case cases[] = {
+  std::vector<Case> cases = {
       {"1.3b: 6 A100 + 8 910B4 + 7 RTX3090", "gpt3-1.3b", 333,
        R"([{"device_type": "A100", "devices": 4}, {"device_type": "A100", "devices": 2},
            {"device_type": "910B4", "devices": 8}, {"device_type": "RTX3090", "devices": 4},
@@ -245,26 +262,38 @@ void run_uneven() {
            {"device_type": "910B2", "devices": 4}, {"device_type": "910B4", "devices": 8},
            {"device_type": "910B4", "devices": 4}])"},
   };
-  std::printf("%-36s %9s %9s %10s %10s %10s %7s %7s %6s\n", "cluster", "search s", "cpu s",
-              "eth ms", "layer ms", "uniform ms", "x layer", "x unif", "ideal");
+  if (opt.quick) cases.resize(1);
+  Json rows = Json::array();
   for (const Case& k : cases) {
     const ModelSpec model = model_preset(k.model);
     const Json j = Json::parse(std::string("{\"nodes\": ") + k.nodes + "}");
     const ClusterSpec c = parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "bench", ""}));
     const ProfileDb db = analytic_for(model, c, model.seq_len);
-    const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, k.gbs, model.seq_len, {});
-    const Timed layer = timed_plan(PlanMethod::Layer, model, c, db, k.gbs, model.seq_len, {});
-    const Timed uni = timed_plan(PlanMethod::Uniform, model, c, db, k.gbs, model.seq_len, {});
-    if (!eth.result) {
-      std::printf("%-36s eth: %s\n", k.name, eth.error.c_str());
-      continue;
-    }
-    auto ratio = [&](const Timed& t) { return t.result ? ms(t) / ms(eth) : 0.0; };
-    const auto& pr = eth.result->prediction;
-    std::printf("%-36s %9.3f %9.3f %10.1f %10.1f %10.1f %7.3f %7.3f %6.3f\n", k.name, eth.wall_s,
-                eth.cpu_s, ms(eth), ms(layer), ms(uni), ratio(layer), ratio(uni),
-                pr.ideal_iteration_ms / pr.iteration_ms);
+    const std::int64_t seq = model.seq_len;
+    rows.push_back(
+        Json{{"cluster", k.name},
+             {"model", k.model},
+             {"devices", c.num_devices()},
+             {"gbs", k.gbs},
+             {"methods",
+              Json{{"eth", method_json(timed_plan(PlanMethod::Eth, model, c, db, k.gbs, seq, {}))},
+                   {"layer",
+                    method_json(timed_plan(PlanMethod::Layer, model, c, db, k.gbs, seq, {}))},
+                   {"uniform", method_json(timed_plan(PlanMethod::Uniform, model, c, db, k.gbs,
+                                                      seq, {}))}}}});
   }
+  return rows;
+}
+
+void print_uneven(const Json& rows) {
+  std::printf("== Uneven clusters (not in the paper's Table 2)\n");
+  bench::print_rows(rows, {{"cluster", "cluster"},
+                           {"search s", "methods.eth.search_wall_s"},
+                           {"cpu s", "methods.eth.search_cpu_s"},
+                           {"eth ms", "methods.eth.iteration_ms", "%.1f"},
+                           {"layer ms", "methods.layer.iteration_ms", "%.1f"},
+                           {"uniform ms", "methods.uniform.iteration_ms", "%.1f"},
+                           {"ideal ms", "methods.eth.ideal_ms", "%.1f"}});
   std::printf("\n");
 }
 
@@ -274,13 +303,10 @@ struct Variant {
 };
 
 void ablation_on(const char* model_name, const char* cluster, std::int64_t gbs,
-                 const std::vector<Variant>& variants) {
+                 const std::vector<Variant>& variants, Json& rows) {
   const ModelSpec model = model_preset(model_name);
   const ClusterSpec c = load_cluster(cluster);
   const ProfileDb db = analytic_for(model, c, model.seq_len);
-  std::printf("-- %s on %s, gbs %lld\n", model_name, cluster, static_cast<long long>(gbs));
-  std::printf("%-24s %9s %9s %9s %9s %9s %11s %12s %8s\n", "variant", "search s", "cpu s", "cands",
-              "evaluated", "splits", "cache hits", "objective ms", "quality");
   double reference = 0;
   for (const Variant& v : variants) {
     PlannerOptions o;
@@ -290,50 +316,72 @@ void ablation_on(const char* model_name, const char* cluster, std::int64_t gbs,
     o.dpo = v.dpo;
     o.max_enumerated_splits = 1e12;  // the enumeration really enumerates here
     const Timed t = timed_plan(PlanMethod::Eth, model, c, db, gbs, model.seq_len, o);
-    if (!t.result) {
-      std::printf("%-24s %s\n", v.name, t.error.c_str());
-      continue;
-    }
+    if (!t.result) continue;
     const auto& st = t.result->stats;
     if (reference == 0) reference = t.result->best_objective_ms;
-    std::printf("%-24s %9.3f %9.3f %9lld %9lld %9lld %11lld %12.1f %8.4f\n", v.name, t.wall_s,
-                t.cpu_s, static_cast<long long>(st.generated), static_cast<long long>(st.evaluated),
-                static_cast<long long>(st.unit_splits), static_cast<long long>(st.cache_hits),
-                t.result->best_objective_ms, reference / t.result->best_objective_ms);
+    rows.push_back(Json{{"model", model_name},
+                        {"cluster", cluster},
+                        {"gbs", gbs},
+                        {"variant", v.name},
+                        {"cpc", v.cpc},
+                        {"ses", v.ses},
+                        {"oso", v.oso},
+                        {"dpo", v.dpo},
+                        {"search_wall_s", t.wall_s},
+                        {"search_cpu_s", t.cpu_s},
+                        {"candidates", st.generated},
+                        {"evaluated", st.evaluated},
+                        {"unit_splits", st.unit_splits},
+                        {"cache_hits", st.cache_hits},
+                        {"objective_ms", t.result->best_objective_ms},
+                        {"quality", reference / t.result->best_objective_ms}});
   }
 }
 
-void run_ablation() {
-  std::printf("== Search ablation (Fig. 13a): optimizations added one at a time, alpha 0\n");
-  std::printf(
-      "(quality: the first row's best objective over this row's; 1 = the same plan "
-      "quality)\n");
+Json run_ablation(const Options& opt) {
+  Json rows = Json::array();
   const std::vector<Variant> full = {{"none (enumerate)", false, false, false, false},
                                      {"+CPC", true, false, false, false},
                                      {"+CPC+SES", true, true, false, false},
                                      {"+CPC+SES+OSO", true, true, true, false},
                                      {"+CPC+SES+OSO+DPO (eth)", true, true, true, true}};
-  ablation_on("gpt3-350m", "350m-a100-rtx3090", 512, full);
-  ablation_on("gpt3-1.3b", "1.3b-910b2-910b4", 512, full);
+  ablation_on("gpt3-350m", "350m-a100-rtx3090", 512, full, rows);
+  if (opt.quick) return rows;
+  ablation_on("gpt3-1.3b", "1.3b-910b2-910b4", 512, full, rows);
   // Enumeration is out of reach for deep pipelines of a 42-unit model: the same steps on DPO.
   const std::vector<Variant> dp = {{"DPO", false, false, false, true},
                                    {"DPO+CPC", true, false, false, true},
                                    {"DPO+CPC+SES", true, true, false, true},
                                    {"DPO+CPC+SES+OSO (eth)", true, true, true, true}};
-  ablation_on("gpt3-13b", "13b-910b2-910b4", 1024, dp);
+  ablation_on("gpt3-13b", "13b-910b2-910b4", 1024, dp, rows);
+  return rows;
+}
+
+void print_ablation(const Json& rows) {
+  std::printf("== Search ablation (Fig. 13a): optimizations added one at a time, alpha 0\n");
+  std::printf("(quality: the first row's best objective over this row's; 1 = the same plan)\n");
+  bench::print_rows(rows, {{"model", "model"},
+                           {"variant", "variant"},
+                           {"search s", "search_wall_s"},
+                           {"cpu s", "search_cpu_s"},
+                           {"cands", "candidates"},
+                           {"evaluated", "evaluated"},
+                           {"splits", "unit_splits"},
+                           {"cache hits", "cache_hits"},
+                           {"objective ms", "objective_ms", "%.1f"},
+                           {"quality", "quality", "%.4f"}});
   std::printf("\n");
 }
 
-void run_alpha() {
-  std::printf("== Alpha sensitivity (Fig. 13b): SES tolerance vs search time and plan quality\n");
-  for (const auto& [model_name, cluster] :
-       {std::pair{"gpt3-13b", "13b-910b2-910b4"}, std::pair{"gpt3-70b", "70b-910b2-910b4"}}) {
+Json run_alpha(const Options& opt) {
+  Json rows = Json::array();
+  std::vector<std::pair<const char*, const char*>> cases = {{"gpt3-13b", "13b-910b2-910b4"},
+                                                            {"gpt3-70b", "70b-910b2-910b4"}};
+  if (opt.quick) cases = {{"gpt3-1.3b", "1.3b-910b2-910b4"}};
+  for (const auto& [model_name, cluster] : cases) {
     const ModelSpec model = model_preset(model_name);
     const ClusterSpec c = load_cluster(cluster);
     const ProfileDb db = analytic_for(model, c, model.seq_len);
-    std::printf("-- %s on %s, gbs 1024\n", model_name, cluster);
-    std::printf("%6s %9s %9s %9s %9s %12s %12s %8s\n", "alpha", "search s", "cpu s", "evaluated",
-                "splits", "objective ms", "predicted ms", "quality");
     double reference = 0;
     for (double alpha : {0.0, 0.01, 0.02, 0.05, 0.1, 0.2}) {
       PlannerOptions o;
@@ -341,12 +389,33 @@ void run_alpha() {
       const Timed t = timed_plan(PlanMethod::Eth, model, c, db, 1024, model.seq_len, o);
       if (!t.result) continue;
       if (reference == 0) reference = t.result->best_objective_ms;
-      std::printf("%6.2f %9.3f %9.3f %9lld %9lld %12.1f %12.1f %8.4f\n", alpha, t.wall_s, t.cpu_s,
-                  static_cast<long long>(t.result->stats.evaluated),
-                  static_cast<long long>(t.result->stats.unit_splits), t.result->best_objective_ms,
-                  ms(t), reference / t.result->best_objective_ms);
+      rows.push_back(Json{{"model", model_name},
+                          {"cluster", cluster},
+                          {"gbs", 1024},
+                          {"alpha", alpha},
+                          {"search_wall_s", t.wall_s},
+                          {"search_cpu_s", t.cpu_s},
+                          {"evaluated", t.result->stats.evaluated},
+                          {"unit_splits", t.result->stats.unit_splits},
+                          {"objective_ms", t.result->best_objective_ms},
+                          {"predicted_ms", ms(t)},
+                          {"quality", reference / t.result->best_objective_ms}});
     }
   }
+  return rows;
+}
+
+void print_alpha(const Json& rows) {
+  std::printf("== Alpha sensitivity (Fig. 13b): SES tolerance vs search time and plan quality\n");
+  bench::print_rows(rows, {{"model", "model"},
+                           {"alpha", "alpha", "%.2f"},
+                           {"search s", "search_wall_s"},
+                           {"cpu s", "search_cpu_s"},
+                           {"evaluated", "evaluated"},
+                           {"splits", "unit_splits"},
+                           {"objective ms", "objective_ms", "%.1f"},
+                           {"predicted ms", "predicted_ms", "%.1f"},
+                           {"quality", "quality", "%.4f"}});
   std::printf("\n");
 }
 
@@ -361,84 +430,285 @@ ClusterSpec scaled_13b(std::int64_t nodes) {
   return c;
 }
 
-void run_scale() {
-  std::printf("== Scalability for GPT-3 13B (Fig. 11)\n");
+Json run_scale(const Options& opt) {
   const ModelSpec model = model_preset("gpt3-13b");
-  auto row = [&](const std::string& what, const ClusterSpec& c, std::int64_t gbs,
+  Json rows = Json::array();
+  auto row = [&](const char* axis, std::int64_t value, const ClusterSpec& c, std::int64_t gbs,
                  std::int64_t seq) {
     const ProfileDb db = analytic_for(model, c, seq);
-    const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, gbs, seq, PlannerOptions{});
-    const Timed layer = timed_plan(PlanMethod::Layer, model, c, db, gbs, seq, PlannerOptions{});
-    if (!eth.result) {
-      std::printf("%-26s %s\n", what.c_str(), eth.error.c_str());
-      return;
+    Json methods;
+    for (PlanMethod m : {PlanMethod::Eth, PlanMethod::Layer, PlanMethod::Uniform}) {
+      methods[std::string(plan_method_name(m))] =
+          method_json(timed_plan(m, model, c, db, gbs, seq, {}));
     }
-    const auto& pr = eth.result->prediction;
-    std::printf("%-26s %9.3f %9.3f %8lld %12.1f %12.1f %7.3f %6.3f\n", what.c_str(), eth.wall_s,
-                eth.cpu_s, static_cast<long long>(eth.result->stats.generated), ms(eth), ms(layer),
-                layer.result ? ms(layer) / ms(eth) : 0.0, pr.ideal_iteration_ms / pr.iteration_ms);
+    rows.push_back(Json{{"axis", axis},
+                        {"value", value},
+                        {"model", "gpt3-13b"},
+                        {"devices", c.num_devices()},
+                        {"gbs", gbs},
+                        {"seq", seq},
+                        {"methods", methods}});
   };
-  std::printf("%-26s %9s %9s %8s %12s %12s %7s %6s\n", "setting", "search s", "cpu s", "cands",
-              "eth ms", "layer ms", "x layer", "ideal");
-  for (std::int64_t nodes : {1, 2, 4, 8, 16}) {
-    row("devices " + std::to_string(nodes * 16) + " (gbs 1024)", scaled_13b(nodes), 1024, 2048);
+  const std::int64_t base_nodes = opt.quick ? 1 : 4;
+  for (std::int64_t nodes : opt.quick ? std::vector<std::int64_t>{1, 2}
+                                      : std::vector<std::int64_t>{1, 2, 4, 8, 16}) {
+    row("devices", nodes * 16, scaled_13b(nodes), 1024, 2048);
   }
-  for (std::int64_t gbs : {256, 512, 2048, 4096}) {
-    row("gbs " + std::to_string(gbs) + " (64 devices)", scaled_13b(4), gbs, 2048);
+  for (std::int64_t gbs : opt.quick ? std::vector<std::int64_t>{256, 1024}
+                                    : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096}) {
+    row("gbs", gbs, scaled_13b(base_nodes), gbs, 2048);
   }
-  for (std::int64_t seq : {512, 1024}) {
-    row("seq " + std::to_string(seq) + " (64 devices)", scaled_13b(4), 1024, seq);
+  for (std::int64_t seq : opt.quick ? std::vector<std::int64_t>{512, 2048}
+                                    : std::vector<std::int64_t>{512, 1024, 2048}) {
+    row("seq", seq, scaled_13b(base_nodes), 1024, seq);
   }
+  return rows;
+}
+
+void print_scale(const Json& rows) {
+  std::printf("== Scalability for GPT-3 13B on 910B2/910B4 (Fig. 11a-c; base: 64 devices, gbs "
+              "1024, seq 2048)\n");
+  bench::print_rows(rows, {{"axis", "axis"},
+                           {"value", "value"},
+                           {"devices", "devices"},
+                           {"search s", "methods.eth.search_wall_s"},
+                           {"cpu s", "methods.eth.search_cpu_s"},
+                           {"cands", "methods.eth.candidates"},
+                           {"eth ms", "methods.eth.iteration_ms", "%.1f"},
+                           {"layer ms", "methods.layer.iteration_ms", "%.1f"},
+                           {"uniform ms", "methods.uniform.iteration_ms", "%.1f"},
+                           {"ideal ms", "methods.eth.ideal_ms", "%.1f"}});
   std::printf("\n");
 }
 
-struct MetisCase {
-  const char* dir;
-  const char* model;
-  std::int64_t gbs;
-  double metis_search_s;  // -1: over the 600 s limit
-  double metis_best_ms;   // Metis's own estimate of its best plan
-};
+Json run_metis(const Options& opt) {
+  Json recorded;
+  {
+    const fs::path f = opt.data / "metis-recorded.json";
+    std::ifstream in(f);
+    if (!in) throw InputError("plan_bench", f.string(), "", "cannot open (see --data)");
+    recorded = Json::parse(in);
+  }
+  Json rows = Json::array();
+  for (const Json& m : recorded["runs"]) {
+    if (opt.quick && !rows.empty()) break;
+    const fs::path dir = opt.data / "metis-inputs" / m["inputs"].get<std::string>();
+    const ModelSpec model = model_preset(m["model"].get<std::string>());
+    const ClusterSpec c = read_metis_cluster(dir / "hostfile", dir / "clusterfile.json");
+    const ProfileDb db = read_metis_profile_dir(dir / "profile", model, &c);
+    const std::int64_t gbs = m["gbs"];
+    rows.push_back(Json{
+        {"inputs", m["inputs"]},
+        {"model", m["model"]},
+        {"cluster", m["cluster"]},
+        {"devices", c.num_devices()},
+        {"gbs", gbs},
+        {"methods",
+         Json{{"eth", method_json(timed_plan(PlanMethod::Eth, model, c, db, gbs, model.seq_len,
+                                             {}))},
+              {"layer", method_json(timed_plan(PlanMethod::Layer, model, c, db, gbs,
+                                               model.seq_len, {}))}}},
+        {"metis_search_s", m["search_s"]},
+        {"metis_search_over_s", m["search_over_s"]},
+        {"metis_candidates", m["candidates"]},
+        {"metis_best_ms", m["best_ms"]},
+        {"metis_source", recorded["source"]}});
+  }
+  return rows;
+}
 
-void run_metis(const std::filesystem::path& shared) {
+void print_metis(const Json& rows) {
+  std::printf("== Metis's inputs (bench/data/metis-inputs): eth beside Metis's recorded figures\n");
   std::printf(
-      "== Metis's inputs (shared/peers/metis-inputs): eth beside Metis's recorded figures\n");
+      "(Metis figures from bench/data/metis-recorded.json: its own cost estimate, and some of its "
+      "picks do not fit one device's memory; eth's are the predictor's, every device fits; "
+      "Metis search '-': stopped at its limit)\n");
+  bench::print_rows(rows, {{"inputs", "inputs"},
+                           {"gbs", "gbs"},
+                           {"search s", "methods.eth.search_wall_s"},
+                           {"cpu s", "methods.eth.search_cpu_s"},
+                           {"cands", "methods.eth.candidates"},
+                           {"metis s", "metis_search_s", "%.1f"},
+                           {"eth ms", "methods.eth.iteration_ms", "%.1f"},
+                           {"metis ms", "metis_best_ms", "%.1f"},
+                           {"layer ms", "methods.layer.iteration_ms", "%.1f"},
+                           {"ideal ms", "methods.eth.ideal_ms", "%.1f"}});
+  std::printf("\n");
+}
+
+// eth against its own pure family (every pipeline on one device type: the paper's
+// TypeSplit-HPP, Fig. 11d) on the A100/RTX3090 clusters.
+Json run_pure(const Options& opt) {
+  Json rows = Json::array();
+  for (const Scenario& s : paper_scenarios(opt, {"a100-rtx3090"})) {
+    const ModelSpec model = model_preset(s.model);
+    const ClusterSpec c = load_cluster(s.cluster);
+    const ProfileDb db = analytic_for(model, c, model.seq_len);
+    PlannerOptions pure;
+    pure.pure_only = true;
+    const std::int64_t seq = model.seq_len;
+    rows.push_back(Json{
+        {"model", s.model},
+        {"cluster", s.cluster},
+        {"devices", c.num_devices()},
+        {"gbs", s.gbs},
+        {"methods",
+         Json{{"eth", method_json(timed_plan(PlanMethod::Eth, model, c, db, s.gbs, seq, {}))},
+              {"pure", method_json(timed_plan(PlanMethod::Eth, model, c, db, s.gbs, seq, pure))},
+              {"layer", method_json(timed_plan(PlanMethod::Layer, model, c, db, s.gbs, seq, {}))},
+              {"uniform",
+               method_json(timed_plan(PlanMethod::Uniform, model, c, db, s.gbs, seq, {}))}}}});
+  }
+  return rows;
+}
+
+void print_pure(const Json& rows) {
   std::printf(
-      "(Metis figures from shared/peers/README.md: its own cost estimate, and some of its "
-      "picks do not fit one device's memory; eth's are the predictor's, every device fits)\n");
-  const MetisCase cases[] = {
-      {"s1_350m_2a100_2rtx3090", "gpt3-350m", 64, 0.6, 1177},
-      {"s1_350m_2a100_2rtx3090", "gpt3-350m", 256, 0.5, 4422},
-      {"s2_1.3b_4a100_4rtx3090", "gpt3-1.3b", 256, 0.5, 7016},
-      {"s3_6.7b_16b2_16b4", "gpt3-6.7b", 512, 137, 10212},
-      {"s4_13b_32b2_32b4", "gpt3-13b", 1024, -1, 20130},
-      {"s5_70b_256b2_256b4", "gpt3-70b", 1024, 112, 13596},
-  };
-  std::printf("%-24s %5s %9s %9s %8s %11s %12s %12s %10s %6s\n", "inputs", "gbs", "search s",
-              "cpu s", "cands", "metis s", "eth ms", "metis ms", "layer ms", "ideal");
-  for (const MetisCase& m : cases) {
-    const auto dir = shared / "peers" / "metis-inputs" / m.dir;
-    try {
-      const ModelSpec model = model_preset(m.model);
-      const ClusterSpec c = read_metis_cluster(dir / "hostfile", dir / "clusterfile.json");
-      const ProfileDb db = read_metis_profile_dir(dir / "profile", model, &c);
-      const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, m.gbs, model.seq_len, {});
-      const Timed layer = timed_plan(PlanMethod::Layer, model, c, db, m.gbs, model.seq_len, {});
-      if (!eth.result) {
-        std::printf("%-24s %s\n", m.dir, eth.error.c_str());
-        continue;
+      "== eth vs TypeSplit-HPP (its pure family: pipelines of one device type), Fig. 11d\n");
+  bench::print_rows(rows, {{"cluster", "cluster"},
+                           {"eth ms", "methods.eth.iteration_ms", "%.1f"},
+                           {"eth family", "methods.eth.family"},
+                           {"type-split ms", "methods.pure.iteration_ms", "%.1f"},
+                           {"pipelines", "methods.pure.pipelines"},
+                           {"layer ms", "methods.layer.iteration_ms", "%.1f"},
+                           {"uniform ms", "methods.uniform.iteration_ms", "%.1f"}});
+  std::printf("\n");
+}
+
+// Per device type, the largest predicted peak of eth's plan, and of the same plan with its
+// operator-level recompute sets removed (stages on full-unit recompute keep it: that is the
+// baselines' fallback too): what operator-level recompute (the paper's MO) saves (Fig. 12a).
+Json run_memory(const Options& opt) {
+  Json rows = Json::array();
+  for (const Scenario& s : paper_scenarios(opt, {"a100-rtx3090"})) {
+    const ModelSpec model = model_preset(s.model);
+    const ClusterSpec c = load_cluster(s.cluster);
+    const ProfileDb db = analytic_for(model, c, model.seq_len);
+    const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, s.gbs, model.seq_len, {});
+    if (!eth.result) continue;
+    Plan bare = eth.result->plan;
+    std::int64_t mo_stages = 0;
+    for (auto& p : bare.pipelines) {
+      for (auto& st : p.stages) {
+        if (st.recompute.empty() || st.recompute.full_unit()) continue;
+        st.recompute = RecomputeSet{};
+        ++mo_stages;
       }
-      const auto& pr = eth.result->prediction;
-      const std::string metis_s = m.metis_search_s < 0
-                                      ? std::string(">600")
-                                      : std::to_string(m.metis_search_s).substr(0, 5);
-      std::printf("%-24s %5lld %9.3f %9.3f %8lld %11s %12.1f %12.1f %10.1f %6.3f\n", m.dir,
-                  static_cast<long long>(m.gbs), eth.wall_s, eth.cpu_s,
-                  static_cast<long long>(eth.result->stats.generated), metis_s.c_str(), ms(eth),
-                  m.metis_best_ms, ms(layer), pr.ideal_iteration_ms / pr.iteration_ms);
-    } catch (const InputError& e) {
-      std::printf("%-24s cannot read the inputs: %s\n", m.dir, e.what());
     }
+    const Prediction with = predict(eth.result->plan, c, db);
+    const Prediction without = predict(bare, c, db);
+    for (const auto& [type_name, type] : c.device_types) {
+      double peak_with = 0, peak_without = 0;
+      bool used = false;
+      for (std::size_t d = 0; d < with.devices.size(); ++d) {
+        if (c.device(with.devices[d].device).device_type != type_name) continue;
+        used = true;
+        peak_with = std::max(peak_with, with.devices[d].peak_bytes);
+        peak_without = std::max(peak_without, without.devices[d].peak_bytes);
+      }
+      if (!used) continue;
+      rows.push_back(Json{{"model", s.model},
+                          {"cluster", s.cluster},
+                          {"device_type", type_name},
+                          {"capacity_gb", type.memory_gb},
+                          {"with_mo_gb", peak_with / 1e9},
+                          {"without_mo_gb", peak_without / 1e9},
+                          {"fits_without_mo", peak_without <= type.memory_gb * 1e9},
+                          {"operator_recompute_stages", mo_stages},
+                          {"iteration_ms", with.iteration_ms}});
+    }
+  }
+  return rows;
+}
+
+void print_memory(const Json& rows) {
+  std::printf("== Peak memory per device type, eth's plan with and without its operator-level "
+              "recompute (MO), Fig. 12a\n");
+  bench::print_rows(rows, {{"cluster", "cluster"},
+                           {"type", "device_type"},
+                           {"capacity GB", "capacity_gb", "%.0f"},
+                           {"with MO GB", "with_mo_gb", "%.2f"},
+                           {"w/o MO GB", "without_mo_gb", "%.2f"},
+                           {"fits w/o MO", "fits_without_mo"},
+                           {"MO stages", "operator_recompute_stages"}});
+  std::printf("\n");
+}
+
+// The appendix's Table 3: the eth, layer and uniform plans for 13B on 910B2/910B4.
+Json run_table3(const Options& opt) {
+  const char* model_name = opt.quick ? "gpt3-1.3b" : "gpt3-13b";
+  const char* cluster = opt.quick ? "1.3b-910b2-910b4" : "13b-910b2-910b4";
+  const std::int64_t gbs = opt.quick ? 512 : 1024;
+  const ModelSpec model = model_preset(model_name);
+  const ClusterSpec c = load_cluster(cluster);
+  const ProfileDb db = analytic_for(model, c, model.seq_len);
+  Json rows = Json::array();
+  for (PlanMethod m : {PlanMethod::Eth, PlanMethod::Layer, PlanMethod::Uniform}) {
+    const Timed t = timed_plan(m, model, c, db, gbs, model.seq_len, {});
+    if (!t.result) continue;
+    Json pipes = Json::array();
+    for (const auto& p : t.result->plan.pipelines) {
+      Json stages = Json::array();
+      for (const auto& st : p.stages) {
+        stages.push_back(Json{{"device_type", st.device_type},
+                              {"devices", st.devices.size()},
+                              {"tp", st.tp},
+                              {"dp", st.dp},
+                              {"first_unit", st.first_unit},
+                              {"last_unit", st.last_unit},
+                              {"recompute", st.recompute.names()}});
+      }
+      pipes.push_back(Json{{"micro_batch_size", p.micro_batch_size},
+                           {"local_batch", p.local_batch},
+                           {"stages", stages}});
+    }
+    rows.push_back(Json{{"method", std::string(plan_method_name(m))},
+                        {"model", model_name},
+                        {"cluster", cluster},
+                        {"gbs", gbs},
+                        {"layers", model.layers},
+                        {"iteration_ms", ms(t)},
+                        {"pipelines", pipes}});
+  }
+  return rows;
+}
+
+void print_table3(const Json& rows) {
+  std::printf("== Table 3: plans in the appendix's layout (units: 0 = embedding, last = head)\n");
+  for (const Json& r : rows) {
+    std::printf("-- %s: %s on %s, gbs %lld, predicted %.1f ms\n",
+                r["method"].get<std::string>().c_str(), r["model"].get<std::string>().c_str(),
+                r["cluster"].get<std::string>().c_str(),
+                static_cast<long long>(r["gbs"].get<std::int64_t>()),
+                r["iteration_ms"].get<double>());
+    Json flat = Json::array();
+    std::int64_t index = 0;
+    for (const Json& p : r["pipelines"]) {
+      for (std::size_t s = 0; s < p["stages"].size(); ++s) {
+        Json st = p["stages"][s];
+        st["pipeline"] = s == 0 ? Json(index) : Json(nullptr);
+        st["mbs/B"] = s == 0 ? Json(std::to_string(p["micro_batch_size"].get<std::int64_t>()) +
+                                    "/" + std::to_string(p["local_batch"].get<std::int64_t>()))
+                             : Json(nullptr);
+        st["stage"] = s;
+        st["units"] = std::to_string(st["first_unit"].get<std::int64_t>()) + "-" +
+                      std::to_string(st["last_unit"].get<std::int64_t>());
+        std::string rc;
+        for (const auto& n : st["recompute"]) rc += (rc.empty() ? "" : "+") + n.get<std::string>();
+        st["recompute_text"] = rc.empty() ? "None" : rc;
+        flat.push_back(st);
+      }
+      ++index;
+    }
+    bench::print_rows(flat, {{"pipeline", "pipeline"},
+                             {"mbs/B", "mbs/B"},
+                             {"stage", "stage"},
+                             {"dev", "device_type"},
+                             {"x", "devices"},
+                             {"tp", "tp"},
+                             {"dp", "dp"},
+                             {"units", "units"},
+                             {"recompute", "recompute_text"}});
   }
   std::printf("\n");
 }
@@ -446,33 +716,68 @@ void run_metis(const std::filesystem::path& shared) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string what = "all";
-  // bench/plan_bench.cpp -> the repository -> its parent holds shared/.
-  std::filesystem::path shared =
-      std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "shared";
+  Options opt;
+  opt.data = ETH_BENCH_DATA_DIR;
+  bool json = false;
+  std::vector<std::string> wanted;
+  const std::string usage =
+      "usage: plan_bench [scenarios|uneven|ablation|alpha|scale|metis|pure|memory|table3|all ...]"
+      " [--quick] [--format text|json] [--data DIR]\n";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--shared" && i + 1 < argc) {
-      shared = argv[++i];
+    if (a == "--data" && i + 1 < argc) {
+      opt.data = argv[++i];
+    } else if (a == "--format" && i + 1 < argc) {
+      const std::string f = argv[++i];
+      if (f != "json" && f != "text") {
+        std::fprintf(stderr, "%s", usage.c_str());
+        return 1;
+      }
+      json = f == "json";
+    } else if (a == "--quick") {
+      opt.quick = true;
     } else {
-      what = a;
+      wanted.push_back(a);
     }
   }
-  const std::vector<std::pair<const char*, std::function<void()>>> sections = {
-      {"scenarios", run_scenarios}, {"uneven", run_uneven}, {"ablation", run_ablation},
-      {"alpha", run_alpha},         {"scale", run_scale},   {"metis", [&] { run_metis(shared); }}};
-  bool ran = false;
-  for (const auto& [name, fn] : sections) {
-    if (what == "all" || what == name) {
-      fn();
-      ran = true;
+  if (wanted.empty()) wanted.push_back("all");
+  struct Section {
+    const char* name;
+    std::function<Json(const Options&)> run;
+    std::function<void(const Json&)> print;
+  };
+  const std::vector<Section> sections = {
+      {"scenarios", run_scenarios, print_scenarios}, {"uneven", run_uneven, print_uneven},
+      {"ablation", run_ablation, print_ablation},    {"alpha", run_alpha, print_alpha},
+      {"scale", run_scale, print_scale},             {"metis", run_metis, print_metis},
+      {"pure", run_pure, print_pure},                {"memory", run_memory, print_memory},
+      {"table3", run_table3, print_table3}};
+  for (const auto& w : wanted) {
+    bool known = w == "all";
+    for (const auto& s : sections) known = known || w == s.name;
+    if (!known) {
+      std::fprintf(stderr, "%s", usage.c_str());
+      return 1;
     }
   }
-  if (!ran) {
-    std::fprintf(
-        stderr,
-        "usage: plan_bench [scenarios|uneven|ablation|alpha|scale|metis|all] [--shared DIR]\n");
-    return 1;
+  Json doc{{"bench", "plan_bench"}, {"quick", opt.quick}, {"machine", bench::machine_info()}};
+  if (!json) std::printf("%s\n\n", bench::machine_line(doc["machine"]).c_str());
+  try {
+    for (const auto& s : sections) {
+      bool run = false;
+      for (const auto& w : wanted) run = run || w == "all" || w == s.name;
+      if (!run) continue;
+      doc[s.name] = s.run(opt);
+      if (!json) {
+        s.print(doc[s.name]);
+        std::fflush(stdout);
+      }
+    }
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "plan_bench: %s\n", e.what());
+    return 2;
   }
+  doc["machine_after"] = bench::machine_info();
+  if (json) std::printf("%s\n", doc.dump(1).c_str());
   return 0;
 }

@@ -19,9 +19,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -279,11 +281,35 @@ class TorchServer {
   nlohmann::json summary_;
 };
 
+// The OpenBLAS kernel set for the PyTorch baseline, from this CPU's flags: OpenBLAS misreads
+// the CPU of some virtual machines and picks a slow generic kernel, so the bench names one, but
+// only one the CPU can run (SkylakeX needs AVX-512: on an AVX2-only CPU it dies of an illegal
+// instruction). Empty: leave OpenBLAS to its own detection.
+std::string openblas_coretype() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::set<std::string> flags;
+    for (std::string w; words >> w;) flags.insert(w);
+    if (flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512vl")) {
+      return "SkylakeX";
+    }
+    if (flags.count("avx2") && flags.count("fma")) return "Haswell";
+    return "";
+  }
+  return "";
+}
+
 std::string torch_command(const std::string& python, const eth::ModelSpec& m, std::int64_t batch,
                           std::int64_t seq, int threads, int warmup) {
   const std::string script = std::string(ETH_SOURCE_DIR) + "/tools/torch_gpt2_step.py";
+  const std::string coretype = openblas_coretype();
+  std::fprintf(stderr, "train_bench: PyTorch baseline with OPENBLAS_CORETYPE=%s\n",
+               coretype.empty() ? "(unset: OpenBLAS detects the CPU itself)" : coretype.c_str());
   std::string env = "OMP_NUM_THREADS=" + std::to_string(threads) +
-                    " OPENBLAS_CORETYPE=SkylakeX GLIBC_TUNABLES=glibc.malloc.hugetlb=1";
+                    (coretype.empty() ? "" : " OPENBLAS_CORETYPE=" + coretype) +
+                    " GLIBC_TUNABLES=glibc.malloc.hugetlb=1";
   if (std::filesystem::exists("/usr/lib/x86_64-linux-gnu/openblas-openmp")) {
     env += " LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp";
   }

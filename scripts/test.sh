@@ -23,4 +23,8 @@ cmake --build "$root/build-asan" -j"${ETH_JOBS:-2}" --target eth $targets
 echo "== unit and CLI tests under ASan + UBSan"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure -j2 --timeout 900 -L "unit|integration"
+# Every loader under libFuzzer (clang, ASan + UBSan) for a few seconds each from the checked-in
+# corpus: any crash, hang or exception other than InputError fails the suite (docs/fuzzing.md).
+echo "== fuzz targets (libFuzzer, 6 s each)"
+"$root/scripts/fuzz.sh" 6 "$root/build-fuzz"
 echo "== all tests passed in $(( $(date +%s) - start )) s"

@@ -2,13 +2,16 @@
 // scratch folders. Test-only.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -30,6 +33,18 @@ inline std::filesystem::path scratch(const std::string& suite, const std::string
              ("eth_" + suite + "_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// Fails the test with the message of every rank (thread) that threw.
+inline void expect_no_errors(const std::vector<std::exception_ptr>& errors) {
+  for (std::size_t r = 0; r < errors.size(); ++r) {
+    if (!errors[r]) continue;
+    try {
+      std::rethrow_exception(errors[r]);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << r << " threw: " << e.what();
+    }
+  }
 }
 
 // Writes `text` to `path` and returns the path as a string.

@@ -8,9 +8,10 @@ stdin (answering {"step_s": ...} on one line) until "quit" or end of input, then
 train_bench alternates these steps with its own so that both meet the same machine load.
 
 Run it with Debian's interpreter (/usr/bin/python3, which has python3-torch) and, for the
-tuned figure, OMP_NUM_THREADS=2 OPENBLAS_CORETYPE=SkylakeX GLIBC_TUNABLES=glibc.malloc.hugetlb=1
-and the OpenMP OpenBLAS (LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp); the bench
-sets all of that (see /work/shared/notes/machine-figures.md).
+tuned figure, OMP_NUM_THREADS=2 GLIBC_TUNABLES=glibc.malloc.hugetlb=1, OPENBLAS_CORETYPE=SkylakeX
+on a CPU with AVX-512 (Haswell on one with only AVX2; SkylakeX there dies of an illegal
+instruction) and the OpenMP OpenBLAS (LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp);
+the bench chooses and sets all of that (see /work/shared/notes/machine-figures.md).
 """
 import argparse
 import json

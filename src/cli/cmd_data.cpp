@@ -1,12 +1,16 @@
 // `eth data`: make token files in llm.c's format: from a text file with the byte-level tokenizer,
 // or a synthetic learnable sequence for tests and demos; `--info` describes an existing file.
 // Not a BPE tokenizer: GPT-2-tokenized shards made by llm.c's scripts are used as they are.
+#include <climits>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/resources.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
 #include "data/token_file.h"
@@ -74,16 +78,23 @@ void add_data_command(CLI::App& app, Registry& r) {
   r.on(sub, [a, text, syn, info] {
     if (!info->empty()) return report(*a, a->info, "");
     if (text->empty() && syn->empty()) {
-      throw InputError("cli", "eth data", "",
-                       "give one of --text FILE, --synthetic N, --info FILE");
+      throw UsageError("eth data", "give one of --text FILE, --synthetic N, --info FILE");
     }
-    if (a->out.empty()) throw InputError("cli", "--out", "", "missing: the token file to write");
+    if (a->out.empty()) throw UsageError("--out", "missing: the token file to write");
+    check_output_file(a->out, "data");  // before the work
     std::vector<std::uint16_t> tokens;
     std::string what;
     if (!text->empty()) {
-      tokens = tokenize_bytes(read_text_file(a->text, "data"));
+      // One token per byte, and the file's count is an int32.
+      std::error_code ec;
+      const auto bytes = static_cast<double>(std::filesystem::file_size(a->text, ec));
+      check_memory(3 * bytes, "the text and its tokens", "--text",
+                   "split the text and make one token file per part");
+      tokens = tokenize_bytes(read_text_file(a->text, "data", INT32_MAX));
       what = "tokenized " + a->text + " (bytes) -> ";
     } else {
+      check_memory(2.0 * static_cast<double>(a->synthetic), "the synthetic tokens",
+                   "--synthetic", "ask for fewer tokens");
       SyntheticSpec spec;
       spec.pattern = parse_synthetic_pattern(a->pattern);
       spec.num_tokens = a->synthetic;

@@ -11,7 +11,9 @@
 #include "cli/output.h"
 #include "cli/plan_inputs.h"
 #include "cluster/cluster_spec.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "profile/analytic.h"
 #include "profile/metis_format.h"
 #include "profile/profile_io.h"
@@ -24,7 +26,7 @@ namespace {
 struct PlanArgs {
   std::string cluster, hostfile, clusterfile, model, profile, method = "eth", out;
   bool analytic = false;
-  std::int64_t gbs = 0, seq = 0, max_pipelines = 0, top_k = 8;
+  std::int64_t gbs = 0, seq = 0, max_pipelines = 0, top_k = 8, max_partitions = 3'000'000;
   std::vector<std::int64_t> mbss{1, 2, 4, 8, 16};
   std::vector<std::int64_t> tps{1, 2, 4, 8};
   double alpha = 0.0;
@@ -48,12 +50,12 @@ Inputs load_inputs(const PlanArgs& a) {
   in.model = load_model(a.model);
   const bool metis_cluster = !a.hostfile.empty() || !a.clusterfile.empty();
   if (metis_cluster == !a.cluster.empty()) {
-    throw InputError("cli", "--cluster", "",
+    throw UsageError("--cluster",
                      "give either --cluster, or --hostfile with --clusterfile (Metis's files)");
   }
   if (metis_cluster) {
     if (a.hostfile.empty() || a.clusterfile.empty()) {
-      throw InputError("cli", a.hostfile.empty() ? "--hostfile" : "--clusterfile", "",
+      throw UsageError(a.hostfile.empty() ? "--hostfile" : "--clusterfile",
                        "Metis's cluster needs both --hostfile and --clusterfile");
     }
     in.cluster = read_metis_cluster(a.hostfile, a.clusterfile);
@@ -62,7 +64,7 @@ Inputs load_inputs(const PlanArgs& a) {
   }
   in.seq = a.seq == 0 ? in.model.seq_len : a.seq;
   if (!a.profile.empty() && a.analytic) {
-    throw InputError("cli", "--profile", "", "give --profile DIR or --analytic, not both");
+    throw UsageError("--profile", "give --profile DIR or --analytic, not both");
   }
   if (!a.profile.empty()) {
     const bool metis = is_metis_profile_dir(a.profile);
@@ -108,6 +110,7 @@ PlannerOptions planner_options(const PlanArgs& a) {
   o.oso = !a.no_oso;
   o.dpo = !a.no_dpo;
   o.top_k = a.top_k;
+  o.max_partitions = a.max_partitions;
   o.layer_operator_recompute = a.layer_operator_recompute;
   return o;
 }
@@ -185,6 +188,11 @@ std::string search_text(const SearchStats& st, double seconds) {
   }
   s << ", " << st.unit_splits << " unit splits, " << st.cache_hits << " cache hits, "
     << st.predicted << " finalists priced by the predictor\n";
+  for (const auto& [name, value] : st.limits) {
+    s << "search limit reached: " << name << " " << value
+      << " (the plan is the best of the partitions visited; raise --max-partitions to search "
+         "further)\n";
+  }
   return s.str();
 }
 
@@ -244,21 +252,23 @@ void add_common_options(CLI::App* sub, PlanArgs& a) {
   sub->add_option("--hostfile", a.hostfile, "Metis hostfile (with --clusterfile)");
   sub->add_option("--clusterfile", a.clusterfile, "Metis clusterfile.json (with --hostfile)");
   sub->add_option("--model", a.model, "Model preset name or model JSON file")->required();
-  sub->add_option("--gbs", a.gbs, "Global batch size (samples)")
+  sub->add_option("--gbs", a.gbs,
+                  "Global batch size (samples, at most " +
+                      std::to_string(limits::kMaxGlobalBatch) + ")")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxGlobalBatch));
   sub->add_option("--seq", a.seq, "Sequence length (default: the model's)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxSeqLen));
   sub->add_option("--profile", a.profile, "Profile directory (ETH or Metis format)");
   sub->add_flag("--analytic", a.analytic, "Analytic profile from FLOP counts (the default)");
   sub->add_option("--micro-batch-sizes", a.mbss, "Candidate micro-batch sizes (default 1,2,4,8,16)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxMicroBatch));
   sub->add_option("--tp", a.tps, "Candidate tp degrees per stage (default 1,2,4,8)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxTp));
   sub->add_option("--max-pipelines", a.max_pipelines, "Most pipelines a plan may have (0: gbs)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(std::int64_t{0}, limits::kMaxGlobalBatch));
   sub->add_option("--alpha", a.alpha,
                   "SES tolerance: skip a candidate whose lower bound >= best x (1 - alpha) "
                   "(default 0: exact)")
@@ -266,17 +276,21 @@ void add_common_options(CLI::App* sub, PlanArgs& a) {
   sub->add_option("--v-inter", a.v_inter,
                   "Skip partitions whose slowest per-sample pipeline time exceeds the fastest "
                   "by more than this fraction")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e6));
   sub->add_option("--v-intra", a.v_intra,
                   "Drop a template's micro-batch option when its bottleneck stage exceeds the "
                   "mean stage time by more than this fraction")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e6));
   sub->add_flag("--no-cpc", a.no_cpc, "Do not cache unit splits of identical pipelines");
   sub->add_flag("--no-ses", a.no_ses, "Do not skip candidates by their lower bound");
   sub->add_flag("--no-oso", a.no_oso, "Visit candidates in generation order, not by bound");
   sub->add_flag("--no-dpo", a.no_dpo, "Enumerate unit splits instead of the dynamic program");
+  sub->add_option("--max-partitions", a.max_partitions,
+                  "Most partitions the eth search builds and bounds (default 3000000; bounds the "
+                  "search's time; when it binds the plan says so)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   sub->add_option("--top-k", a.top_k, "Finalists priced by the predictor (default 8)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
   sub->add_flag("--layer-operator-recompute", a.layer_operator_recompute,
                 "Let the layer baseline's stages recompute single operators as eth's do (by "
                 "default, as in Metis and HexiScale, only nothing or the whole unit)");
@@ -292,14 +306,13 @@ void add_plan_command(CLI::App& app, Registry& r) {
       "Find a heterogeneous pipeline-parallel plan (docs/planner.md); --method layer or "
       "uniform for the baselines");
   add_common_options(sub, *a);
-  sub->add_option("--method", a->method, "eth (default), layer or uniform");
+  sub->add_option("--method", a->method, "eth (default), layer or uniform")
+      ->check(CLI::IsMember({"eth", "layer", "uniform"}));
   sub->add_option("--out", a->out, "Write the plan file here");
   r.on(sub, [a] {
     const auto method = parse_plan_method(a->method);
-    if (!method) {
-      throw InputError("cli", "--method", "",
-                       "unknown value \"" + a->method + "\"; expected one of: eth, layer, uniform");
-    }
+    if (!method) throw UsageError("--method", "expected one of: eth, layer, uniform");
+    if (!a->out.empty()) check_output_file(a->out, "plan");  // before the search, not after
     const Inputs in = load_inputs(*a);
     const TimedResult t = run_timed(*method, in, a->gbs, planner_options(*a));
     if (!a->out.empty()) save_plan(t.result.plan, a->out);

@@ -47,11 +47,11 @@ void add_devices_command(CLI::App& app, Registry& r) {
   r.on(sub, [format] {
     if (*format == Format::Json) {
       Json arr = Json::array();
+      // Each entry, as printed, is a valid "device_types" entry of a cluster file.
       for (const auto& d : device_type_presets()) {
-        arr.push_back(Json{{"name", d.name},
-                           {"tflops", d.tflops},
-                           {"memory_gb", d.memory_gb},
-                           {"intra_node_bandwidth_gbps", d.intra_node_bandwidth_gbps}});
+        Json j = Json{{"name", d.name}};
+        j.update(device_type_to_json(d));
+        arr.push_back(j);
       }
       print_json(arr);
       return kExitOk;

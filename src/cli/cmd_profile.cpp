@@ -2,8 +2,6 @@
 // Metis's), measures the CPU runtime's own profile (device type `cpu`), or shows a profile
 // directory of either format. The profile library (profile/) and the trainer's measurement
 // (train/measure_profile.h) do the work; this file only parses, checks memory and prints.
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -17,8 +15,11 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/resources.h"
 #include "cluster/cluster_spec.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "profile/analytic.h"
 #include "profile/metis_format.h"
 #include "profile/profile_io.h"
@@ -42,6 +43,7 @@ struct ProfileOptions {
   int threads = 1;       // --measure: OpenMP threads (the `cpu` device type is one core)
   int repeats = 3;       // --measure: timed runs per unit (median kept)
   double dropout = 0;    // --measure: dropout probability (masks held and measured)
+  std::string cache = "cold";  // --measure: caches flushed before each timed op, or warm
 };
 
 // The tp degrees to profile for one device type: --tp as given, or by default 1, 2, 4, 8 where
@@ -81,12 +83,11 @@ std::string block_act(const ProfileEntry& e) {
 
 int run_analytic(const ProfileOptions& o) {
   if (o.out.empty())
-    throw InputError("cli", "--out", "", "missing: the folder to write the profile to");
-  if (o.cluster.empty())
-    throw InputError("cli", "--cluster", "", "missing: a preset name or a cluster file");
+    throw UsageError("--out", "missing: the folder to write the profile to");
+  if (o.cluster.empty()) throw UsageError("--cluster", "missing: a preset name or a cluster file");
   const std::string format = o.format.empty() ? "eth" : o.format;
   if (format != "eth" && format != "metis") {
-    throw InputError("cli", "--format", "", "with --analytic expected eth or metis, got " + format);
+    throw UsageError("--format", "with --analytic expected eth or metis, got " + format);
   }
   const ModelSpec m = load_model(o.model);
   const ClusterSpec c = load_cluster(o.cluster);
@@ -96,6 +97,7 @@ int run_analytic(const ProfileOptions& o) {
                      "Metis's format has no sequence length (readers assume the model's, " +
                          std::to_string(m.seq_len) + "); drop --seq or use --format eth");
   }
+  prepare_output_dir(o.out, "profile");  // before any work: --out naming a file is an error
   ProfileDb db(m);
   for (const auto& [name, type] : c.device_types) {
     for (std::int64_t tp : tps_for(o, m, c, name)) {
@@ -117,19 +119,6 @@ int run_analytic(const ProfileOptions& o) {
   return kExitOk;
 }
 
-// Bytes this process may map: MemAvailable from /proc/meminfo, else physical memory.
-double available_memory_bytes() {
-  std::ifstream f("/proc/meminfo");
-  for (std::string line; std::getline(f, line);) {
-    std::istringstream fields(line);
-    std::string key;
-    double kb = 0;
-    if (fields >> key >> kb && key == "MemAvailable:") return kb * 1024.0;
-  }
-  return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
-         static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-}
-
 double entry_step_ms(const ProfileEntry& e) {
   double ms = e.optimizer_ms;
   for (const auto& u : e.units) ms += u.forward_ms + u.backward_ms;
@@ -139,33 +128,20 @@ double entry_step_ms(const ProfileEntry& e) {
 int run_measure(const ProfileOptions& o) {
   // Every check before any work: measuring gpt2-small takes minutes.
   if (o.out.empty())
-    throw InputError("cli", "--out", "", "missing: the folder to write the profile to");
+    throw UsageError("--out", "missing: the folder to write the profile to");
   if (!o.cluster.empty()) {
-    throw InputError("cli", "--cluster", "",
-                     "not used with --measure (it measures this machine, device type cpu)");
+    throw UsageError("--cluster", "not used with --measure (it measures this machine, device "
+                                  "type cpu)");
   }
-  if (!o.tps.empty()) {
-    throw InputError("cli", "--tp", "", "--measure measures tp 1 only (one process)");
-  }
+  if (!o.tps.empty()) throw UsageError("--tp", "--measure measures tp 1 only (one process)");
   const std::string format = o.format.empty() ? "text" : o.format;
   if (format != "text" && format != "json") {
-    throw InputError("cli", "--format", "", "with --measure expected text or json, got " + format);
-  }
-  if (o.repeats < 1) {
-    throw InputError("cli", "--repeats", "", "expected >= 1, got " + std::to_string(o.repeats));
-  }
-  if (o.threads < 1) {
-    throw InputError("cli", "--threads", "", "expected >= 1, got " + std::to_string(o.threads));
+    throw UsageError("--format", "with --measure expected text or json, got " + format);
   }
   std::set<std::int64_t> seen;
   for (std::int64_t b : o.mbss) {
-    if (b < 1) {
-      throw InputError("cli", "--micro-batch-sizes", "",
-                       "expected sizes >= 1, got " + std::to_string(b));
-    }
     if (!seen.insert(b).second) {
-      throw InputError("cli", "--micro-batch-sizes", "",
-                       "size " + std::to_string(b) + " given twice");
+      throw UsageError("--micro-batch-sizes", "size " + std::to_string(b) + " given twice");
     }
   }
   const ModelSpec m = load_model(o.model);
@@ -179,18 +155,12 @@ int run_measure(const ProfileOptions& o) {
     mo.threads = o.threads;
     mo.repeats = o.repeats;
     mo.dropout = static_cast<float>(o.dropout);
+    mo.cold_cache = o.cache == "cold";
     check_measure_options(mo, memory);
     runs.push_back(mo);
   }
   const std::int64_t seq = o.seq == 0 ? m.seq_len : o.seq;
-  {
-    std::error_code ec;
-    std::filesystem::create_directories(o.out, ec);
-    if (ec || !std::filesystem::is_directory(o.out)) {
-      throw InputError("cli", "--out", "",
-                       "cannot create the folder " + o.out + (ec ? ": " + ec.message() : ""));
-    }
-  }
+  prepare_output_dir(o.out, "profile");  // before measuring: that takes minutes
 
   ProfileDb db(m);
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -225,6 +195,7 @@ int run_measure(const ProfileOptions& o) {
                     {"seq", seq},
                     {"threads", o.threads},
                     {"dropout", o.dropout},
+                    {"cache", o.cache},
                     {"out", o.out},
                     {"files", files},
                     {"entries", entries}});
@@ -242,8 +213,8 @@ int run_measure(const ProfileOptions& o) {
            fmt_num(static_cast<double>(key.mbs * seq) / step * 1e3, 0)});
   }
   std::cout << "measured profile of " << m.name << " (seq " << seq << ", " << o.threads
-            << " thread" << (o.threads == 1 ? "" : "s") << ", dropout " << o.dropout
-            << ", device type cpu, tp 1; block = unit 1, median of " << o.repeats << "):\n\n"
+            << " thread" << (o.threads == 1 ? "" : "s") << ", caches " << o.cache << ", dropout "
+            << o.dropout << ", device type cpu, tp 1; block = unit 1, median of " << o.repeats << "):\n\n"
             << t.render() << "\nwrote " << files << " files (eth format) to " << o.out << "\n";
   return kExitOk;
 }
@@ -251,7 +222,7 @@ int run_measure(const ProfileOptions& o) {
 int run_show(const ProfileOptions& o) {
   const std::string format = o.format.empty() ? "text" : o.format;
   if (format != "text" && format != "json") {
-    throw InputError("cli", "--format", "", "with --show expected text or json, got " + format);
+    throw UsageError("--format", "with --show expected text or json, got " + format);
   }
   const ModelSpec m = load_model(o.model);
   const bool metis = is_metis_profile_dir(o.show);
@@ -300,31 +271,34 @@ void add_profile_command(CLI::App& app, Registry& r) {
   sub->add_option("--out", o->out, "Folder to write the profile files to");
   sub->add_option("--tp", o->tps, "Tensor-parallel degrees (default 1,2,4,8 where they fit)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxTp));
   sub->add_option("--micro-batch-sizes", o->mbss, "Micro-batch sizes (default 1,2,4,8,16)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxMicroBatch));
   sub->add_option("--seq", o->seq, "Sequence length (default: the model's)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxSeqLen));
   sub->add_option("--format", o->format,
                   "--analytic: eth (default) or metis; --show, --measure: text (default) or json");
   sub->add_option("--threads", o->threads,
-                  "--measure: OpenMP threads (default 1: the cpu device type is one core)");
-  sub->add_option("--repeats", o->repeats, "--measure: timed runs per unit, median kept (3)");
+                  "--measure: OpenMP threads (default 1: the cpu device type is one core)")
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--repeats", o->repeats, "--measure: timed runs per unit, median kept (3)")
+      ->check(CLI::Range(1, 1000));
   sub->add_option("--dropout", o->dropout,
-                  "--measure: dropout probability; > 0 also holds the dropout masks (default 0)");
+                  "--measure: dropout probability; > 0 also holds the dropout masks (default 0)")
+      ->check(CLI::Range(0.0, 0.95));
+  sub->add_option("--cache", o->cache,
+                  "--measure: cold (default) flushes the caches before each timed op, as a rank "
+                  "sharing its core (emulation) or running a stage larger than the caches finds "
+                  "them; warm times back-to-back repeats (docs/runtime.md)")
+      ->check(CLI::IsMember({"cold", "warm"}))
+      ->capture_default_str();
   r.on(sub, [o] {
     const int modes = (o->analytic ? 1 : 0) + (o->measure ? 1 : 0) + (o->show.empty() ? 0 : 1);
     if (modes != 1) {
-      throw InputError("cli", "--analytic", "",
-                       "choose exactly one of --analytic, --measure, --show");
+      throw UsageError("--analytic", "choose exactly one of --analytic, --measure, --show");
     }
     if (o->measure) return run_measure(*o);
-    for (std::int64_t b : o->mbss) {
-      if (b < 1) {
-        throw InputError("cli", "--micro-batch-sizes", "",
-                         "expected sizes >= 1, got " + std::to_string(b));
-      }
-    }
     return o->analytic ? run_analytic(*o) : run_show(*o);
   });
 }

@@ -1,8 +1,13 @@
 // `eth simulate --plan P`: prices a plan with the closed-form predictor and the discrete-event
 // simulator side by side (per pipeline: batch, micro-batch, stages with units, time, memory vs
-// capacity), and writes the simulated timeline as a Chrome trace and an SVG on request.
+// capacity), and writes the simulated timeline as a Chrome trace and an SVG on request. With
+// `--measured TRACE` (eth train --trace of the same plan) it simulates the run as it was made
+// (its aggregation, emulated slowdowns and fp32 messages), prints simulated vs measured time per
+// stage with the error of each, and draws both timelines in one SVG and one Chrome trace.
 // The models themselves live in cost/ and sim/; this file chooses inputs and renders results.
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -19,6 +24,7 @@
 #include "profile/analytic.h"
 #include "profile/metis_format.h"
 #include "profile/profile_io.h"
+#include "sim/measured.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
 
@@ -27,7 +33,8 @@ namespace eth::cli {
 namespace {
 
 struct SimulateOptions {
-  std::string plan, cluster, profile, trace, svg;
+  std::string plan, cluster, profile, trace, svg, measured;
+  bool allreduce_given = false;
   bool analytic = false;
   std::string allreduce = "block";
   std::string schedule;  // empty: the plan's
@@ -147,9 +154,99 @@ void print_report(const Plan& plan, const ClusterSpec& cluster, const std::strin
   if (!o.svg.empty()) std::cout << "timeline picture: " << o.svg << "\n";
 }
 
+std::string err_text(double e) {
+  if (!std::isfinite(e)) return "n/a";
+  return (e >= 0 ? "+" : "") + fmt_num(100.0 * e, 1) + "%";
+}
+
+Json error_json(double e) { return std::isfinite(e) ? Json(e) : Json(nullptr); }
+
+struct Phase {
+  const char* name;
+  double PhaseTimes::*field;
+};
+constexpr Phase kPhases[] = {{"forward", &PhaseTimes::forward_ms},
+                             {"backward", &PhaseTimes::backward_ms},
+                             {"wait", &PhaseTimes::wait_ms},
+                             {"sync", &PhaseTimes::sync_ms},
+                             {"optimizer", &PhaseTimes::optimizer_ms},
+                             {"iteration", &PhaseTimes::iteration_ms}};
+
+Json phases_json(const PhaseTimes& t) {
+  Json j;
+  for (const Phase& p : kPhases) j[std::string(p.name) + "_ms"] = t.*p.field;
+  return j;
+}
+
+Json comparison_json(const MeasuredComparison& c, const std::string& trace) {
+  Json stages = Json::array();
+  for (const StagePhases& sp : c.stages) {
+    Json err;
+    for (const Phase& p : kPhases) {
+      err[p.name] = error_json(relative_error(sp.simulated.*p.field, sp.measured.*p.field));
+    }
+    stages.push_back(Json{{"pipeline", sp.pipeline},
+                          {"stage", sp.stage},
+                          {"device_type", sp.device_type},
+                          {"devices", sp.devices},
+                          {"simulated", phases_json(sp.simulated)},
+                          {"measured", phases_json(sp.measured)},
+                          {"error", err}});
+  }
+  return Json{{"trace", trace},
+              {"steps", c.steps},
+              {"simulated_iteration_ms", c.simulated_iteration_ms},
+              {"measured_iteration_ms", c.measured_iteration_ms},
+              {"iteration_error",
+               error_json(relative_error(c.simulated_iteration_ms, c.measured_iteration_ms))},
+              {"stages", stages}};
+}
+
+void print_comparison(const MeasuredComparison& c, const std::string& trace) {
+  std::cout << "\nsimulated vs measured (" << trace << ", steps";
+  for (std::int64_t s : c.steps) std::cout << " " << s;
+  std::cout << "; per stage, means over its devices and the steps; error = (simulated - "
+               "measured) / measured):\n";
+  Table t({"pipeline", "stage", "type", "phase", "simulated ms", "measured ms", "error"});
+  for (const StagePhases& sp : c.stages) {
+    bool first = true;
+    for (const Phase& p : kPhases) {
+      const double sim = sp.simulated.*p.field, meas = sp.measured.*p.field;
+      // Both below what the table shows (a send drained in microseconds): no error to speak of.
+      const bool nil = std::abs(sim) < 0.005 && std::abs(meas) < 0.005;
+      t.add({first ? std::to_string(sp.pipeline) : "", first ? std::to_string(sp.stage) : "",
+             first ? sp.device_type : "", p.name, fmt_num(sim, 2), fmt_num(meas, 2),
+             nil ? "-" : err_text(relative_error(sim, meas))});
+      first = false;
+    }
+  }
+  std::cout << t.render() << "iteration: simulated " << fmt_ms(c.simulated_iteration_ms)
+            << ", measured " << fmt_ms(c.measured_iteration_ms) << " (error "
+            << err_text(relative_error(c.simulated_iteration_ms, c.measured_iteration_ms))
+            << ")\n";
+}
+
 int run_simulate(const SimulateOptions& o) {
   Plan plan = load_plan(o.plan);
-  const ClusterSpec cluster = cluster_for_plan(plan, o.cluster);
+  ClusterSpec cluster = cluster_for_plan(plan, o.cluster);
+  std::optional<MeasuredRun> measured;
+  if (!o.measured.empty()) {
+    if (o.profile.empty()) {
+      throw InputError("cli", "--measured", "",
+                       "give the --profile the run was measured against (eth profile --measure)");
+    }
+    measured = measured_from_json(read_json_file(o.measured, "simulate"), plan, o.measured);
+    if (o.allreduce_given && o.allreduce != measured->aggregation) {
+      throw InputError("cli", "--allreduce", "",
+                       "the traced run aggregated " + measured->aggregation + ", not " +
+                           o.allreduce + " (leave --allreduce out with --measured)");
+    }
+    // Simulate the cluster as the run emulated it (--emulate may have overridden the file).
+    for (auto& [name, type] : cluster.device_types) {
+      const auto f = measured->slowdown.find(name);
+      type.emulated_slowdown = f == measured->slowdown.end() ? 1.0 : f->second;
+    }
+  }
   if (!o.schedule.empty()) plan.schedule = o.schedule;
   check_plan(plan, cluster, o.plan);
   const auto kind = parse_schedule_kind(plan.schedule);
@@ -157,7 +254,22 @@ int run_simulate(const SimulateOptions& o) {
     throw InputError("plan", o.plan, "schedule",
                      "unknown schedule \"" + plan.schedule + "\"; expected one of: 1f1b, gpipe");
   }
-  const AggregationMode mode = *parse_aggregation_mode(o.allreduce);  // CLI11 checked the set
+  const AggregationMode mode =
+      *parse_aggregation_mode(measured ? measured->aggregation : o.allreduce);
+  // The simulator keeps every event: its time and memory grow with stages x micro-batches
+  // (2^24 of them: about half a minute and 2 GB). The predictor prices any plan.
+  constexpr std::int64_t kMaxStageMicrobatches = std::int64_t{1} << 24;
+  std::int64_t work = 0;
+  for (const PipelinePlan& pipe : plan.pipelines) {
+    work += static_cast<std::int64_t>(pipe.stages.size()) * pipe.num_microbatches();
+  }
+  if (work > kMaxStageMicrobatches) {
+    throw InputError("simulate", o.plan, "",
+                     "has " + std::to_string(work) + " (stage, micro-batch) pairs, more than the " +
+                         std::to_string(kMaxStageMicrobatches) +
+                         " the simulator handles (docs/input-limits.md); simulate a plan with "
+                         "larger micro-batches or a smaller gbs, or use `eth plan`'s prediction");
+  }
 
   std::string profile_name = "analytic";
   ProfileDb db(plan.model);
@@ -175,17 +287,34 @@ int run_simulate(const SimulateOptions& o) {
   PredictOptions po;
   po.aggregation = mode;
   po.overlap = !o.no_overlap;
+  if (measured) po.element_bytes = measured->element_bytes;
   const Prediction pred = predict(plan, cluster, db, po);
-  const auto costs = compute_stage_costs(plan, cluster, db, po.p2p_latency_ms);
-  const auto colls = make_collectives(plan, cluster, mode, po.collective_latency_ms);
+  const auto costs = compute_stage_costs(plan, cluster, db, po.p2p_latency_ms, po.element_bytes);
+  const auto colls =
+      make_collectives(plan, cluster, mode, po.collective_latency_ms, po.element_bytes);
   SimOptions so;
   so.schedule = *kind;
   so.overlap = !o.no_overlap;
-  so.record_timeline = !o.trace.empty() || !o.svg.empty();
+  // Outputs are checked before the simulation runs, not after.
+  if (!o.trace.empty()) check_output_file(o.trace, "trace");
+  if (!o.svg.empty()) check_output_file(o.svg, "svg");
+  so.record_timeline = !o.trace.empty() || !o.svg.empty() || measured;
   const SimResult r = simulate(plan, costs, colls, so);
+  std::optional<MeasuredComparison> cmp;
+  if (measured) cmp = compare_measured(plan, r, *measured);
 
-  if (!o.trace.empty()) write_file_atomic(o.trace, chrome_trace_json(plan, r));
-  if (!o.svg.empty()) write_file_atomic(o.svg, timeline_svg(plan, r));
+  if (!o.trace.empty()) {
+    write_file_atomic(o.trace,
+                      measured ? comparison_trace_json(plan, r, median_step(*measured))
+                               : chrome_trace_json(plan, r),
+                      "trace");
+  }
+  if (!o.svg.empty()) {
+    write_file_atomic(o.svg,
+                      measured ? comparison_svg(plan, r, median_step(*measured))
+                               : timeline_svg(plan, r),
+                      "svg");
+  }
 
   if (o.format == Format::Json) {
     print_json(Json{{"plan", o.plan},
@@ -196,11 +325,13 @@ int run_simulate(const SimulateOptions& o) {
                     {"overlap", !o.no_overlap},
                     {"predicted", prediction_to_json(pred)},
                     {"simulated", simulated_json(r)},
+                    {"measured", cmp ? comparison_json(*cmp, o.measured) : Json()},
                     {"trace", o.trace.empty() ? Json() : Json(o.trace)},
                     {"svg", o.svg.empty() ? Json() : Json(o.svg)}});
     return kExitOk;
   }
   print_report(plan, cluster, profile_name, o, pred, r);
+  if (cmp) print_comparison(*cmp, o.measured);
   return kExitOk;
 }
 
@@ -221,13 +352,18 @@ void add_simulate_command(CLI::App& app, Registry& r) {
   prof->excludes(ana);
   sub->add_option("--allreduce", o->allreduce, "Gradient aggregation: block, tensor or device")
       ->check(CLI::IsMember({"block", "tensor", "device"}))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->allreduce_given = true; });
   sub->add_option("--schedule", o->schedule, "Pipeline schedule (default: the plan's)")
       ->check(CLI::IsMember({"1f1b", "gpipe"}));
   sub->add_flag("--no-overlap", o->no_overlap,
                 "Start gradient collectives only after every pipeline's backward");
   sub->add_option("--trace", o->trace, "Write a Chrome trace (JSON) of the timeline");
   sub->add_option("--svg", o->svg, "Write an SVG picture of the timeline");
+  sub->add_option("--measured", o->measured,
+                  "A trace of a real run of this plan (eth train --trace): simulate the run as it "
+                  "was made, print simulated vs measured time per stage, and draw both timelines "
+                  "(--svg: two rows per device; --trace: both in one Chrome trace)");
   add_format_option(sub, &o->format);
   r.on(sub, [o] { return run_simulate(*o); });
 }

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -14,7 +13,9 @@
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/train_args.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -24,13 +25,18 @@ namespace {
 
 int run_train(const TrainArgs& a) {
   if (!a.plan.empty()) return run_train_plan(a);
-  const TrainConfig cfg = make_config(a);
-  Trainer trainer(cfg, resolve_resume(a.resume));
-  std::ofstream log;
-  if (!a.log.empty()) {
-    log.open(a.log, std::ios::app);
-    if (!log) throw InputError("cli", "--log", "", "cannot open " + a.log + " for appending");
+  if (!a.trace.empty() || !a.trace_steps.empty()) {
+    throw InputError("cli", a.trace.empty() ? "--trace-steps" : "--trace", "",
+                     "tracing records the distributed runtime: use it with --plan");
   }
+  const TrainConfig cfg = make_config(a);
+  // Every output is checked before the first step: a bad --checkpoint-dir found at the end
+  // would throw the whole run away.
+  if (!a.checkpoint_dir.empty()) prepare_output_dir(a.checkpoint_dir, "checkpoint");
+  AppendFile log;
+  if (!a.log.empty()) log = AppendFile(a.log, "log");
+  check_train_memory(cfg);
+  Trainer trainer(cfg, resolve_resume(a.resume));
   const std::int64_t first = trainer.next_step();
   const double held = trainer.compute().held_bytes_per_slot();
   std::cerr << "training " << cfg.model.name << " ("
@@ -55,15 +61,13 @@ int run_train(const TrainArgs& a) {
                            std::to_string(cfg.lr.lr_max) + ")");
     }
     if (log) {
-      log << Json{{"step", last.step},
-                  {"loss", last.loss},
-                  {"lr", last.lr},
-                  {"grad_norm", last.grad_norm},
-                  {"tokens_per_s", last.tokens_per_s},
-                  {"seconds", last.seconds}}
-                 .dump()
-          << "\n"
-          << std::flush;
+      log.write_line(Json{{"step", last.step},
+                          {"loss", last.loss},
+                          {"lr", last.lr},
+                          {"grad_norm", last.grad_norm},
+                          {"tokens_per_s", last.tokens_per_s},
+                          {"seconds", last.seconds}}
+                         .dump());
     }
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -80,6 +84,7 @@ int run_train(const TrainArgs& a) {
       checkpoint = trainer.save_checkpoint(a.checkpoint_dir).string();
     }
   }
+  log.close();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double tok_s = seconds > 0 ? tokens / seconds : 0;
@@ -118,30 +123,33 @@ void add_train_command(CLI::App& app, Registry& r) {
   sub->add_option("--model", a->model,
                   "Model preset name or JSON file (see `eth models`); with --plan, the plan's");
   sub->add_option("--data", a->data, "Token file (llm.c format; see `eth data`)")->required();
+  // Bounds keep every product of these flags in 64 bits; memory decides the rest (checked
+  // before anything is allocated).
+  constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;
   sub->add_option("--steps", a->steps, "Total optimizer steps (the schedule's length)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(std::int64_t{1}, kMaxCount))
       ->capture_default_str();
   sub->add_option("--batch", a->batch,
                   "Global batch: samples per step (default 8; with --plan, the plan's gbs)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, kMaxCount));
   sub->add_option("--micro-batch-size", a->micro_batch,
                   "Samples per forward/backward (default: the whole batch)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, kMaxCount));
   sub->add_option("--seq-len", a->seq_len, "Tokens per sample (default: the model's seq_len)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxSeqLen));
   sub->add_option("--lr", a->lr, "Peak learning rate")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1e-12, 1e3))
       ->capture_default_str();
   sub->add_option("--lr-min", a->lr_min, "Final learning rate of the cosine (default: lr / 10)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e3));
   sub->add_option("--warmup", a->warmup, "Linear warm-up steps")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(std::int64_t{0}, kMaxCount))
       ->capture_default_str();
   sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay (matrices only)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0.0, 1e3))
       ->capture_default_str();
   sub->add_option("--grad-clip", a->grad_clip, "Max global gradient norm (0: no clipping)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0.0, 1e12))
       ->capture_default_str();
   sub->add_option("--dropout", a->dropout, "Dropout probability (embedding, attention, residual)")
       ->check(CLI::Range(0.0, 0.95))
@@ -149,6 +157,16 @@ void add_train_command(CLI::App& app, Registry& r) {
   sub->add_option("--recompute", a->recompute,
                   "Operators to recompute in backward, comma-separated: " + recompute_op_names() +
                       ", or none")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            try {
+              parse_recompute_list(v);
+              return std::string();
+            } catch (const InputError& e) {
+              return e.detail();
+            }
+          },
+          "OPS"))
       ->capture_default_str();
   sub->add_option("--seed", a->seed, "Seed of initialization, data order and dropout")
       ->capture_default_str();
@@ -157,19 +175,19 @@ void add_train_command(CLI::App& app, Registry& r) {
       "Write step_<N>.safetensors here at the end (and every --checkpoint-every steps)");
   sub->add_option("--checkpoint-every", a->checkpoint_every,
                   "Checkpoint period in steps (0: end only)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(std::int64_t{0}, kMaxCount));
   sub->add_option("--resume", a->resume,
                   "Continue from a checkpoint file, or the latest one in a directory");
   sub->add_option("--log", a->log,
                   "Append one JSON line per step (step, loss, lr, grad_norm, "
                   "tokens_per_s, seconds) to this file");
   sub->add_option("--print-every", a->print_every, "Progress line period in steps (0: none)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(std::int64_t{0}, kMaxCount))
       ->capture_default_str();
   sub->add_option("--stop-at", a->stop_at,
                   "Stop (and checkpoint) once this step is reached, keeping the --steps schedule; "
                   "--resume continues from there")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, kMaxCount));
   auto* dist = "Distributed (HPP)";
   sub->add_option("--plan", a->plan,
                   "Run this plan (eth plan --out): one MPI rank per device, rank i on the i-th "
@@ -203,12 +221,27 @@ void add_train_command(CLI::App& app, Registry& r) {
   sub->add_option("--threads", a->threads,
                   "OpenMP threads per rank (default: this host's cores divided by its ranks, at "
                   "least 1; more ranks than cores each spinning on 2 threads is many times slower)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1024))
+      ->group(dist);
+  sub->add_flag("--pin", a->pin,
+                "Pin each rank to one core of its host (local rank i on allowed core i mod "
+                "cores), so a rank keeps its core and its caches; profile with the same "
+                "conditions (docs/runtime.md)")
       ->group(dist);
   sub->add_option("--timeout", a->timeout_s,
                   "Seconds any rank waits for another before it gives up and names it")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str()
+      ->group(dist);
+  sub->add_option("--trace", a->trace,
+                  "Write a Chrome trace (JSON; open in https://ui.perfetto.dev) of the chosen "
+                  "steps: one process per rank, every forward, backward, recompute, send, wait on "
+                  "a neighbour, gradient collective, optimizer step and emulation stretch; "
+                  "`eth simulate --plan P --measured FILE` sets it beside the simulation")
+      ->group(dist);
+  sub->add_option("--trace-steps", a->trace_steps,
+                  "Steps --trace records: N, A-B or a comma list (default: the 3 steps after the "
+                  "first, which pays for set-up)")
       ->group(dist);
   add_format_option(sub, &a->format);
   r.on(sub, [a] { return run_train(*a); });

@@ -4,18 +4,20 @@
 // log (rank 0), and ends with the measured iteration time beside the predictor's for the same
 // plan and profile. Emulated heterogeneity is announced as such wherever it applies.
 #include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "cli/command.h"
 #include "cli/output.h"
@@ -23,10 +25,13 @@
 #include "cli/train_args.h"
 #include "comm/local_comm.h"
 #include "comm/mpi_comm.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_file.h"
 #include "cost/predictor.h"
 #include "runtime/dist_trainer.h"
 #include "runtime/placement.h"
+#include "runtime/trace_recorder.h"
 
 namespace eth::cli {
 
@@ -103,16 +108,31 @@ PlanRun prepare(const TrainArgs& a) {
   if (!a.profile.empty()) {
     r.profile = read_profile_for_cluster(a.profile, r.plan.model, r.cluster);
   }
+  // Outputs before any rank computes: a bad --checkpoint-dir found at the end would throw the
+  // whole run away.
+  if (!a.checkpoint_dir.empty()) prepare_output_dir(a.checkpoint_dir, "checkpoint");
+  if (!a.log.empty()) check_output_file(a.log, "log");
   // The data are read by every rank: check them here, once, before any rank starts.
   const TokenFile data = open_training_data(r.config.train);
   training_sampler_config(r.config.train, r.plan.seq_len, data.size());
   r.resume = resolve_resume(a.resume);
+  if (!a.trace_steps.empty() && a.trace.empty()) {
+    throw InputError("cli", "--trace-steps", "", "give --trace FILE too");
+  }
+  if (!a.trace.empty()) {
+    parse_trace_steps(a.trace_steps, 0, 1, "--trace-steps");  // syntax, before any rank starts
+    const std::filesystem::path dir = std::filesystem::absolute(a.trace).parent_path();
+    if (!std::filesystem::is_directory(dir)) {
+      throw InputError("cli", "--trace", "", "no folder " + dir.string() + " to write into");
+    }
+  }
   r.comm.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
   return r;
 }
 
 std::string stage_text(const StagePlan& st) {
-  std::string s = st.device_type + " x" + std::to_string(st.dp) + " units " +
+  std::string s = st.device_type + " x" + std::to_string(st.dp) +
+                  (st.tp > 1 ? " tp " + std::to_string(st.tp) : "") + " units " +
                   std::to_string(st.first_unit) + "-" + std::to_string(st.last_unit);
   if (!st.recompute.empty()) {
     std::string ops;
@@ -181,31 +201,87 @@ Json rank_times_json(const RankTimes& t) {
 }
 
 // Fault injection for the tests of what a dead rank does to the others: ETH_TEST_KILL_RANK=R:S
-// makes rank R exit abruptly (no clean-up, as a crash would) when it is about to take step S.
+// makes rank R exit abruptly (no clean-up, as a crash would) when it is about to take step S;
+// R:S:kill makes it die of SIGKILL instead, as `kill -9` or the OOM killer would.
 void maybe_die(int rank, std::int64_t step) {
   const char* spec = std::getenv("ETH_TEST_KILL_RANK");
   if (spec == nullptr) return;
   int r = -1;
   long long s = -1;
-  if (std::sscanf(spec, "%d:%lld", &r, &s) == 2 && r == rank && s == step) std::_Exit(9);
+  char how[8] = {};
+  const int n = std::sscanf(spec, "%d:%lld:%7s", &r, &s, how);
+  if (n < 2 || r != rank || s != step) return;
+  if (n == 3 && std::strcmp(how, "kill") == 0) ::raise(SIGKILL);
+  std::_Exit(9);
+}
+
+// --pin: the calling thread to allowed core `local_rank` mod (allowed cores). Best effort: a
+// refusal leaves the thread where it was (the run is still correct, only less repeatable).
+void pin_to_core(int local_rank) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  std::vector<int> cores;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cores.push_back(c);
+  }
+  if (cores.empty()) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cores[static_cast<std::size_t>(local_rank) % cores.size()], &one);
+  sched_setaffinity(0, sizeof one, &one);
 }
 
 // One rank's whole run; rank 0 reports. Returns the exit code.
+// The steps --trace records, checked against the run's [first, end).
+std::vector<std::int64_t> traced_steps(const TrainArgs& a, std::int64_t first, std::int64_t end) {
+  std::vector<std::int64_t> steps = parse_trace_steps(a.trace_steps, first, end, "--trace-steps");
+  for (std::int64_t s : steps) {
+    if (s < first || s >= end) {
+      throw InputError("cli", "--trace-steps", "",
+                       "step " + std::to_string(s) + " is not in this run (steps " +
+                           std::to_string(first) + ".." + std::to_string(end - 1) + ")");
+    }
+  }
+  return steps;
+}
+
+// Collective: brings every rank's trace to rank 0, which writes it atomically.
+void write_trace(const PlanRun& r, const TrainArgs& a, const TraceRecorder& rec,
+                 const Communicator& world) {
+  const std::vector<RankTrace> all = gather_trace(rec, world);
+  if (world.rank() != 0) return;
+  TraceInfo info;
+  info.plan = r.plan;
+  info.aggregation = aggregation_mode_name(r.config.aggregation);
+  info.slowdown = r.config.slowdown;
+  info.element_bytes = 4;  // the CPU runtime moves fp32 activations and gradients
+  info.steps = rec.steps();
+  write_file_atomic(a.trace, measured_trace_json(all, info).dump() + "\n");
+  std::size_t events = 0;
+  for (const RankTrace& t : all) events += t.events.size();
+  std::cerr << "trace: " << a.trace << " (" << events << " events of steps";
+  for (std::int64_t s : rec.steps()) std::cerr << " " << s;
+  std::cerr << "; open in https://ui.perfetto.dev, or `eth simulate --plan " << a.plan
+            << " --measured " << a.trace << "`)\n";
+}
+
 int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
-  DistributedTrainer t(r.config, world, r.resume);
+  TraceRecorder recorder({});
+  DistTrainConfig config = r.config;
+  if (!a.trace.empty()) config.trace = &recorder;
+  DistributedTrainer t(config, world, r.resume);
   const bool lead = world.rank() == 0;
   const std::vector<RankPlace> places = place_ranks(r.plan);
-  std::ofstream log;
+  AppendFile log;
   if (lead) {
     print_header(r, t, world.size());
-    if (!a.log.empty()) {
-      log.open(a.log, std::ios::app);
-      if (!log) throw InputError("cli", "--log", "", "cannot open " + a.log + " for appending");
-    }
+    if (!a.log.empty()) log = AppendFile(a.log, "log");
   }
   const std::int64_t first = t.next_step();
   const std::int64_t end = a.stop_at > 0 ? std::min(a.stop_at, t.config().train.steps)
                                          : t.config().train.steps;
+  if (!a.trace.empty()) recorder.choose_steps(traced_steps(a, first, end));
   Summary summary;
   StepStats last;
   std::string checkpoint;
@@ -236,16 +312,14 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
         j["stage"] = places[i].stage;
         ranks.push_back(j);
       }
-      log << Json{{"step", last.step},
-                  {"loss", last.loss},
-                  {"lr", last.lr},
-                  {"grad_norm", last.grad_norm},
-                  {"tokens_per_s", last.tokens_per_s},
-                  {"seconds", last.seconds},
-                  {"ranks", ranks}}
-                 .dump()
-          << "\n"
-          << std::flush;
+      log.write_line(Json{{"step", last.step},
+                          {"loss", last.loss},
+                          {"lr", last.lr},
+                          {"grad_norm", last.grad_norm},
+                          {"tokens_per_s", last.tokens_per_s},
+                          {"seconds", last.seconds},
+                          {"ranks", ranks}}
+                         .dump());
     }
     if (a.print_every > 0 && (last.step % a.print_every == 0 || t.next_step() >= end)) {
       const double elapsed =
@@ -258,7 +332,9 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
                 << " tok/s  ETA " << fmt_duration(eta) << "\n";
     }
   }
+  if (!a.trace.empty()) write_trace(r, a, recorder, world);  // collective
   if (!lead) return kExitOk;
+  log.close();
 
   const double measured_ms = summary.mean_step_s() * 1e3;
   std::optional<double> predicted_ms;
@@ -343,11 +419,13 @@ int run_train_plan(const TrainArgs& a) {
     const PlanRun r = prepare(a);
     const int n = static_cast<int>(r.plan.num_devices());
     check_runnable(r.plan, r.cluster, n, a.plan, r.config.train.global_batch);
+    check_plan_train_memory(r.plan, r.config.train, n, !a.checkpoint_dir.empty());
     LocalWorld world(n, r.comm);
     // The threads share the cores: one OpenMP thread each.
     std::vector<int> codes(static_cast<std::size_t>(n), kExitOk);
     const int threads = a.threads > 0 ? a.threads : 1;
     auto errors = run_on_threads(world, [&](Communicator c) {
+      if (a.pin) pin_to_core(c.rank());
       omp_set_num_threads(threads);
       codes[static_cast<std::size_t>(c.rank())] = run_rank(r, a, c);
     });
@@ -361,6 +439,10 @@ int run_train_plan(const TrainArgs& a) {
     r = prepare(a);
     world = mpi.world(r.comm);
     check_runnable(r.plan, r.cluster, world.size(), a.plan, r.config.train.global_batch);
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    check_plan_train_memory(r.plan, r.config.train,
+                            local ? std::max(1, std::atoi(local)) : world.size(),
+                            !a.checkpoint_dir.empty());
   } catch (const InputError& e) {
     // Every rank finds the same problem; one message is enough.
     int rank = 0;
@@ -376,6 +458,10 @@ int run_train_plan(const TrainArgs& a) {
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks_here);
   }
   omp_set_num_threads(threads);
+  if (a.pin) {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    pin_to_core(local ? std::max(0, std::atoi(local)) : world.rank());
+  }
   try {
     return run_rank(r, a, world);
   } catch (const std::exception& e) {

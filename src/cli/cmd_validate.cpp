@@ -89,7 +89,11 @@ int run_validate(const ValidateOptions& o) {
   const std::vector<PlanViolation> violations = validate_plan(*plan, *cluster);
   if (o.format == Format::Json) {
     Json list = Json::array();
-    for (const auto& v : violations) list.push_back(violation_json(o.plan, v.path, v.message));
+    for (const auto& v : violations) {
+      Json j = violation_json(o.plan, v.path, v.message);
+      if (v.elided > 0) j["elided"] = v.elided;
+      list.push_back(j);
+    }
     print_json(Json{{"valid", violations.empty()},
                     {"plan", o.plan},
                     {"cluster", cluster->name},
@@ -103,11 +107,15 @@ int run_validate(const ValidateOptions& o) {
     print_summary(*plan, *cluster);
     return kExitOk;
   }
-  for (const auto& v : violations)
-    std::cout << o.plan << ": " << v.path << ": " << v.message << "\n";
-  std::cout << "plan INVALID: " << violations.size()
-            << (violations.size() == 1 ? " violation" : " violations")
-            << " (rules: docs/plan-format.md)\n";
+  std::int64_t total = 0, elided = 0;
+  for (const auto& v : violations) {
+    std::cout << o.plan << ": " << v.path << ": " << message_text(v.message, 4096) << "\n";
+    total += v.elided > 0 ? v.elided : 1;
+    elided += v.elided;
+  }
+  std::cout << "plan INVALID: " << total << (total == 1 ? " violation" : " violations");
+  if (elided > 0) std::cout << " (" << total - elided << " listed)";
+  std::cout << " (rules: docs/plan-format.md)\n";
   return kExitInput;
 }
 

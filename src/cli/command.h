@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -10,12 +11,24 @@
 
 namespace eth::cli {
 
-// Exit codes, documented in `eth --help`.
+// Exit codes, documented in `eth --help`, README.md and docs/exit-codes.md.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 1;     // bad flags
-inline constexpr int kExitInput = 2;     // bad input file or value, or a plan that breaks a rule
+inline constexpr int kExitInput = 2;     // bad input file or value, a plan that breaks a rule, or
+                                         // an output that cannot be written
 inline constexpr int kExitInternal = 3;  // a bug in ETH
 inline constexpr int kExitComm = 4;      // a rank died or stopped answering (distributed runs)
+inline constexpr int kExitSigint = 130;  // eth launch interrupted (128 + SIGINT)
+inline constexpr int kExitSigterm = 143; // eth launch terminated (128 + SIGTERM)
+
+// A command line that is wrong whatever the files hold: a flag missing, a value outside its set,
+// flags that exclude each other. Exit 1, like CLI11's own parse errors. Problems that depend on
+// what a file holds are InputError (exit 2).
+class UsageError : public std::runtime_error {
+ public:
+  UsageError(const std::string& flag, const std::string& detail)
+      : std::runtime_error(flag + ": " + detail) {}
+};
 
 // A command's action runs after parsing; it returns the exit code.
 using Action = std::function<int()>;

@@ -1,6 +1,9 @@
 #include "cli/output.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -77,6 +80,66 @@ std::string fmt_ms(double ms) {
   return fmt_num(ms, ms < 10 ? 3 : 1) + " ms";
 }
 
-void print_json(const Json& j) { std::cout << j.dump(2) << "\n"; }
+// Invalid UTF-8 (a file name from the command line, say) is replaced, never thrown on: the
+// values ETH itself reads are valid UTF-8 by the time they get here (core/json_file.h).
+namespace {
+
+class CheckedStdout : public std::streambuf {
+ public:
+  CheckedStdout() { setp(buf_, buf_ + sizeof buf_); }
+  int error() const { return error_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!drain()) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override { return drain() ? 0 : -1; }
+
+ private:
+  bool drain() {
+    const char* p = pbase();
+    std::size_t n = static_cast<std::size_t>(pptr() - pbase());
+    while (n > 0 && error_ == 0) {
+      const ssize_t w = ::write(1, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        error_ = w < 0 ? errno : EIO;
+        break;
+      }
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+    setp(buf_, buf_ + sizeof buf_);  // what could not be written is dropped, the error kept
+    return error_ == 0;
+  }
+  char buf_[1 << 16];
+  int error_ = 0;
+};
+
+CheckedStdout* g_stdout = nullptr;
+
+}  // namespace
+
+void install_checked_stdout() {
+  // Never destroyed: std::cout is flushed once more by the library's own exit handlers, after
+  // function-local statics are gone.
+  g_stdout = new CheckedStdout;
+  std::cout.rdbuf(g_stdout);
+}
+
+int flush_checked_stdout() {
+  std::cout.flush();
+  if (g_stdout == nullptr) return std::cout.good() ? 0 : EIO;
+  return g_stdout->error() != 0 ? g_stdout->error() : (std::cout.good() ? 0 : EIO);
+}
+
+void print_json(const Json& j) {
+  std::cout << j.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+}
 
 }  // namespace eth::cli

@@ -34,4 +34,11 @@ std::string fmt_bytes(double bytes);                // "12.3 GB" (10^9)
 std::string fmt_ms(double ms);                      // "12.3 ms" / "1.23 s"
 void print_json(const Json& j);                     // pretty, to stdout
 
+// Points std::cout at file descriptor 1 through a buffer that remembers the first write error
+// (errno), so a full disk under `> file` or /dev/full is reported, not lost at exit. Call once,
+// first thing in main.
+void install_checked_stdout();
+// Flushes std::cout; 0 when everything written reached fd 1, else the errno of the first failure.
+int flush_checked_stdout();
+
 }  // namespace eth::cli

@@ -5,8 +5,12 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cli/resources.h"
 #include "core/error.h"
+#include "data/sampler.h"
+#include "model/arithmetic.h"
 #include "train/checkpoint.h"
+#include "train/stage_compute.h"
 
 namespace eth::cli {
 
@@ -82,6 +86,111 @@ TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& mode
   c.dropout = static_cast<float>(a.dropout);
   c.seed = a.seed;
   return c;
+}
+
+namespace {
+
+// Above this the exact sizing pass (64-bit products of batch, heads and sequence) could
+// overflow; no machine has a petabyte, so the coarse figure is reason enough to refuse.
+constexpr double kCoarseLimitBytes = 1e15;
+
+// fp32 activations of units [first, last] for one micro-batch of `mb` samples: twice the
+// 16-bit formula (model/arithmetic.h), computed in double so it cannot overflow.
+double coarse_activation_bytes(const ModelSpec& m, std::int64_t first, std::int64_t last,
+                               std::int64_t mb, std::int64_t T) {
+  double bytes = 0;
+  for (std::int64_t u = first; u <= last; ++u) {
+    bytes += 2 * activation_bytes_16bit(m, u, mb, T, 1).total();
+  }
+  return bytes;
+}
+
+double state_bytes(const ModelSpec& m, std::int64_t first, std::int64_t last) {
+  double params = 0;
+  for (std::int64_t u = first; u <= last; ++u) params += static_cast<double>(unit_params(m, u));
+  return 16.0 * params;  // parameters, gradients, Adam m and v
+}
+
+// The activation arena StageCompute will map, exactly, or the coarse figure when that alone is
+// past any machine.
+double arena_bytes(const ModelSpec& m, const StageComputeConfig& sc) {
+  const double coarse = coarse_activation_bytes(m, sc.first_unit, sc.last_unit,
+                                                sc.max_micro_batch, sc.seq_len) *
+                        static_cast<double>(sc.num_slots);
+  if (coarse > kCoarseLimitBytes) return coarse;
+  return static_cast<double>(StageCompute<CpuKernels>::planned_arena_bytes(m, sc));
+}
+
+}  // namespace
+
+void check_train_memory(const TrainConfig& cfg) {
+  const ModelSpec& m = cfg.model;
+  const std::int64_t T = cfg.seq_len == 0 ? m.seq_len : cfg.seq_len;
+  // Out-of-range values are the trainer's to name; only a valid run is sized here.
+  if (T < 1 || T > m.seq_len || cfg.micro_batch < 1 || cfg.global_batch < 1) return;
+  const std::int64_t mb = std::min(cfg.micro_batch, cfg.global_batch);
+  StageComputeConfig sc;
+  sc.first_unit = 0;
+  sc.last_unit = m.num_units() - 1;
+  sc.max_micro_batch = mb;
+  sc.seq_len = T;
+  sc.num_slots = 1;
+  sc.recompute = cfg.recompute;
+  sc.dropout = cfg.dropout;
+  sc.seed = cfg.seed;
+  const double state = state_bytes(m, 0, m.num_units() - 1);
+  const double arena = arena_bytes(m, sc);
+  const double tokens = 2.0 * static_cast<double>(mb) * static_cast<double>(T) * 4;
+  const double samples =
+      static_cast<double>(cfg.global_batch) * static_cast<double>(sizeof(SampleRef));
+  const std::string flag = cfg.micro_batch < cfg.global_batch ? "--micro-batch-size" : "--batch";
+  check_memory(state + arena + tokens + samples,
+               "model " + m.name + ": parameters, gradients and AdamW state " +
+                   fmt_bytes(state) + ", activations of a micro-batch of " + std::to_string(mb) +
+                   " x " + std::to_string(T) + " tokens " + fmt_bytes(arena) +
+                   ", sample list of a batch of " + std::to_string(cfg.global_batch) + " " +
+                   fmt_bytes(samples),
+               flag,
+               "use a smaller --micro-batch-size (the batch is accumulated over micro-batches), "
+               "--batch, --seq-len or model");
+}
+
+void check_plan_train_memory(const Plan& plan, const TrainConfig& cfg, int ranks_here,
+                             bool checkpoints) {
+  const ModelSpec& m = plan.model;
+  const std::int64_t T = plan.seq_len;
+  double worst = 0;
+  std::string worst_where;
+  for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const PipelinePlan& pipe = plan.pipelines[p];
+    const auto S = static_cast<std::int64_t>(pipe.stages.size());
+    for (std::int64_t s = 0; s < S; ++s) {
+      const StagePlan& st = pipe.stages[static_cast<std::size_t>(s)];
+      StageComputeConfig sc;
+      sc.first_unit = st.first_unit;
+      sc.last_unit = st.last_unit;
+      sc.max_micro_batch = (pipe.micro_batch_size + st.dp - 1) / st.dp;
+      sc.seq_len = T;
+      sc.num_slots = std::min(S - s, pipe.num_microbatches());
+      sc.recompute = st.recompute;
+      sc.dropout = cfg.dropout;
+      sc.seed = cfg.seed;
+      const double bytes = state_bytes(m, st.first_unit, st.last_unit) + arena_bytes(m, sc) +
+                           2.0 * static_cast<double>(sc.num_slots * sc.max_micro_batch * T) * 4;
+      if (bytes > worst) {
+        worst = bytes;
+        worst_where = "pipelines[" + std::to_string(p) + "].stages[" + std::to_string(s) + "]";
+      }
+    }
+  }
+  const double whole = checkpoints ? state_bytes(m, 0, m.num_units() - 1) * 0.75 : 0;
+  const double samples = static_cast<double>(cfg.global_batch) * sizeof(SampleRef);
+  check_memory(worst * ranks_here + whole + samples,
+               std::to_string(ranks_here) + " ranks here, the largest " + worst_where + " at " +
+                   fmt_bytes(worst) + " each (state and activations)" +
+                   (checkpoints ? ", rank 0's checkpoint copy of the model " + fmt_bytes(whole)
+                                : std::string()),
+               "--plan", "plan with smaller micro-batches, more stages or recompute");
 }
 
 }  // namespace eth::cli

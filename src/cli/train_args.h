@@ -11,6 +11,7 @@
 
 #include "cli/output.h"
 #include "model/recompute.h"
+#include "plan/plan.h"
 #include "train/trainer.h"
 
 namespace eth::cli {
@@ -46,6 +47,9 @@ struct TrainArgs {
   std::string profile;               // measured profile for the predicted iteration time
   double timeout_s = 120;
   int threads = 0;  // OpenMP threads per rank; 0: this host's cores / its ranks (at least 1)
+  bool pin = false;  // each rank on one core of this host (local rank i on core i mod cores)
+  std::string trace;        // Chrome trace of the run (rank 0 writes it)
+  std::string trace_steps;  // which steps; empty: a few after the first
 };
 
 RecomputeSet parse_recompute_list(const std::string& text);
@@ -54,6 +58,16 @@ std::string fmt_duration(double seconds);
 std::optional<std::filesystem::path> resolve_resume(const std::string& arg);
 // The run's configuration; `model` replaces --model when given (the plan's model).
 TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& model = std::nullopt);
+
+// Throws InputError naming the flag to change when one process of `eth train` would need more
+// memory than this machine has available, before anything is allocated: parameters, gradients
+// and the two AdamW moments (fp32), the activation arena of one micro-batch (StageCompute's own
+// sizing pass), the token buffers of one micro-batch and the sample list of one step.
+void check_train_memory(const TrainConfig& cfg);
+// The same for the ranks of `plan` this machine runs (`ranks_here` of them; each rank's state,
+// arena and buffers, rank 0's whole-model checkpoint buffer when checkpointing).
+void check_plan_train_memory(const Plan& plan, const TrainConfig& cfg, int ranks_here,
+                             bool checkpoints);
 
 // `eth train --plan`: cmd_train_plan.cpp.
 int run_train_plan(const TrainArgs& a);

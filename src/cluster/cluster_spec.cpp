@@ -1,9 +1,11 @@
 #include "cluster/cluster_spec.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
 #include "core/json_file.h"
+#include "core/limits.h"
 
 namespace eth {
 
@@ -78,6 +80,42 @@ double ClusterSpec::link_bytes_per_s(std::int64_t a, std::int64_t b) const {
   return std::min(ga, gb) * 1e9 / 8.0;
 }
 
+ClusterIndex::ClusterIndex(const ClusterSpec& cluster) : cluster_(&cluster) {
+  first_.reserve(cluster.nodes.size() + 1);
+  std::int64_t first = 0;
+  for (const auto& n : cluster.nodes) {
+    first_.push_back(first);
+    node_type_.push_back(&cluster.type(n.device_type));
+    first += n.devices;
+  }
+  first_.push_back(first);
+}
+
+std::int64_t ClusterIndex::node_of(std::int64_t id) const {
+  ETH_CHECK(id >= 0 && id < num_devices(), "device id out of range");
+  // The last node whose first id is <= id (nodes have at least one device).
+  const auto it = std::upper_bound(first_.begin(), first_.end() - 1, id);
+  return static_cast<std::int64_t>(it - first_.begin()) - 1;
+}
+
+const std::string& ClusterIndex::type_name_of(std::int64_t id) const {
+  return cluster_->nodes[static_cast<std::size_t>(node_of(id))].device_type;
+}
+
+const DeviceType& ClusterIndex::type_of(std::int64_t id) const {
+  return *node_type_[static_cast<std::size_t>(node_of(id))];
+}
+
+double ClusterIndex::link_bytes_per_s(std::int64_t a, std::int64_t b) const {
+  const std::int64_t na = node_of(a), nb = node_of(b);
+  const DeviceType& ta = *node_type_[static_cast<std::size_t>(na)];
+  const DeviceType& tb = *node_type_[static_cast<std::size_t>(nb)];
+  if (na == nb) return ta.intra_node_bandwidth_gbps * 1e9 / 8.0;
+  const double ga = ta.inter_node_bandwidth_gbps.value_or(cluster_->inter_node_bandwidth_gbps);
+  const double gb = tb.inter_node_bandwidth_gbps.value_or(cluster_->inter_node_bandwidth_gbps);
+  return std::min(ga, gb) * 1e9 / 8.0;
+}
+
 std::vector<std::int64_t> ClusterSpec::node_first_device() const {
   std::vector<std::int64_t> out;
   std::int64_t first = 0;
@@ -92,17 +130,36 @@ namespace {
 
 DeviceType parse_device_type(const std::string& name, const JsonCursor& c) {
   c.require_object();
-  c.allow_only({"tflops", "memory_gb", "intra_node_bandwidth_gbps", "inter_node_bandwidth_gbps",
-                "emulated_slowdown"});
+  // "name" is what `eth devices --format json` prints beside the figures; it must be the key.
+  c.allow_only({"name", "tflops", "memory_gb", "intra_node_bandwidth_gbps",
+                "inter_node_bandwidth_gbps", "emulated_slowdown"});
+  if (auto v = c.find("name"); v && v->as_string() != name) {
+    v->fail("the type's own name \"" + name + "\" (the key it is listed under)");
+  }
   DeviceType d;
   d.name = name;
-  d.tflops = c.at("tflops").as_positive_number();
-  d.memory_gb = c.at("memory_gb").as_positive_number();
-  d.intra_node_bandwidth_gbps = c.at("intra_node_bandwidth_gbps").as_positive_number();
-  if (auto v = c.find("inter_node_bandwidth_gbps")) d.inter_node_bandwidth_gbps = v->as_positive_number();
-  if (auto v = c.find("emulated_slowdown")) d.emulated_slowdown = v->as_number(1.0, 1e6);
+  d.tflops = c.at("tflops").as_quantity(limits::kMinTflops, limits::kMaxTflops);
+  d.memory_gb = c.at("memory_gb").as_quantity(limits::kMinMemoryGb, limits::kMaxMemoryGb);
+  d.intra_node_bandwidth_gbps = c.at("intra_node_bandwidth_gbps")
+                                    .as_quantity(limits::kMinBandwidthGbps,
+                                                 limits::kMaxBandwidthGbps);
+  if (auto v = c.find("inter_node_bandwidth_gbps")) {
+    d.inter_node_bandwidth_gbps =
+        v->as_quantity(limits::kMinBandwidthGbps, limits::kMaxBandwidthGbps);
+  }
+  if (auto v = c.find("emulated_slowdown")) {
+    d.emulated_slowdown = v->as_number(1.0, limits::kMaxEmulatedSlowdown);
+  }
   return d;
 }
+
+std::string preset_type_names() {
+  std::string s;
+  for (const auto& d : device_type_presets()) s += (s.empty() ? "" : ", ") + d.name;
+  return s;
+}
+
+}  // namespace
 
 Json device_type_to_json(const DeviceType& d) {
   Json j;
@@ -114,13 +171,22 @@ Json device_type_to_json(const DeviceType& d) {
   return j;
 }
 
-std::string preset_type_names() {
-  std::string s;
-  for (const auto& d : device_type_presets()) s += (s.empty() ? "" : ", ") + d.name;
-  return s;
+bool valid_device_type_name(std::string_view name) {
+  if (name.empty() || name.size() > static_cast<std::size_t>(limits::kMaxTypeNameBytes)) {
+    return false;
+  }
+  for (char ch : name) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+    if (!ok) return false;
+  }
+  return name != "." && name != "..";
 }
 
-}  // namespace
+std::string device_type_name_rule() {
+  return "a device type name of 1 to " + std::to_string(limits::kMaxTypeNameBytes) +
+         " letters, digits, '.', '_' or '-' (it becomes part of profile file names)";
+}
 
 ClusterSpec parse_cluster(const JsonCursor& c) {
   if (c.is_string()) {
@@ -130,40 +196,76 @@ ClusterSpec parse_cluster(const JsonCursor& c) {
       if (p.name == name) return p.spec;
       names += (names.empty() ? "" : ", ") + p.name;
     }
-    c.fail_detail("unknown cluster preset \"" + name +
+    c.fail_detail("unknown cluster preset \"" + message_text(name, 64) +
                   "\"; expected an object or one of: " + names);
   }
   c.require_object();
-  c.allow_only({"name", "nodes", "inter_node_bandwidth_gbps", "device_types"});
+  // "description" and "devices" are what `eth clusters --format json` prints beside a preset;
+  // the first is free text, the second must agree with the nodes.
+  c.allow_only({"name", "description", "devices", "nodes", "inter_node_bandwidth_gbps",
+                "device_types"});
   ClusterSpec out;
-  if (auto v = c.find("name")) out.name = v->as_string();
-  if (auto v = c.find("inter_node_bandwidth_gbps")) out.inter_node_bandwidth_gbps = v->as_positive_number();
+  if (auto v = c.find("name")) {
+    out.name = v->as_string();
+    if (out.name.size() > static_cast<std::size_t>(limits::kMaxNameBytes)) {
+      v->fail("a name of at most " + std::to_string(limits::kMaxNameBytes) + " bytes");
+    }
+  }
+  if (auto v = c.find("description")) v->as_string();
+  if (auto v = c.find("inter_node_bandwidth_gbps")) {
+    out.inter_node_bandwidth_gbps =
+        v->as_quantity(limits::kMinBandwidthGbps, limits::kMaxBandwidthGbps);
+  }
   if (auto types = c.find("device_types")) {
     types->require_object();
-    for (const auto& key : types->keys()) {
-      if (key.empty()) types->fail_detail("device type names must not be empty");
-      out.device_types[key] = parse_device_type(key, types->at(key));
+    if (types->value().size() > static_cast<std::size_t>(limits::kMaxDeviceTypes)) {
+      types->fail_detail("defines " + std::to_string(types->value().size()) +
+                         " device types; at most " + std::to_string(limits::kMaxDeviceTypes) +
+                         " are allowed");
+    }
+    for (const auto& [key, t] : types->members()) {
+      if (!valid_device_type_name(key)) t.fail_detail("expected " + device_type_name_rule());
+      out.device_types[key] = parse_device_type(key, t);
       out.custom_types.push_back(key);
     }
   }
   JsonCursor nodes = c.at("nodes");
   if (nodes.size() == 0) nodes.fail("a non-empty array of nodes");
+  if (nodes.size() > static_cast<std::size_t>(limits::kMaxClusterDevices)) {
+    nodes.fail_detail("has " + std::to_string(nodes.size()) + " nodes; a cluster holds at most " +
+                      std::to_string(limits::kMaxClusterDevices) + " devices");
+  }
+  std::int64_t total = 0;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     JsonCursor n = nodes[i];
     n.require_object();
     n.allow_only({"device_type", "devices"});
     NodeSpec node;
     node.device_type = n.at("device_type").as_string();
-    node.devices = n.at("devices").as_int(1, 1 << 20);
+    node.devices = n.at("devices").as_int(1, limits::kMaxDevicesPerNode);
+    total += node.devices;
+    if (total > limits::kMaxClusterDevices) {
+      n.at("devices").fail_detail(
+          "brings the cluster to " + std::to_string(total) + " devices; at most " +
+          std::to_string(limits::kMaxClusterDevices) +
+          " are allowed (the most the planner searches in bounded time)");
+    }
     if (!out.device_types.count(node.device_type)) {
       auto preset = find_device_type_preset(node.device_type);
       if (!preset) {
         n.at("device_type").fail("a preset device type (" + preset_type_names() +
                                  ") or one defined under device_types");
       }
+      if (out.device_types.size() >= static_cast<std::size_t>(limits::kMaxDeviceTypes)) {
+        n.at("device_type").fail_detail("is one device type too many: a cluster has at most " +
+                                        std::to_string(limits::kMaxDeviceTypes));
+      }
       out.device_types[node.device_type] = *preset;
     }
     out.nodes.push_back(node);
+  }
+  if (auto v = c.find("devices"); v && v->as_int() != total) {
+    v->fail("the number of devices the nodes hold (" + std::to_string(total) + ")");
   }
   return out;
 }

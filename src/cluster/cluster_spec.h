@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/json_cursor.h"
@@ -67,11 +68,40 @@ class ClusterSpec {
   bool operator==(const ClusterSpec&) const = default;
 };
 
+// Global device id -> node and type in O(log nodes), built once in O(nodes): for code that
+// visits every device of a large cluster (ClusterSpec::device scans the nodes on every call; on
+// 100,000 devices in 12,500 nodes a loop over all devices through it does 10^9 steps). Holds a
+// pointer to the cluster, which must outlive it and not change.
+class ClusterIndex {
+ public:
+  explicit ClusterIndex(const ClusterSpec& cluster);
+  std::int64_t num_devices() const { return first_.back(); }
+  std::int64_t node_of(std::int64_t id) const;  // ETH_CHECKs the range
+  const std::string& type_name_of(std::int64_t id) const;
+  const DeviceType& type_of(std::int64_t id) const;
+  // Same as ClusterSpec::link_bytes_per_s.
+  double link_bytes_per_s(std::int64_t a, std::int64_t b) const;
+
+ private:
+  const ClusterSpec* cluster_;
+  std::vector<std::int64_t> first_;  // first global id of each node, then the total
+  std::vector<const DeviceType*> node_type_;
+};
+
 // {"nodes": [{"device_type", "devices"}], "inter_node_bandwidth_gbps"?, "device_types"?: {NAME:
 // {"tflops", "memory_gb", "intra_node_bandwidth_gbps", "inter_node_bandwidth_gbps"?,
 // "emulated_slowdown"?}}, "name"?}
+// Every number is checked against its range (core/limits.h, docs/input-limits.md); custom type
+// names must pass valid_device_type_name. "description" and "devices" (what `eth clusters
+// --format json` adds) are accepted, the latter only when it equals the nodes' sum.
 ClusterSpec parse_cluster(const JsonCursor& c);
+// Letters, digits, '.', '_', '-', 1 to limits::kMaxTypeNameBytes bytes, not "." or "..": a type
+// name becomes part of profile file names.
+bool valid_device_type_name(std::string_view name);
+std::string device_type_name_rule();
 Json cluster_to_json(const ClusterSpec& c);
+// The figures of one type as a cluster file's "device_types" entry holds them (no name).
+Json device_type_to_json(const DeviceType& d);
 
 struct ClusterPreset {
   std::string name;

@@ -84,6 +84,8 @@ std::size_t dtype_size(DType t) {
   return 0;
 }
 
+std::string_view reduce_op_name(ReduceOp op) { return op == ReduceOp::Sum ? "sum" : "max"; }
+
 std::string_view dtype_name(DType t) {
   switch (t) {
     case DType::F32: return "f32";
@@ -195,20 +197,22 @@ void Communicator::recv_bytes(std::span<std::byte> data, int src, int tag) const
 }
 
 template <class T>
-Request Communicator::post_allreduce(std::span<T> data, DType type, bool blocking) const {
-  CommImpl& c = impl("allreduce_sum");
+Request Communicator::post_allreduce(std::span<T> data, DType type, ReduceOp op,
+                                     bool blocking) const {
+  const std::string name = "allreduce_" + std::string(reduce_op_name(op));
+  CommImpl& c = impl(name);
   const std::size_t per_piece = std::max<std::size_t>(1, c.options().chunk_bytes / sizeof(T));
   const std::size_t num_pieces = (data.size() + per_piece - 1) / per_piece;
   std::vector<Request> parts;
   for (std::size_t p = 0; p < num_pieces; ++p) {
     const std::size_t begin = p * per_piece;
     const std::size_t count = std::min(per_piece, data.size() - begin);
-    std::string what = "allreduce_sum of " + std::to_string(data.size()) + " " +
+    std::string what = name + " of " + std::to_string(data.size()) + " " +
                        std::string(dtype_name(type));
     if (num_pieces > 1) {
       what += " (piece " + std::to_string(p + 1) + " of " + std::to_string(num_pieces) + ")";
     }
-    Request r = c.iallreduce_sum(data.data() + begin, count, type, std::move(what));
+    Request r = c.iallreduce(data.data() + begin, count, type, op, std::move(what));
     // Blocking: one piece at a time, so at most one chunk's temporaries exist at once.
     if (blocking) {
       r.wait();
@@ -222,16 +226,22 @@ Request Communicator::post_allreduce(std::span<T> data, DType type, bool blockin
 }
 
 void Communicator::allreduce_sum(std::span<float> data) const {
-  post_allreduce(data, dtype_of<float>(), true);
+  post_allreduce(data, dtype_of<float>(), ReduceOp::Sum, true);
 }
 void Communicator::allreduce_sum(std::span<double> data) const {
-  post_allreduce(data, dtype_of<double>(), true);
+  post_allreduce(data, dtype_of<double>(), ReduceOp::Sum, true);
 }
 Request Communicator::iallreduce_sum(std::span<float> data) const {
-  return post_allreduce(data, dtype_of<float>(), false);
+  return post_allreduce(data, dtype_of<float>(), ReduceOp::Sum, false);
 }
 Request Communicator::iallreduce_sum(std::span<double> data) const {
-  return post_allreduce(data, dtype_of<double>(), false);
+  return post_allreduce(data, dtype_of<double>(), ReduceOp::Sum, false);
+}
+void Communicator::allreduce_max(std::span<float> data) const {
+  post_allreduce(data, dtype_of<float>(), ReduceOp::Max, true);
+}
+void Communicator::allreduce_max(std::span<double> data) const {
+  post_allreduce(data, dtype_of<double>(), ReduceOp::Max, true);
 }
 
 void Communicator::broadcast_bytes(std::span<std::byte> data, int root) const {

@@ -84,6 +84,9 @@ std::string timeout_message(int rank, int size, int world_rank, std::string_view
 
 // The element types collectives understand.
 enum class DType : std::uint8_t { F32, F64, I64 };
+// The reductions all-reduces apply (max: the parallel cross-entropy's row maximum).
+enum class ReduceOp : std::uint8_t { Sum, Max };
+std::string_view reduce_op_name(ReduceOp op);  // "sum", "max"
 std::size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);  // "f32", "f64", "i64"
 
@@ -132,7 +135,8 @@ class CommImpl {
   virtual std::shared_ptr<CommImpl> create_group(const std::vector<int>& ranks) = 0;
   virtual Request isend(std::span<const std::byte> data, int dest, int tag) = 0;
   virtual Request irecv(std::span<std::byte> data, int src, int tag) = 0;
-  virtual Request iallreduce_sum(void* data, std::size_t count, DType type, std::string what) = 0;
+  virtual Request iallreduce(void* data, std::size_t count, DType type, ReduceOp op,
+                             std::string what) = 0;
   virtual Request ibroadcast(std::span<std::byte> data, int root, std::string what) = 0;
   virtual Request ibarrier() = 0;
   // Rank 0's `out` receives size() * count elements in rank order; other ranks pass nullptr.
@@ -204,6 +208,9 @@ class Communicator {
   void allreduce_sum(std::span<double> data) const;
   Request iallreduce_sum(std::span<float> data) const;
   Request iallreduce_sum(std::span<double> data) const;
+  // In-place element-wise maximum over all ranks (exact: every rank gets the same bytes).
+  void allreduce_max(std::span<float> data) const;
+  void allreduce_max(std::span<double> data) const;
 
   // Root's bytes overwrite everyone's; every rank passes the same size.
   void broadcast_bytes(std::span<std::byte> data, int root) const;
@@ -223,7 +230,7 @@ class Communicator {
  private:
   CommImpl& impl(std::string_view operation) const;
   template <class T>
-  Request post_allreduce(std::span<T> data, DType type, bool blocking) const;
+  Request post_allreduce(std::span<T> data, DType type, ReduceOp op, bool blocking) const;
 
   std::shared_ptr<CommImpl> impl_;
 };

@@ -91,13 +91,17 @@ void deliver(P2pOp& send, P2pOp& recv, const P2pKey& key) {
 }
 
 template <class T>
-void sum_in_rank_order(Round& round, std::size_t count) {
+void reduce_in_rank_order(Round& round, std::size_t count, ReduceOp op) {
   // acc = x_0 + x_1 + ... + x_{n-1}, left to right, in T: the documented summation order.
   const T* first = static_cast<const T*>(round.parts[0].data);
   std::vector<T> acc(first, first + count);
   for (std::size_t p = 1; p < round.parts.size(); ++p) {
     const T* x = static_cast<const T*>(round.parts[p].data);
-    for (std::size_t i = 0; i < count; ++i) acc[i] += x[i];
+    if (op == ReduceOp::Sum) {
+      for (std::size_t i = 0; i < count; ++i) acc[i] += x[i];
+    } else {
+      for (std::size_t i = 0; i < count; ++i) acc[i] = std::max(acc[i], x[i]);
+    }
   }
   for (Contribution& c : round.parts) std::copy(acc.begin(), acc.end(), static_cast<T*>(c.data));
 }
@@ -220,14 +224,16 @@ class LocalImpl : public CommImpl, public std::enable_shared_from_this<LocalImpl
             " (tag " + std::to_string(tag) + ")"));
   }
 
-  Request iallreduce_sum(void* data, std::size_t count, DType type, std::string what) override {
+  Request iallreduce(void* data, std::size_t count, DType type, ReduceOp op,
+                     std::string what) override {
     Contribution c;
-    c.signature = "allreduce_sum " + std::string(dtype_name(type)) + " x" + std::to_string(count);
+    c.signature = "allreduce_" + std::string(reduce_op_name(op)) + " " +
+                  std::string(dtype_name(type)) + " x" + std::to_string(count);
     c.data = data;
-    auto round = join_round(std::move(c), [count, type](Round& r) {
-      if (type == DType::F32) sum_in_rank_order<float>(r, count);
-      if (type == DType::F64) sum_in_rank_order<double>(r, count);
-      if (type == DType::I64) sum_in_rank_order<std::int64_t>(r, count);
+    auto round = join_round(std::move(c), [count, type, op](Round& r) {
+      if (type == DType::F32) reduce_in_rank_order<float>(r, count, op);
+      if (type == DType::F64) reduce_in_rank_order<double>(r, count, op);
+      if (type == DType::I64) reduce_in_rank_order<std::int64_t>(r, count, op);
     });
     return Request(std::make_shared<RoundRequest>(shared_from_this(), round, std::vector<int>{},
                                                   std::move(what)));

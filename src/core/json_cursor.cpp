@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "core/error.h"
@@ -9,9 +10,31 @@
 namespace eth {
 
 std::string json_brief(const Json& v, std::size_t max_chars) {
-  std::string s = v.dump();
+  // A string is rendered from its start only, so a 10 MB value is never dumped whole.
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    const Json head = s.size() > max_chars ? Json(s.substr(0, max_chars)) : v;
+    std::string out = head.dump(-1, ' ', false, Json::error_handler_t::replace);
+    if (s.size() > max_chars) out = out.substr(0, max_chars - 3) + "...";
+    return message_text(out, max_chars);
+  }
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (s.size() > max_chars) s = s.substr(0, max_chars - 3) + "...";
-  return s;
+  return message_text(s, max_chars);
+}
+
+std::string json_path_join(const std::string& base, std::string_view key) {
+  constexpr std::size_t kMaxKey = 64;
+  std::string k = key.size() > kMaxKey ? message_text(key.substr(0, 32)) + "... (" +
+                                             std::to_string(key.size()) + "-byte key)"
+                                       : std::string(key);
+  return base.empty() ? k : base + "." + k;
+}
+
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 JsonCursor::JsonCursor(const Json& value, JsonOrigin origin)
@@ -38,7 +61,7 @@ void JsonCursor::require_object() const {
 JsonCursor JsonCursor::at(std::string_view key) const {
   require_object();
   auto it = value_->find(std::string(key));
-  std::string p = origin_.path.empty() ? std::string(key) : origin_.path + "." + std::string(key);
+  std::string p = json_path_join(origin_.path, key);
   if (it == value_->end()) {
     throw InputError(origin_.component, origin_.source, p, "missing required field");
   }
@@ -49,7 +72,7 @@ std::optional<JsonCursor> JsonCursor::find(std::string_view key) const {
   require_object();
   auto it = value_->find(std::string(key));
   if (it == value_->end()) return std::nullopt;
-  std::string p = origin_.path.empty() ? std::string(key) : origin_.path + "." + std::string(key);
+  std::string p = json_path_join(origin_.path, key);
   return child(std::move(p), *it);
 }
 
@@ -59,7 +82,7 @@ void JsonCursor::allow_only(std::initializer_list<std::string_view> allowed) con
     if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
     std::string list;
     for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    std::string p = origin_.path.empty() ? it.key() : origin_.path + "." + it.key();
+    std::string p = json_path_join(origin_.path, it.key());
     throw InputError(origin_.component, origin_.source, p,
                      "unknown field; expected one of: " + list);
   }
@@ -69,6 +92,16 @@ std::vector<std::string> JsonCursor::keys() const {
   require_object();
   std::vector<std::string> out;
   for (auto it = value_->begin(); it != value_->end(); ++it) out.push_back(it.key());
+  return out;
+}
+
+std::vector<std::pair<std::string, JsonCursor>> JsonCursor::members() const {
+  require_object();
+  std::vector<std::pair<std::string, JsonCursor>> out;
+  out.reserve(value_->size());
+  for (auto it = value_->begin(); it != value_->end(); ++it) {
+    out.emplace_back(it.key(), child(json_path_join(origin_.path, it.key()), it.value()));
+  }
   return out;
 }
 
@@ -112,15 +145,27 @@ double JsonCursor::as_number(double min, double max) const {
   if (!value_->is_number()) fail("a number");
   double v = value_->get<double>();
   if (!std::isfinite(v) || v < min || v > max) {
-    fail("a number in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+    fail("a number in [" + number_text(min) + ", " + number_text(max) + "]");
   }
   return v;
 }
 
-double JsonCursor::as_positive_number() const {
-  if (!value_->is_number()) fail("a positive number");
+double JsonCursor::as_positive_number(double max) const {
+  const std::string expected = max < 1e308 ? "a positive number <= " + number_text(max)
+                                           : std::string("a positive number");
+  if (!value_->is_number()) fail(expected);
   double v = value_->get<double>();
-  if (!std::isfinite(v) || v <= 0) fail("a positive number");
+  if (!std::isnormal(v) || v <= 0 || v > max) fail(expected);
+  return v;
+}
+
+double JsonCursor::as_quantity(double min, double max, bool allow_zero) const {
+  const std::string expected = "a number in [" + number_text(min) + ", " + number_text(max) + "]" +
+                               (allow_zero ? " or 0" : "");
+  if (!value_->is_number()) fail(expected);
+  const double v = value_->get<double>();
+  if (allow_zero && v == 0) return 0;
+  if (!std::isnormal(v) || v < min || v > max) fail(expected);
   return v;
 }
 

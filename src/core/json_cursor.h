@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +44,9 @@ class JsonCursor {
   // Fails on any key not in `allowed`, naming the first unknown one and listing the allowed.
   void allow_only(std::initializer_list<std::string_view> allowed) const;
   std::vector<std::string> keys() const;
+  // Every member in file order, each with its path: one pass, where keys() followed by at()
+  // would search the object once per key (quadratic in a large object).
+  std::vector<std::pair<std::string, JsonCursor>> members() const;
 
   // Arrays.
   std::size_t size() const;  // requires an array
@@ -50,8 +54,13 @@ class JsonCursor {
 
   // Scalars with range checks. Integers must be integral JSON numbers (2.0 is refused).
   std::int64_t as_int(std::int64_t min = INT64_MIN, std::int64_t max = INT64_MAX) const;
+  // Finite numbers in [min, max]. Range messages print the bounds with %g.
   double as_number(double min = -1e308, double max = 1e308) const;
-  double as_positive_number() const;
+  // A normal (not subnormal) number > 0 and <= max: speeds, bandwidths, memories, factors.
+  double as_positive_number(double max = 1e308) const;
+  // A physical quantity: a normal number in [min, max] (min > 0), or exactly 0 when allow_zero.
+  // Subnormal values (5e-324) are refused: dividing by one overflows to infinity.
+  double as_quantity(double min, double max, bool allow_zero = false) const;
   std::string as_string() const;
   bool as_bool() const;
 
@@ -66,5 +75,12 @@ class JsonCursor {
 
 // A short, single-line rendering of a JSON value for error messages.
 std::string json_brief(const Json& v, std::size_t max_chars = 60);
+
+// `base` + "." + key (or key alone when base is empty), with a key longer than 64 bytes elided:
+// JSON paths end up in messages, and a 10 MB key must not.
+std::string json_path_join(const std::string& base, std::string_view key);
+
+// A number for messages: %g, so 1e-06 and 1e+06 rather than 0.000001 and 1000000.000000.
+std::string number_text(double v);
 
 }  // namespace eth

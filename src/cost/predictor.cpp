@@ -31,15 +31,16 @@ struct Seat {
   bool used = false;
 };
 
-std::vector<Seat> seats_of(const Plan& plan, const ClusterSpec& cluster) {
-  std::vector<Seat> seats(static_cast<std::size_t>(cluster.num_devices()));
+std::vector<Seat> seats_of(const Plan& plan, const ClusterIndex& cluster) {
+  const std::int64_t n = cluster.num_devices();
+  std::vector<Seat> seats(static_cast<std::size_t>(n));
   for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
     const auto& stages = plan.pipelines[p].stages;
     for (std::size_t s = 0; s < stages.size(); ++s) {
       for (std::int64_t d = 0; d < stages[s].dp; ++d) {
         for (std::int64_t t = 0; t < stages[s].tp; ++t) {
           const std::int64_t id = stage_device(stages[s], d, t);
-          ETH_CHECK(id >= 0 && id < cluster.num_devices(), "plan device outside the cluster");
+          ETH_CHECK(id >= 0 && id < n, "plan device outside the cluster");
           seats[static_cast<std::size_t>(id)] = Seat{p, s, d, t, true};
         }
       }
@@ -63,7 +64,7 @@ double backward_passed_ms(const PipelineCosts& pc, const StagePlan& st, std::siz
   return t;
 }
 
-SyncPrediction predict_sync(const Plan& plan, const ClusterSpec& cluster,
+SyncPrediction predict_sync(const Plan& plan, const ClusterIndex& cluster,
                             const std::vector<PipelineCosts>& costs,
                             const std::vector<double>& t_p, double pipeline_ms,
                             const std::vector<Seat>& seats, AggregationMode mode,
@@ -75,7 +76,9 @@ SyncPrediction predict_sync(const Plan& plan, const ClusterSpec& cluster,
   // In-order list schedule: every device issues the collectives in the one global order, one
   // at a time; a collective starts once it is ready on every holder and every holder is done
   // with its previous one. Disjoint groups therefore run in parallel.
-  std::map<std::int64_t, double> free_at, busy;
+  // Per device id (flat: a map costs a tree walk per holder, which on 100,000 devices is most
+  // of a prediction).
+  std::vector<double> free_at(seats.size(), 0.0), busy(seats.size(), 0.0);
   for (const GradBlock& b : blocks) {
     if (b.holders.size() < 2) continue;
     double start = opt.overlap ? 0.0 : pipeline_ms;
@@ -87,18 +90,18 @@ SyncPrediction predict_sync(const Plan& plan, const ClusterSpec& cluster,
         start = std::max(start, backward_passed_ms(costs[seat.pipeline], st, seat.stage, lowest,
                                                    t_p[seat.pipeline]));
       }
-      start = std::max(start, free_at[h]);
+      start = std::max(start, free_at[static_cast<std::size_t>(h)]);
     }
     const double dur = ring_allreduce_ms(
         cluster, b.holders, static_cast<double>(b.elements) * opt.element_bytes,
         opt.collective_latency_ms);
     for (std::int64_t h : b.holders) {
-      free_at[h] = start + dur;
-      busy[h] += dur;
+      free_at[static_cast<std::size_t>(h)] = start + dur;
+      busy[static_cast<std::size_t>(h)] += dur;
     }
     sp.end_ms = std::max(sp.end_ms, start + dur);
   }
-  for (const auto& [device, ms] : busy) sp.busy_ms = std::max(sp.busy_ms, ms);
+  for (const double ms : busy) sp.busy_ms = std::max(sp.busy_ms, ms);
   sp.exposed_ms = std::max(0.0, sp.end_ms - pipeline_ms);
   return sp;
 }
@@ -189,6 +192,12 @@ Json sync_to_json(const SyncPrediction& s) {
 
 double ring_allreduce_ms(const ClusterSpec& cluster, const std::vector<std::int64_t>& holders,
                          double bytes, double latency_ms) {
+  if (holders.size() < 2) return 0.0;
+  return ring_allreduce_ms(ClusterIndex(cluster), holders, bytes, latency_ms);
+}
+
+double ring_allreduce_ms(const ClusterIndex& cluster, const std::vector<std::int64_t>& holders,
+                         double bytes, double latency_ms) {
   const std::size_t n = holders.size();
   if (n < 2) return 0.0;
   double bw = cluster.link_bytes_per_s(holders[n - 1], holders[0]);
@@ -229,10 +238,11 @@ double pipeline_time_ms(const PipelineCosts& c, std::int64_t k, const std::strin
 }
 
 double ideal_iteration_ms(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile) {
+  const ClusterIndex index(cluster);
   std::map<std::string, double> per_type;
   double aggregate = 0;
   for (std::int64_t id : plan.device_ids()) {
-    const std::string& type = cluster.device(id).device_type;
+    const std::string& type = index.type_name_of(id);
     auto it = per_type.find(type);
     if (it == per_type.end()) {
       it = per_type.emplace(type, effective_flops(profile, type, plan.seq_len)).first;
@@ -271,7 +281,8 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
     out.pipelines.push_back(std::move(pp));
   }
 
-  const std::vector<Seat> seats = seats_of(plan, cluster);
+  const ClusterIndex index(cluster);
+  const std::vector<Seat> seats = seats_of(plan, index);
   for (std::size_t id = 0; id < seats.size(); ++id) {
     const Seat& seat = seats[id];
     if (!seat.used) continue;
@@ -283,7 +294,7 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
     d.dp_rank = seat.dp_rank;
     d.tp_rank = seat.tp_rank;
     d.peak_bytes = sp.memory.total();
-    d.capacity_bytes = cluster.type_of(d.device).memory_bytes();
+    d.capacity_bytes = index.type_of(d.device).memory_bytes();
     d.fits = d.peak_bytes <= d.capacity_bytes;
     if (!d.fits) out.oversubscribed.push_back(d.device);
     out.devices.push_back(d);
@@ -293,7 +304,7 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
   for (auto mode : {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
     if (!options.all_modes && mode != options.aggregation) continue;
     out.sync_all_modes.push_back(
-        predict_sync(plan, cluster, costs, t_p, out.pipeline_ms, seats, mode, options));
+        predict_sync(plan, index, costs, t_p, out.pipeline_ms, seats, mode, options));
     if (mode == options.aggregation) out.sync = out.sync_all_modes.back();
   }
 
@@ -302,8 +313,8 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
   out.tokens_per_s = tokens / (out.iteration_ms * 1e-3);
   out.model_flops = 3.0 * model_forward_flops(plan.model, plan.gbs, plan.seq_len);
   double peak = 0;
-  for (std::int64_t id = 0; id < cluster.num_devices(); ++id) {
-    peak += cluster.type_of(id).peak_flops();
+  for (const NodeSpec& node : cluster.nodes) {
+    peak += static_cast<double>(node.devices) * cluster.type(node.device_type).peak_flops();
   }
   out.mfu = out.model_flops / (out.iteration_ms * 1e-3) / peak;
   out.ideal_iteration_ms = ideal_iteration_ms(plan, cluster, profile);

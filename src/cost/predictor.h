@@ -12,7 +12,7 @@
 
 #include "cluster/cluster_spec.h"
 #include "core/json_cursor.h"
-#include "cost/blocks.h"
+#include "plan/blocks.h"
 #include "cost/stage_costs.h"
 #include "plan/plan.h"
 #include "profile/profile.h"
@@ -41,6 +41,8 @@ struct PredictOptions {
 // latency, bw the slowest link of the ring through the holders in ascending id order (wrapping
 // around). 0 for fewer than two holders.
 double ring_allreduce_ms(const ClusterSpec& cluster, const std::vector<std::int64_t>& holders,
+                         double bytes, double latency_ms);
+double ring_allreduce_ms(const ClusterIndex& cluster, const std::vector<std::int64_t>& holders,
                          double bytes, double latency_ms);
 
 struct MemoryBreakdown {  // bytes on one device at its peak

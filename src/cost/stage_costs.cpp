@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "plan/blocks.h"
 #include "model/arithmetic.h"
 
 namespace eth {
@@ -33,7 +34,39 @@ class LookupCache {
 // The busiest dp replica's share of a micro-batch of `mbs` samples.
 std::int64_t largest_share(std::int64_t mbs, std::int64_t dp) { return (mbs + dp - 1) / dp; }
 
-StageCost stage_cost(const Plan& plan, const ClusterSpec& cluster, const PipelinePlan& pipe,
+// Time to move one micro-batch of `mbs` samples across the boundary from stage `a` to stage `b`,
+// as the runtime sends it. Each dp replica holds a contiguous chunk (replica r of dp: samples
+// [r*mbs/dp, (r+1)*mbs/dp)), so replica i of `a` sends replica j of `b` the samples their chunks
+// share; every tp rank t of j receives them whole, from i's tp rank t mod a.tp. Each message
+// crosses the link between its two devices, intra-node or inter-node, whichever they are. One
+// device's messages go one after another, different devices' at once: the busiest sender or
+// receiver sets the time. dp 1, tp 1 on both sides is one message.
+double boundary_ms(const ClusterIndex& cluster, const StagePlan& a, const StagePlan& b,
+                   std::int64_t mbs, double sample_bytes, double p2p_latency_ms) {
+  std::map<std::int64_t, double> out, in;  // per device
+  for (std::int64_t i = 0; i < a.dp; ++i) {
+    for (std::int64_t j = 0; j < b.dp; ++j) {
+      const std::int64_t lo = std::max(i * mbs / a.dp, j * mbs / b.dp);
+      const std::int64_t hi = std::min((i + 1) * mbs / a.dp, (j + 1) * mbs / b.dp);
+      if (hi <= lo) continue;
+      for (std::int64_t t = 0; t < b.tp; ++t) {
+        const std::int64_t from = stage_device(a, i, t % a.tp), to = stage_device(b, j, t);
+        const double ms = static_cast<double>(hi - lo) * sample_bytes /
+                              cluster.link_bytes_per_s(from, to) * 1e3 +
+                          p2p_latency_ms;
+        out[from] += ms;
+        in[to] += ms;
+      }
+    }
+  }
+  double worst = 0;
+  for (const auto& side : {out, in}) {
+    for (const auto& [device, ms] : side) worst = std::max(worst, ms);
+  }
+  return worst;
+}
+
+StageCost stage_cost(const Plan& plan, const ClusterIndex& cluster, const PipelinePlan& pipe,
                      std::size_t s, std::int64_t mbs, LookupCache& cache, double p2p_latency_ms,
                      double element_bytes) {
   const StagePlan& st = pipe.stages[s];
@@ -50,12 +83,11 @@ StageCost stage_cost(const Plan& plan, const ClusterSpec& cluster, const Pipelin
     c.activation_bytes += up.activation.held(st.recompute);
   }
   if (s + 1 < pipe.stages.size()) {
-    // The whole micro-batch's hidden states (element_bytes each), from the stage's last device to
-    // the next stage's first (one message; the dp split of the receiving side is not modelled).
-    c.send_bytes = static_cast<double>(mbs) * static_cast<double>(plan.seq_len) *
-                   static_cast<double>(plan.model.hidden) * element_bytes;
-    const double bw = cluster.link_bytes_per_s(st.devices.back(), pipe.stages[s + 1].devices.front());
-    c.send_ms = c.send_bytes / bw * 1e3 + p2p_latency_ms;
+    // The whole micro-batch's hidden states (element_bytes each).
+    const double sample_bytes = static_cast<double>(plan.seq_len) *
+                                static_cast<double>(plan.model.hidden) * element_bytes;
+    c.send_bytes = static_cast<double>(mbs) * sample_bytes;
+    c.send_ms = boundary_ms(cluster, st, pipe.stages[s + 1], mbs, sample_bytes, p2p_latency_ms);
   }
   return c;
 }
@@ -123,6 +155,7 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
             "profile and plan describe models with different unit counts");
   LookupCache cache(profile);
   ParamCache params_of(plan.model);
+  const ClusterIndex index(cluster);
   std::vector<PipelineCosts> out;
   out.reserve(plan.pipelines.size());
   for (const PipelinePlan& pipe : plan.pipelines) {
@@ -132,10 +165,10 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
       ETH_CHECK(static_cast<std::int64_t>(st.devices.size()) == st.tp * st.dp,
                 "stage device count must equal tp * dp");
       pc.full.push_back(
-          stage_cost(plan, cluster, pipe, s, pipe.micro_batch_size, cache, p2p_latency_ms,
+          stage_cost(plan, index, pipe, s, pipe.micro_batch_size, cache, p2p_latency_ms,
                      element_bytes));
       pc.last.push_back(
-          stage_cost(plan, cluster, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms,
+          stage_cost(plan, index, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms,
                      element_bytes));
       const ProfileEntry& full = cache.get(st.device_type, st.tp, pc.full.back().share_mbs);
       pc.memory.push_back(static_memory(st, full, params_of));

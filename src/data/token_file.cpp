@@ -8,10 +8,10 @@
 
 #include <bit>
 #include <cstring>
-#include <fstream>
 #include <utility>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace eth {
@@ -37,7 +37,7 @@ struct Fd {
 }  // namespace
 
 TokenFile TokenFile::open(const std::filesystem::path& path) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (f.fd < 0) bad(path, "", "cannot open token file: " + std::string(std::strerror(errno)));
   struct stat st {};
   if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) bad(path, "", "not a regular file");
@@ -118,29 +118,10 @@ void write_token_file(const std::filesystem::path& path, std::span<const std::ui
   header[0] = kTokenFileMagic;
   header[1] = kTokenFileVersion;
   header[2] = static_cast<std::int32_t>(tokens.size());
-  const std::filesystem::path dir = path.parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir);
-  std::filesystem::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError("data", path.string(), "", "cannot open for writing");
-    out.write(reinterpret_cast<const char*>(header.data()),
-              static_cast<std::streamsize>(kTokenFileHeaderBytes));
-    out.write(reinterpret_cast<const char*>(tokens.data()),
-              static_cast<std::streamsize>(tokens.size() * 2));
-    out.flush();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      throw InputError("data", path.string(), "", "write failed (disk full?)");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw InputError("data", path.string(), "", "cannot rename into place: " + ec.message());
-  }
+  AtomicFile out(path, "data");
+  out.write(header.data(), static_cast<std::size_t>(kTokenFileHeaderBytes));
+  out.write(tokens.data(), tokens.size() * 2);
+  out.commit();
 }
 
 }  // namespace eth

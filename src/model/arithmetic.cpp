@@ -38,11 +38,21 @@ std::vector<TensorDesc> unit_tensors(const ModelSpec& m, std::int64_t unit) {
           {"fc_b", {F}, S},        {"fcproj_w", {F, C}, S}, {"fcproj_b", {C}, R}};
 }
 
+RowRange tp_rows(std::int64_t rows, std::int64_t tp, std::int64_t rank) {
+  ETH_CHECK(tp >= 1 && rank >= 0 && rank < tp, "tp rank out of range");
+  return {rank * rows / tp, (rank + 1) * rows / tp};
+}
+
 std::int64_t unit_params(const ModelSpec& m, std::int64_t unit, std::int64_t tp) {
   ETH_CHECK(tp >= 1, "tp must be positive");
   std::int64_t n = 0;
   for (const auto& t : unit_tensors(m, unit)) {
-    n += t.split == TpSplit::Sharded ? t.numel() / tp : t.numel();
+    if (t.split == TpSplit::Replicated) {
+      n += t.numel();
+      continue;
+    }
+    const std::int64_t rows = t.shape.front();
+    n += (rows + tp - 1) / tp * (t.numel() / rows);
   }
   return n;
 }
@@ -96,7 +106,9 @@ ActivationBytes activation_bytes_16bit(const ModelSpec& m, std::int64_t unit, st
                                        std::int64_t seq, std::int64_t tp) {
   const double s = static_cast<double>(seq), b = static_cast<double>(mbs);
   const double h = static_cast<double>(m.hidden), a = static_cast<double>(m.heads);
-  const double t = static_cast<double>(tp), V = static_cast<double>(m.vocab);
+  const double t = static_cast<double>(tp);
+  // The largest rank's vocabulary shard (floor-division row ranges, model/arithmetic.h).
+  const double V_shard = static_cast<double>((m.vocab + tp - 1) / tp);
   const double sbh = s * b * h;
   ActivationBytes out;
   switch (unit_kind(m, unit)) {
@@ -107,8 +119,8 @@ ActivationBytes activation_bytes_16bit(const ModelSpec& m, std::int64_t unit, st
       return out;
     case UnitKind::Head:
       // Final norm input and output (2 + 2), 16-bit logits and their fp32 softmax (2 + 4 per
-      // vocabulary entry, sharded over tp).
-      out.other = 4.0 * sbh + 6.0 * s * b * V / t;
+      // vocabulary entry of the rank's shard).
+      out.other = 4.0 * sbh + 6.0 * s * b * V_shard;
       out.unit_input = 2.0 * sbh;
       return out;
     case UnitKind::Block:

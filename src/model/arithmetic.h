@@ -17,8 +17,20 @@ enum class UnitKind : std::uint8_t { Embedding, Block, Head };
 UnitKind unit_kind(const ModelSpec& m, std::int64_t unit);
 
 // How tensor parallelism splits a tensor: not at all (every tp rank holds all of it, e.g. layer
-// norms and the biases after a row-parallel matmul), or evenly along its first dimension.
+// norms and the biases after a row-parallel matmul), or along its first dimension into tp
+// contiguous row ranges (tp_rows).
 enum class TpSplit : std::uint8_t { Replicated, Sharded };
+
+// Rows [begin, end) of a sharded tensor of `rows` rows that tp rank `rank` of `tp` holds:
+// [rank*rows/tp, (rank+1)*rows/tp), floor division. Heads and ffn divide by tp (plan
+// validation), so block tensors split evenly and head-aligned; the vocabulary need not, so
+// the embedding and LM head shards of two ranks may differ by one row.
+struct RowRange {
+  std::int64_t begin = 0, end = 0;
+  std::int64_t size() const { return end - begin; }
+  bool operator==(const RowRange&) const = default;
+};
+RowRange tp_rows(std::int64_t rows, std::int64_t tp, std::int64_t rank);
 
 struct TensorDesc {
   std::string name;                 // e.g. "qkv_w"
@@ -30,7 +42,9 @@ struct TensorDesc {
 // The tensors of one unit, in the order the runtime lays them out (one contiguous buffer per
 // unit, tensors back to back, so a range of units is one contiguous range of parameters).
 std::vector<TensorDesc> unit_tensors(const ModelSpec& m, std::int64_t unit);
-// Parameters of one unit held by one tp rank (sharded tensors divided by tp).
+// Parameters of one unit held by the largest tp rank: sharded tensors contribute ceil(rows/tp)
+// rows (the most any rank holds; exactly rows/tp when tp divides them), replicated ones whole.
+// What the memory model charges a device, and what the runtime allocates on that rank.
 std::int64_t unit_params(const ModelSpec& m, std::int64_t unit, std::int64_t tp = 1);
 std::int64_t total_params(const ModelSpec& m);
 
@@ -43,7 +57,8 @@ double model_forward_flops(const ModelSpec& m, std::int64_t batch, std::int64_t 
 
 // Activation bytes held between forward and backward by one unit for one micro-batch, per
 // operator class, in 16-bit training with tensor parallelism `tp` (Korthikanti et al.'s
-// per-layer formula s*b*h*(10 + 24/t + 5*a*s/(h*t)), which is s*b*h*(34 + 5*a*s/h) at t = 1).
+// per-layer formula s*b*h*(10 + 24/t + 5*a*s/(h*t)), which is s*b*h*(34 + 5*a*s/h) at t = 1;
+// the head's vocabulary-parallel logits count the largest rank's ceil(V/t) columns).
 struct ActivationBytes {
   // Indexed by RecomputeOp for the five operator classes; `other` is what no class covers.
   std::array<double, kNumRecomputeOps - 1> op{};

@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "core/json_file.h"
+#include "core/limits.h"
+#include "model/arithmetic.h"
 
 namespace eth {
 
@@ -36,8 +38,9 @@ ModelSpec model_preset(const std::string& name) {
     if (m.name == name) return m;
     names += (names.empty() ? "" : ", ") + m.name;
   }
-  throw InputError("model", "", "", "unknown model preset \"" + name + "\"; expected one of: " +
-                                        names + ", or a JSON file");
+  throw InputError("model", "", "",
+                   "unknown model preset \"" + message_text(name, 64) +
+                       "\"; expected one of: " + names + ", or a JSON file");
 }
 
 ModelSpec parse_model(const JsonCursor& c) {
@@ -45,22 +48,34 @@ ModelSpec parse_model(const JsonCursor& c) {
     try {
       return model_preset(c.as_string());
     } catch (const InputError& e) {
-      c.fail_detail(e.detail());
+      c.fail_detail(e.detail());  // already bounded: model_preset quotes names via message_text
     }
   }
   if (!c.is_object()) c.fail("a model preset name or an object");
-  c.allow_only({"name", "layers", "hidden", "heads", "seq_len", "vocab", "ffn"});
+  // "params" is what `eth models --format json` prints beside a preset: accepted when it agrees.
+  c.allow_only({"name", "layers", "hidden", "heads", "seq_len", "vocab", "ffn", "params"});
   ModelSpec m;
   m.name = c.find("name") ? c.at("name").as_string() : "custom";
-  m.layers = c.at("layers").as_int(1, 100000);
-  m.hidden = c.at("hidden").as_int(1, 1 << 20);
-  m.heads = c.at("heads").as_int(1, 1 << 16);
-  m.seq_len = c.at("seq_len").as_int(1, 1 << 24);
-  m.vocab = c.at("vocab").as_int(1, 1 << 24);
-  m.ffn = c.find("ffn") ? c.at("ffn").as_int(1, 1 << 24) : 4 * m.hidden;
+  if (m.name.empty() || m.name.size() > static_cast<std::size_t>(limits::kMaxNameBytes)) {
+    c.at("name").fail("a name of 1 to " + std::to_string(limits::kMaxNameBytes) + " bytes");
+  }
+  m.layers = c.at("layers").as_int(1, limits::kMaxLayers);
+  m.hidden = c.at("hidden").as_int(1, limits::kMaxHidden);
+  m.heads = c.at("heads").as_int(1, limits::kMaxHeads);
+  m.seq_len = c.at("seq_len").as_int(1, limits::kMaxSeqLen);
+  m.vocab = c.at("vocab").as_int(1, limits::kMaxVocab);
+  m.ffn = c.find("ffn") ? c.at("ffn").as_int(1, limits::kMaxFfn) : 4 * m.hidden;
+  if (m.ffn > limits::kMaxFfn) {
+    c.at("hidden").fail_detail("gives a default ffn of 4 x hidden = " + std::to_string(m.ffn) +
+                               ", more than " + std::to_string(limits::kMaxFfn) +
+                               "; give ffn explicitly");
+  }
   if (m.hidden % m.heads != 0) {
     c.at("heads").fail_detail("must divide hidden (" + std::to_string(m.hidden) + "), got " +
                               std::to_string(m.heads));
+  }
+  if (auto p = c.find("params"); p && p->as_int() != total_params(m)) {
+    p->fail("the model's parameter count (" + std::to_string(total_params(m)) + ")");
   }
   return m;
 }

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/json_file.h"
+#include "core/limits.h"
 
 namespace eth {
 
@@ -29,21 +30,39 @@ std::vector<std::int64_t> Plan::device_ids() const {
 
 namespace {
 
-StagePlan parse_stage(const JsonCursor& c) {
+// Device ids listed so far in the whole plan: every stage lists at least one, and a plan for
+// the largest cluster lists each id once, so the total bounds the plan's size.
+struct Budget {
+  std::int64_t device_entries = 0;
+};
+
+StagePlan parse_stage(const JsonCursor& c, const ModelSpec& model, Budget& budget) {
   c.require_object();
   c.allow_only({"device_type", "devices", "tp", "dp", "units", "recompute", "span_nodes",
                 "predicted"});
   StagePlan s;
   s.device_type = c.at("device_type").as_string();
+  if (!valid_device_type_name(s.device_type)) c.at("device_type").fail(device_type_name_rule());
   JsonCursor devs = c.at("devices");
   if (devs.size() == 0) devs.fail("a non-empty array of global device ids");
-  for (std::size_t i = 0; i < devs.size(); ++i) s.devices.push_back(devs[i].as_int(0, 1 << 30));
-  s.tp = c.find("tp") ? c.at("tp").as_int(1, 1 << 16) : 1;
-  s.dp = c.find("dp") ? c.at("dp").as_int(1, 1 << 20) : 1;
+  budget.device_entries += static_cast<std::int64_t>(devs.size());
+  if (budget.device_entries > limits::kMaxClusterDevices) {
+    devs.fail_detail("brings the plan to " + std::to_string(budget.device_entries) +
+                     " device entries; a plan uses at most " +
+                     std::to_string(limits::kMaxClusterDevices) + " devices");
+  }
+  for (std::size_t i = 0; i < devs.size(); ++i) {
+    s.devices.push_back(devs[i].as_int(0, limits::kMaxClusterDevices - 1));
+  }
+  s.tp = c.find("tp") ? c.at("tp").as_int(1, limits::kMaxTp) : 1;
+  s.dp = c.find("dp") ? c.at("dp").as_int(1, limits::kMaxClusterDevices) : 1;
   JsonCursor units = c.at("units");
   if (!units.is_array() || units.size() != 2) units.fail("[first, last] (two unit indices)");
-  s.first_unit = units[0].as_int(0, 1 << 20);
-  s.last_unit = units[1].as_int(0, 1 << 20);
+  // Units past the model's are the validator's to name (it says which units exist); the bound
+  // here only keeps the numbers small.
+  const std::int64_t max_unit = std::max(model.num_units() - 1, limits::kMaxLayers + 1);
+  s.first_unit = units[0].as_int(0, max_unit);
+  s.last_unit = units[1].as_int(0, max_unit);
   if (auto rc = c.find("recompute")) {
     for (std::size_t i = 0; i < rc->size(); ++i) {
       JsonCursor op = (*rc)[i];
@@ -56,20 +75,24 @@ StagePlan parse_stage(const JsonCursor& c) {
   if (auto v = c.find("span_nodes")) s.span_nodes = v->as_bool();
   if (auto pred = c.find("predicted")) {
     pred->require_object();
-    if (auto m = pred->find("peak_memory_bytes")) s.predicted_peak_memory_bytes = m->as_number(0);
+    if (auto m = pred->find("peak_memory_bytes")) {
+      s.predicted_peak_memory_bytes = m->as_quantity(limits::kMinBytes, 1e18, true);
+    }
   }
   return s;
 }
 
-PipelinePlan parse_pipeline(const JsonCursor& c) {
+PipelinePlan parse_pipeline(const JsonCursor& c, const ModelSpec& model, Budget& budget) {
   c.require_object();
   c.allow_only({"micro_batch_size", "local_batch", "stages", "predicted"});
   PipelinePlan p;
-  p.micro_batch_size = c.at("micro_batch_size").as_int(1, 1 << 24);
-  p.local_batch = c.at("local_batch").as_int(1, 1 << 30);
+  p.micro_batch_size = c.at("micro_batch_size").as_int(1, limits::kMaxMicroBatch);
+  p.local_batch = c.at("local_batch").as_int(1, limits::kMaxGlobalBatch);
   JsonCursor stages = c.at("stages");
   if (stages.size() == 0) stages.fail("a non-empty array of stages");
-  for (std::size_t i = 0; i < stages.size(); ++i) p.stages.push_back(parse_stage(stages[i]));
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    p.stages.push_back(parse_stage(stages[i], model, budget));
+  }
   return p;
 }
 
@@ -85,11 +108,14 @@ Plan parse_plan(const JsonCursor& c) {
   JsonCursor model = c.at("model");
   p.model = parse_model(model);
   p.model_is_preset = model.is_string();
-  p.gbs = c.at("gbs").as_int(1, 1 << 30);
-  p.seq_len = c.find("seq_len") ? c.at("seq_len").as_int(1, 1 << 24) : p.model.seq_len;
+  p.gbs = c.at("gbs").as_int(1, limits::kMaxGlobalBatch);
+  p.seq_len = c.find("seq_len") ? c.at("seq_len").as_int(1, limits::kMaxSeqLen) : p.model.seq_len;
   JsonCursor pipes = c.at("pipelines");
   if (pipes.size() == 0) pipes.fail("a non-empty array of pipelines");
-  for (std::size_t i = 0; i < pipes.size(); ++i) p.pipelines.push_back(parse_pipeline(pipes[i]));
+  Budget budget;
+  for (std::size_t i = 0; i < pipes.size(); ++i) {
+    p.pipelines.push_back(parse_pipeline(pipes[i], p.model, budget));
+  }
   if (auto cl = c.find("cluster")) p.cluster = parse_cluster(*cl);
   if (auto s = c.find("schedule")) {
     p.schedule = s->as_string();
@@ -142,7 +168,7 @@ Plan load_plan(const std::string& path) {
 }
 
 void save_plan(const Plan& p, const std::string& path) {
-  write_file_atomic(path, plan_to_json(p).dump(2) + "\n");
+  write_file_atomic(path, plan_to_json(p).dump(2) + "\n", "plan");
 }
 
 }  // namespace eth

@@ -36,7 +36,8 @@ std::string stage_path(std::size_t p, std::size_t s) {
 
 class Validator {
  public:
-  Validator(const Plan& plan, const ClusterSpec& cluster) : plan_(plan), cluster_(cluster) {
+  Validator(const Plan& plan, const ClusterSpec& cluster)
+      : plan_(plan), cluster_(cluster), index_(cluster) {
     for (const auto& node : cluster.nodes) {
       if (std::find(node_types_.begin(), node_types_.end(), node.device_type) == node_types_.end())
         node_types_.push_back(node.device_type);
@@ -55,12 +56,63 @@ class Validator {
       }
       check_coverage(p);
     }
+    for (const auto& [pattern, kind] : kinds_) {
+      if (kind.elided == 0) continue;
+      out_.push_back(PlanViolation{
+          pattern,
+          std::to_string(kind.elided) + " more violation" + (kind.elided == 1 ? "" : "s") +
+              " at " + pattern + " elided (the first " + std::to_string(kMaxPerKind) +
+              " are listed)",
+          kind.elided});
+    }
     return std::move(out_);
   }
 
  private:
+  // A plan with 10,000 broken stages has 10,000 violations of one kind (each overlap naming
+  // the stages it overlaps, quadratic in all): every kind, a path with its indices replaced
+  // by "*", lists its first kMaxPerKind violations and counts the rest, and messages are only
+  // built for the ones listed.
+  static constexpr std::int64_t kMaxPerKind = 10;
+  struct Kind {
+    std::int64_t listed = 0, elided = 0;
+  };
+
+  static std::string pattern_of(const std::string& path) {
+    std::string out;
+    for (std::size_t i = 0; i < path.size(); ++i) {
+      out += path[i];
+      if (path[i] != '[') continue;
+      std::size_t j = i + 1;
+      while (j < path.size() && path[j] >= '0' && path[j] <= '9') ++j;
+      if (j > i + 1) {
+        out += '*';
+        i = j - 1;
+      }
+    }
+    return out;
+  }
+
+  // Whether a violation at `path` is listed (true) or only counted (false).
+  bool listed(const std::string& path) {
+    const std::string pattern = pattern_of(path);
+    auto it = std::find_if(kinds_.begin(), kinds_.end(),
+                           [&](const auto& k) { return k.first == pattern; });
+    if (it == kinds_.end()) it = kinds_.insert(kinds_.end(), {pattern, Kind{}});
+    if (it->second.listed < kMaxPerKind) {
+      ++it->second.listed;
+      return true;
+    }
+    ++it->second.elided;
+    return false;
+  }
+
   void add(std::string path, std::string message) {
-    out_.push_back(PlanViolation{std::move(path), std::move(message)});
+    if (listed(path)) out_.push_back(PlanViolation{std::move(path), std::move(message)});
+  }
+  template <class MakeMessage>
+  void add_lazy(std::string path, MakeMessage make) {
+    if (listed(path)) out_.push_back(PlanViolation{std::move(path), make(), 0});
   }
   std::int64_t last_unit() const { return plan_.model.num_units() - 1; }
 
@@ -141,7 +193,7 @@ class Validator {
   void check_stage_devices(std::size_t p, std::size_t s) {
     const StagePlan& st = plan_.pipelines[p].stages[s];
     const std::string path = stage_path(p, s);
-    const std::int64_t n = cluster_.num_devices();
+    const std::int64_t n = index_.num_devices();
     std::vector<std::pair<std::int64_t, std::int64_t>> node_first;  // (node, first device there)
     for (std::size_t k = 0; k < st.devices.size(); ++k) {
       const std::int64_t id = st.devices[k];
@@ -156,14 +208,15 @@ class Validator {
         add(dpath, "device " + str(id) + " is also used by " + it->second +
                        "; a device serves at most one stage of the plan");
       }
-      const DeviceInfo info = cluster_.device(id);
-      if (info.device_type != st.device_type) {
-        add(dpath, "device " + str(id) + " (node " + str(info.node) + ") has type " +
-                       info.device_type + ", but the stage's device_type is " + st.device_type);
+      const std::int64_t node = index_.node_of(id);
+      const std::string& type = index_.type_name_of(id);
+      if (type != st.device_type) {
+        add(dpath, "device " + str(id) + " (node " + str(node) + ") has type " + type +
+                       ", but the stage's device_type is " + st.device_type);
       }
       bool seen = false;
-      for (const auto& nf : node_first) seen = seen || nf.first == info.node;
-      if (!seen) node_first.emplace_back(info.node, id);
+      for (const auto& nf : node_first) seen = seen || nf.first == node;
+      if (!seen) node_first.emplace_back(node, id);
     }
     if (node_first.size() > 1 && !st.span_nodes) {
       std::vector<std::string> where;
@@ -177,8 +230,9 @@ class Validator {
     }
   }
 
-  // Tensor parallelism shards attention by heads, the MLP by its inner size, and the embedding
-  // and LM head by vocabulary (model/arithmetic.h): each must divide evenly.
+  // Tensor parallelism shards attention by heads and the MLP by its inner size, which must
+  // divide evenly (head-aligned shards); the embedding and LM head are sharded by vocabulary in
+  // floor-division row ranges (model/arithmetic.h tp_rows), which need only one row per rank.
   void check_stage_tp(std::size_t p, std::size_t s) {
     const StagePlan& st = plan_.pipelines[p].stages[s];
     if (st.tp <= 1) return;
@@ -197,10 +251,10 @@ class Validator {
     if (st.first_unit <= last_unit() && st.last_unit >= last_unit()) {
       vocab_units.push_back("unit " + str(last_unit()) + " (LM head)");
     }
-    if (!vocab_units.empty() && m.vocab % st.tp != 0) {
-      add(path, "expected a divisor of the model's vocab (" + str(m.vocab) +
+    if (!vocab_units.empty() && m.vocab < st.tp) {
+      add(path, "expected at most the model's vocab (" + str(m.vocab) +
                     "), since the stage holds " + join(vocab_units, " and ") +
-                    ", sharded by vocabulary; got " + str(st.tp));
+                    ", sharded by vocabulary (one row per rank at least); got " + str(st.tp));
     }
   }
 
@@ -276,15 +330,21 @@ class Validator {
         add(path, units_are(covered_end, r.first - 1) + " covered by no stage: " + why);
       } else if (r.first < covered_end) {
         const std::int64_t o_last = std::min(r.last, covered_end - 1);
-        std::vector<std::string> holders;
-        for (std::size_t j = 0; j < k; ++j) {
-          if (ranges[j].last >= r.first && ranges[j].first <= o_last) {
-            holders.push_back("stages[" + std::to_string(ranges[j].index) + "] " +
-                              range_text(ranges[j].first, ranges[j].last));
+        add_lazy(path, [&] {
+          std::vector<std::string> holders;
+          for (std::size_t j = 0; j < k; ++j) {
+            if (ranges[j].last >= r.first && ranges[j].first <= o_last) {
+              if (holders.size() == 3) {
+                holders.push_back("others");
+                break;
+              }
+              holders.push_back("stages[" + std::to_string(ranges[j].index) + "] " +
+                                range_text(ranges[j].first, ranges[j].last));
+            }
           }
-        }
-        add(path, units_are(r.first, o_last) + " also in " + join(holders, " and ") +
-                      "; every unit belongs to exactly one stage");
+          return units_are(r.first, o_last) + " also in " + join(holders, " and ") +
+                 "; every unit belongs to exactly one stage";
+        });
       }
       if (r.last + 1 > covered_end) {
         covered_end = r.last + 1;
@@ -300,9 +360,11 @@ class Validator {
 
   const Plan& plan_;
   const ClusterSpec& cluster_;
+  const ClusterIndex index_;
   std::vector<std::string> node_types_;        // distinct device types of the nodes
   std::map<std::int64_t, std::string> owner_;  // device id -> path of its first use
   std::vector<PlanViolation> out_;
+  std::vector<std::pair<std::string, Kind>> kinds_;  // in order of first appearance
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 // validate_plan (cross-field rules) or check_plan, which throws them all as one InputErrors.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,12 +18,17 @@ namespace eth {
 struct PlanViolation {
   std::string path;     // JSON path in the plan's file form, e.g. "pipelines[1].stages[0].units"
   std::string message;  // what is wrong, with the values involved and what was expected
+  // > 0 on the entry that stands for violations not listed: how many it stands for.
+  std::int64_t elided = 0;
   bool operator==(const PlanViolation&) const = default;
 };
 
 // Every violated rule, in plan order (plan fields, then each pipeline's fields and stages, then
 // that pipeline's unit coverage). Empty when the plan is valid. Never throws on a bad plan and
-// never reads out of range, whatever the values (device ids, units, tp) hold.
+// never reads out of range, whatever the values (device ids, units, tp) hold. Violations of one
+// kind (the same path up to its indices, "pipelines[*].stages[*].units") are listed up to 10
+// times; one last entry per kind says how many more were elided, so the report stays linear in
+// the plan's size.
 std::vector<PlanViolation> validate_plan(const Plan& plan, const ClusterSpec& cluster);
 
 // Throws InputErrors holding one InputError("plan", source, path, message) per violation;

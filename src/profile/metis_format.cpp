@@ -9,10 +9,12 @@
 #include <cmath>
 #include <optional>
 #include <sstream>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
 #include "core/json_file.h"
+#include "core/limits.h"
 #include "model/arithmetic.h"
 #include "profile/analytic.h"
 
@@ -42,8 +44,9 @@ std::int64_t metis_boundary_bytes(const ModelSpec& m, std::int64_t unit, std::in
   return 2 * seq * mbs * m.hidden;
 }
 
-// A per-layer list of exactly m.num_units() numbers.
-std::vector<double> read_layer_list(const JsonCursor& c, const ModelSpec& m) {
+// A per-layer list of exactly m.num_units() numbers, each 0 or a normal number in [min, max].
+std::vector<double> read_layer_list(const JsonCursor& c, const ModelSpec& m, double min,
+                                    double max) {
   if (!c.is_array()) c.fail("an array with one number per layer");
   if (static_cast<std::int64_t>(c.size()) != m.num_units()) {
     c.fail_detail("has " + std::to_string(c.size()) + " entries; model " + m.name + " has " +
@@ -51,7 +54,7 @@ std::vector<double> read_layer_list(const JsonCursor& c, const ModelSpec& m) {
                   std::to_string(m.layers) + " blocks, head)");
   }
   std::vector<double> out;
-  for (std::size_t i = 0; i < c.size(); ++i) out.push_back(c[i].as_number(0.0));
+  for (std::size_t i = 0; i < c.size(); ++i) out.push_back(c[i].as_quantity(min, max, true));
   return out;
 }
 
@@ -98,15 +101,15 @@ const DeviceType& resolve_device(const std::string& name, const ClusterSpec* clu
                        "defines it (its figures split Metis's totals)");
 }
 
-// A positive decimal of at most 8 digits, or nullopt.
-std::optional<std::int64_t> small_positive(const std::string& digits) {
+// A positive decimal of at most 8 digits and at most `max`, or nullopt.
+std::optional<std::int64_t> small_positive(const std::string& digits, std::int64_t max) {
   if (digits.empty() || digits.size() > 8) return std::nullopt;
   std::int64_t v = 0;
   for (char ch : digits) {
     if (ch < '0' || ch > '9') return std::nullopt;
     v = v * 10 + (ch - '0');
   }
-  if (v < 1) return std::nullopt;
+  if (v < 1 || v > max) return std::nullopt;
   return v;
 }
 
@@ -119,10 +122,11 @@ std::optional<ProfileKey> parse_metis_file_name(const std::string& name) {
   if (bs == std::string::npos) return std::nullopt;
   const auto tp = stem.rfind("_tp", bs);
   if (tp == std::string::npos || tp == 0) return std::nullopt;
-  const auto t = small_positive(stem.substr(tp + 3, bs - tp - 3));
-  const auto b = small_positive(stem.substr(bs + 3));
-  if (!t || !b) return std::nullopt;
-  return ProfileKey{metis_to_eth_device_name(stem.substr(0, tp)), *t, *b};
+  const auto t = small_positive(stem.substr(tp + 3, bs - tp - 3), limits::kMaxTp);
+  const auto b = small_positive(stem.substr(bs + 3), limits::kMaxMicroBatch);
+  const std::string type = metis_to_eth_device_name(stem.substr(0, tp));
+  if (!t || !b || !valid_device_type_name(type)) return std::nullopt;
+  return ProfileKey{type, *t, *b};
 }
 
 std::string trim(const std::string& s) {
@@ -153,9 +157,10 @@ std::string metis_profile_file_name(const ProfileKey& key) {
 }
 
 bool is_metis_profile_dir(const std::filesystem::path& dir) {
-  if (!std::filesystem::is_directory(dir)) return false;
-  for (const auto& f : std::filesystem::directory_iterator(dir)) {
-    const std::string name = f.path().filename().string();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return false;
+  for (const auto& f : list_regular_files(dir, "profile")) {
+    const std::string name = f.filename().string();
     if (name.starts_with("DeviceType.") && name.ends_with(".json")) return true;
   }
   return false;
@@ -214,7 +219,7 @@ ProfileEntry parse_metis_profile(const JsonCursor& c, const ModelSpec& m, const 
   const JsonCursor model = c.at("model");
   model.require_object();
   model.at("model_name").as_string();
-  const std::int64_t layers = model.at("num_layers").as_int(1);
+  const std::int64_t layers = model.at("num_layers").as_int(1, limits::kMaxLayers + 2);
   if (layers != m.num_units()) {
     model.at("num_layers")
         .fail_detail("is " + std::to_string(layers) + "; model " + m.name + " has " +
@@ -223,25 +228,29 @@ ProfileEntry parse_metis_profile(const JsonCursor& c, const ModelSpec& m, const 
   }
   const JsonCursor params = model.at("parameters");
   params.require_object();
-  params.at("total_parameters_bytes").as_number(0.0);
+  params.at("total_parameters_bytes").as_quantity(1, 1e18, true);
   const JsonCursor per_layer = params.at("parameters_per_layer_bytes");
-  const std::vector<double> param_bytes = read_layer_list(per_layer, m);
-  read_layer_list(params.at("activation_parameters_bytes"), m);
+  const double max_param_bytes = kMetisBytesPerParam * static_cast<double>(limits::kMaxParams);
+  const std::vector<double> param_bytes = read_layer_list(per_layer, m, 1, max_param_bytes);
+  read_layer_list(params.at("activation_parameters_bytes"), m, 1, limits::kMaxBytes);
 
   const JsonCursor time = c.at("execution_time");
   time.require_object();
   for (const char* f :
        {"total_time_ms", "forward_backward_time_ms", "batch_generator_time_ms",
         "layernorm_grads_all_reduce_time_ms", "embedding_grads_all_reduce_time_ms"}) {
-    time.at(f).as_number(0.0);
+    time.at(f).as_quantity(limits::kMinTimeMs, 1e12, true);
   }
-  const double optimizer_whole = time.at("optimizer_time_ms").as_number(0.0);
-  const std::vector<double> compute_ms = read_layer_list(time.at("layer_compute_total_ms"), m);
+  const double optimizer_whole =
+      time.at("optimizer_time_ms").as_quantity(limits::kMinTimeMs, limits::kMaxTimeMs, true);
+  const std::vector<double> compute_ms = read_layer_list(
+      time.at("layer_compute_total_ms"), m, limits::kMinTimeMs, limits::kMaxTimeMs);
   const JsonCursor mem = c.at("execution_memory");
   mem.require_object();
-  mem.at("total_memory_mb").as_number(0.0);
+  mem.at("total_memory_mb").as_quantity(limits::kMinBytes / kMiB, 1e15, true);
   const JsonCursor layer_mem = mem.at("layer_memory_total_mb");
-  const std::vector<double> memory_mb = read_layer_list(layer_mem, m);
+  const std::vector<double> memory_mb =
+      read_layer_list(layer_mem, m, limits::kMinBytes / kMiB, limits::kMaxBytes / kMiB);
 
   const ProfileEntry shape = analytic_profile(m, device, key.tp, key.mbs, m.seq_len);
   ProfileEntry e;
@@ -277,27 +286,25 @@ ProfileEntry parse_metis_profile(const JsonCursor& c, const ModelSpec& m, const 
 }
 
 std::size_t write_metis_profile_dir(const ProfileDb& db, const std::filesystem::path& dir) {
-  std::filesystem::create_directories(dir);
+  prepare_output_dir(dir, "profile");
   for (const auto& [key, e] : db.entries()) {
     write_file_atomic(dir / metis_profile_file_name(key),
-                      metis_profile_to_json(db.model(), e).dump(1) + "\n");
+                      metis_profile_to_json(db.model(), e).dump(1) + "\n", "profile");
   }
   return db.entries().size();
 }
 
 ProfileDb read_metis_profile_dir(const std::filesystem::path& dir, const ModelSpec& m,
                                  const ClusterSpec* cluster) {
-  if (!std::filesystem::is_directory(dir)) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
     throw InputError("profile", dir.string(), "", "expected a Metis profile directory");
   }
   std::vector<std::filesystem::path> files;
-  for (const auto& f : std::filesystem::directory_iterator(dir)) {
-    const std::string name = f.path().filename().string();
-    if (f.is_regular_file() && name.starts_with("DeviceType.") && name.ends_with(".json")) {
-      files.push_back(f.path());
-    }
+  for (const auto& f : list_regular_files(dir, "profile")) {
+    const std::string name = f.filename().string();
+    if (name.starts_with("DeviceType.") && name.ends_with(".json")) files.push_back(f);
   }
-  std::sort(files.begin(), files.end());
   if (files.empty()) {
     throw InputError("profile", dir.string(), "",
                      "expected Metis profile files DeviceType.{NAME}_tp{T}_bs{B}.json, found none");
@@ -307,7 +314,10 @@ ProfileDb read_metis_profile_dir(const std::filesystem::path& dir, const ModelSp
     const std::optional<ProfileKey> key = parse_metis_file_name(f.filename().string());
     if (!key) {
       throw InputError("profile", f.string(), "",
-                       "file name must be DeviceType.{NAME}_tp{T}_bs{B}.json with T, B >= 1");
+                       "file name must be DeviceType.{NAME}_tp{T}_bs{B}.json with T in 1.." +
+                           std::to_string(limits::kMaxTp) + ", B in 1.." +
+                           std::to_string(limits::kMaxMicroBatch) + " and NAME " +
+                           device_type_name_rule());
     }
     DeviceType storage;
     const DeviceType& device = resolve_device(key->device_type, cluster, f, storage);
@@ -332,12 +342,15 @@ ClusterSpec read_metis_cluster(const std::filesystem::path& hostfile,
   const std::string host_text = read_text_file(hostfile, "cluster");
   const Json cj = read_json_file(clusterfile, "cluster");
   const JsonCursor root(cj, JsonOrigin{"cluster", clusterfile.string(), ""});
-  root.require_object();
+  // One lookup per hostfile line: index the clusterfile once.
+  std::unordered_map<std::string, JsonCursor> hosts;
+  for (auto& [ip, node] : root.members()) hosts.emplace(ip, node);
 
   ClusterSpec out;
   out.name = "metis:" + clusterfile.parent_path().filename().string();
   std::map<std::string, std::string> defined_by;  // type -> the IP whose figures define it
   double min_inter = 0;
+  std::int64_t total_devices = 0;
   std::istringstream lines(host_text);
   std::string line;
   for (int line_no = 1; std::getline(lines, line); ++line_no) {
@@ -348,21 +361,35 @@ ClusterSpec read_metis_cluster(const std::filesystem::path& hostfile,
     std::string ip, slots, extra;
     words >> ip >> slots;
     std::optional<std::int64_t> n;
-    if (slots.starts_with("slots=") && !(words >> extra)) n = small_positive(slots.substr(6));
+    if (slots.starts_with("slots=") && !(words >> extra)) {
+      n = small_positive(slots.substr(6), limits::kMaxDevicesPerNode);
+    }
     if (!n) {
       throw InputError("cluster", hostfile.string(), where,
-                       "expected \"IP slots=N\" with N >= 1, got \"" + line + "\"");
+                       "expected \"IP slots=N\" with N in 1.." +
+                           std::to_string(limits::kMaxDevicesPerNode) + ", got \"" +
+                           message_text(line, 80) + "\"");
     }
-    const JsonCursor node = root.at(ip);
+    total_devices += *n;
+    if (total_devices > limits::kMaxClusterDevices) {
+      throw InputError("cluster", hostfile.string(), where,
+                       "brings the cluster to " + std::to_string(total_devices) +
+                           " devices; at most " + std::to_string(limits::kMaxClusterDevices) +
+                           " are allowed (the most the planner searches in bounded time)");
+    }
+    const auto host = hosts.find(ip);
+    if (host == hosts.end()) root.at(ip);  // throws: names the missing host
+    const JsonCursor& node = host->second;
     node.require_object();
     const std::string metis_type = node.at("instance_type").as_string();
     const std::string type = metis_to_eth_device_name(metis_type);
+    if (!valid_device_type_name(type)) node.at("instance_type").fail(device_type_name_rule());
     auto gbps = [&](const char* field) {
       const JsonCursor f = node.at(field);
       const double v = f.as_positive_number();
       // Metis's README once gave bandwidths in bytes/s; here they are GB/s.
       if (v > 1e5) f.fail("a bandwidth in GB/s (this looks like bytes/s)");
-      return v * 8.0;
+      return f.as_quantity(limits::kMinBandwidthGbps / 8, 1e5) * 8.0;
     };
     DeviceType d;
     if (auto preset = find_device_type_preset(type)) {
@@ -370,7 +397,8 @@ ClusterSpec read_metis_cluster(const std::filesystem::path& hostfile,
     } else {
       auto it = tflops.find(type);
       if (it == tflops.end()) it = tflops.find(metis_type);
-      if (it == tflops.end() || !(it->second > 0)) {
+      if (it == tflops.end() || !(it->second >= limits::kMinTflops) ||
+          !(it->second <= limits::kMaxTflops)) {
         node.at("instance_type")
             .fail_detail(
                 "device type \"" + metis_type +
@@ -380,12 +408,18 @@ ClusterSpec read_metis_cluster(const std::filesystem::path& hostfile,
       d.name = type;
       d.tflops = it->second;
     }
-    d.memory_gb = node.at("memory").as_positive_number();
+    d.memory_gb = node.at("memory").as_quantity(limits::kMinMemoryGb, limits::kMaxMemoryGb);
     d.intra_node_bandwidth_gbps = gbps("intra_bandwidth");
     d.inter_node_bandwidth_gbps = gbps("inter_bandwidth");
     min_inter = min_inter == 0 ? *d.inter_node_bandwidth_gbps
                                : std::min(min_inter, *d.inter_node_bandwidth_gbps);
     auto known = out.device_types.find(type);
+    if (known == out.device_types.end() &&
+        out.device_types.size() >= static_cast<std::size_t>(limits::kMaxDeviceTypes)) {
+      node.at("instance_type")
+          .fail_detail("is one device type too many: a cluster has at most " +
+                       std::to_string(limits::kMaxDeviceTypes));
+    }
     if (known == out.device_types.end()) {
       out.device_types[type] = d;
       out.custom_types.push_back(type);  // figures from the clusterfile, so written out in full

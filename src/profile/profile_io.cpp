@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "cluster/cluster_spec.h"
 #include "core/error.h"
 #include "core/json_file.h"
+#include "core/limits.h"
 
 namespace eth {
 
@@ -33,8 +35,12 @@ Json unit_to_json(const UnitProfile& u) {
               {"recompute_ms", rc}};
 }
 
+double read_ms(const JsonCursor& c);
+double read_bytes(const JsonCursor& c);
+
 // Every key of an object of named non-negative numbers: `names` exactly, no more, no fewer.
-void read_named(const JsonCursor& c, const std::vector<std::string>& names, double* out[]) {
+void read_named(const JsonCursor& c, const std::vector<std::string>& names, double* out[],
+                double (*read)(const JsonCursor&)) {
   c.require_object();
   for (const auto& key : c.keys()) {
     if (std::find(names.begin(), names.end(), key) == names.end()) {
@@ -43,16 +49,24 @@ void read_named(const JsonCursor& c, const std::vector<std::string>& names, doub
       c.at(key).fail_detail("unknown field \"" + key + "\"; expected the fields " + list);
     }
   }
-  for (std::size_t i = 0; i < names.size(); ++i) *out[i] = c.at(names[i]).as_number(0.0);
+  for (std::size_t i = 0; i < names.size(); ++i) *out[i] = read(c.at(names[i]));
+}
+
+// A time per unit and micro-batch: 0, or a normal number of milliseconds in range.
+double read_ms(const JsonCursor& c) {
+  return c.as_quantity(limits::kMinTimeMs, limits::kMaxTimeMs, true);
+}
+double read_bytes(const JsonCursor& c) {
+  return c.as_quantity(limits::kMinBytes, limits::kMaxBytes, true);
 }
 
 UnitProfile parse_unit(const JsonCursor& c) {
   c.require_object();
   c.allow_only({"forward_ms", "backward_ms", "params", "activation_bytes", "recompute_ms"});
   UnitProfile u;
-  u.forward_ms = c.at("forward_ms").as_number(0.0);
-  u.backward_ms = c.at("backward_ms").as_number(0.0);
-  u.params = c.at("params").as_int(0);
+  u.forward_ms = read_ms(c.at("forward_ms"));
+  u.backward_ms = read_ms(c.at("backward_ms"));
+  u.params = c.at("params").as_int(0, limits::kMaxParams);
 
   std::vector<std::string> act_names;
   std::vector<double*> act_out;
@@ -62,7 +76,7 @@ UnitProfile parse_unit(const JsonCursor& c) {
   }
   act_names.insert(act_names.end(), {"other", "unit_input"});
   act_out.insert(act_out.end(), {&u.activation.other, &u.activation.unit_input});
-  read_named(c.at("activation_bytes"), act_names, act_out.data());
+  read_named(c.at("activation_bytes"), act_names, act_out.data(), read_bytes);
 
   std::vector<std::string> rc_names;
   std::vector<double*> rc_out;
@@ -70,7 +84,7 @@ UnitProfile parse_unit(const JsonCursor& c) {
     rc_names.push_back(op_name(i));
     rc_out.push_back(&u.recompute_ms[static_cast<std::size_t>(i)]);
   }
-  read_named(c.at("recompute_ms"), rc_names, rc_out.data());
+  read_named(c.at("recompute_ms"), rc_names, rc_out.data(), read_ms);
   return u;
 }
 
@@ -111,15 +125,17 @@ ProfileEntry parse_profile_entry(const JsonCursor& c, const ModelSpec& m) {
   }
   ProfileEntry e;
   e.key.device_type = c.at("device_type").as_string();
-  if (e.key.device_type.empty()) c.at("device_type").fail("a non-empty device type name");
-  e.key.tp = c.at("tp").as_int(1);
-  e.key.mbs = c.at("micro_batch_size").as_int(1);
+  if (!valid_device_type_name(e.key.device_type)) {
+    c.at("device_type").fail(device_type_name_rule());
+  }
+  e.key.tp = c.at("tp").as_int(1, limits::kMaxTp);
+  e.key.mbs = c.at("micro_batch_size").as_int(1, limits::kMaxMicroBatch);
   e.seq_len = c.at("seq_len").as_int(1, m.seq_len);
   e.source = c.at("source").as_string();
   if (e.source != "analytic" && e.source != "metis" && e.source != "measured") {
     c.at("source").fail("one of analytic, metis, measured");
   }
-  e.optimizer_ms = c.at("optimizer_ms").as_number(0.0);
+  e.optimizer_ms = read_ms(c.at("optimizer_ms"));
   JsonCursor units = c.at("units");
   if (static_cast<std::int64_t>(units.size()) != m.num_units()) {
     units.fail_detail("has " + std::to_string(units.size()) + " units; model " + m.name + " has " +
@@ -133,23 +149,24 @@ ProfileEntry parse_profile_entry(const JsonCursor& c, const ModelSpec& m) {
 }
 
 std::size_t write_profile_dir(const ProfileDb& db, const std::filesystem::path& dir) {
-  std::filesystem::create_directories(dir);
+  prepare_output_dir(dir, "profile");
   for (const auto& [key, e] : db.entries()) {
     write_file_atomic(dir / profile_file_name(key),
-                      profile_entry_to_json(db.model(), e).dump(1) + "\n");
+                      profile_entry_to_json(db.model(), e).dump(1) + "\n", "profile");
   }
   return db.entries().size();
 }
 
 ProfileDb read_profile_dir(const std::filesystem::path& dir, const ModelSpec& m) {
-  if (!std::filesystem::is_directory(dir)) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
     throw InputError("profile", dir.string(), "", "expected a profile directory");
   }
+  // Sorted: the first bad file is always the same.
   std::vector<std::filesystem::path> files;
-  for (const auto& f : std::filesystem::directory_iterator(dir)) {
-    if (f.is_regular_file() && f.path().extension() == ".json") files.push_back(f.path());
+  for (const auto& f : list_regular_files(dir, "profile")) {
+    if (f.extension() == ".json") files.push_back(f);
   }
-  std::sort(files.begin(), files.end());  // deterministic: the first bad file is always the same
   if (files.empty()) {
     throw InputError("profile", dir.string(), "",
                      "expected profile files <device_type>_tp<T>_mbs<B>.json, found none");

@@ -36,6 +36,19 @@ const StagePlan& stage_of(const Plan& plan, const RankPlace& p) {
       .stages[static_cast<std::size_t>(p.stage)];
 }
 
+// Sum of squares of the unit's elements this rank speaks for: its rows of the sharded tensors,
+// and the replicated ones on tp rank 0 only (the others hold the same values).
+double owned_sum_squares(const ParamLayout& layout, const UnitSlot& u, const float* grads) {
+  if (layout.tp_rank() == 0) return sum_squares(grads + u.offset, u.numel);
+  double sq = 0;
+  for (const TensorSlot& t : u.tensors) {
+    if (t.desc.split == TpSplit::Sharded) {
+      sq += sum_squares(grads + u.offset + t.offset, t.desc.numel());
+    }
+  }
+  return sq;
+}
+
 }  // namespace
 
 DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communicator& world,
@@ -51,9 +64,17 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
       data_(open_training_data(cfg_.train)),
       sampler_(training_sampler_config(cfg_.train, seq_len_, data_.size())),
       state_(cfg_.plan.model, stage_of(cfg_.plan, place_).first_unit,
-             stage_of(cfg_.plan, place_).last_unit) {
+             stage_of(cfg_.plan, place_).last_unit, stage_of(cfg_.plan, place_).tp,
+             place_.tp_rank) {
   if (cfg_.train.steps < 1) throw InputError("train", "--steps", "", "expected >= 1");
   const StagePlan& st = stage_of(cfg_.plan, place_);
+  // The tp group of this rank's stage replica, created once, before the gradient groups, by
+  // every rank (a split of the world; tp 1 ranks join none). Its colour is the group's first
+  // device id, unique in the plan.
+  const Communicator tp_comm = world_.split(
+      st.tp > 1 ? static_cast<int>(stage_device(st, place_.dp_rank, 0)) : -1,
+      static_cast<int>(place_.tp_rank));
+  if (!tp_comm.is_null()) tp_group_ = std::make_unique<CommTpGroup>(tp_comm);
   if (auto it = cfg_.slowdown.find(st.device_type); it != cfg_.slowdown.end()) {
     slowdown_ = it->second;
   }
@@ -62,14 +83,17 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   rc.dropout = cfg_.train.dropout;
   rc.seed = cfg_.train.seed;
   rc.slowdown = slowdown_;
-  runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc);
-  sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout());
+  rc.trace = cfg_.trace;
+  runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc, tp_group_.get());
+  sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout(),
+                                     tp_comm);
+  sync_->set_trace(cfg_.trace);
   for (const StagePlan& other : cfg_.plan.pipelines.front().stages) {
     for (std::int64_t u = other.first_unit; u <= other.last_unit; ++u) {
-      owners_.push_back(rank_of_device(cfg_.plan, stage_device(other, 0, 0)));
+      owner_stages_.push_back(&other);
     }
   }
-  ETH_CHECK(static_cast<std::int64_t>(owners_.size()) == cfg_.plan.model.num_units(),
+  ETH_CHECK(static_cast<std::int64_t>(owner_stages_.size()) == cfg_.plan.model.num_units(),
             "pipeline 0 must cover every unit once");
   if (resume) {
     const CheckpointMeta meta = load_checkpoint(*resume, state_);
@@ -83,12 +107,18 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
 
 DistributedTrainer::~DistributedTrainer() = default;
 
-int DistributedTrainer::owner_of(std::int64_t unit) const {
-  return owners_[static_cast<std::size_t>(unit)];
+const StagePlan& DistributedTrainer::owner_stage(std::int64_t unit) const {
+  return *owner_stages_[static_cast<std::size_t>(unit)];
+}
+
+bool DistributedTrainer::owns(std::int64_t unit) const {
+  return place_.pipeline == 0 && place_.dp_rank == 0 &&
+         &owner_stage(unit) == &stage_of(cfg_.plan, place_);
 }
 
 StepStats DistributedTrainer::step() {
   ETH_CHECK(!done(), "DistributedTrainer::step past the last step");
+  TraceStep traced(cfg_.trace, next_step_);
   const auto t0 = Clock::now();
   times_ = RankTimes{};
   StepStats s;
@@ -100,26 +130,36 @@ StepStats DistributedTrainer::step() {
   in.tokens = data_.tokens();
   in.loss_scale = 1.0 / static_cast<double>(cfg_.plan.gbs * seq_len_);
   state_.zero_grads();
+  if (tp_group_) tp_group_->reset();
   double loss = runner_->run(state_.params(), state_.grads(), in, times_, sync_.get());
+  if (tp_group_) tp_stats_ = tp_group_->stats();
 
   const auto t_sync = Clock::now();
+  TraceScope sync_trace(cfg_.trace, TraceKind::Sync);
   sync_->start(state_.grads());  // what the last backward did not post (or all, without one)
   sync_->finish(state_.grads());
+  sync_trace.end();
   times_.sync_s = since(t_sync);
 
   const auto t_opt = Clock::now();
-  // The loss of the global batch and the squared norm of every unit, each unit counted once
-  // (by its owner), added in unit order: the single-process order.
+  // The loss of the global batch and the squared norm of every unit, each element counted once
+  // (by its owners: the tp ranks of pipeline 0's replica 0), units added in unit order: the
+  // single-process order. Every tp rank computed the same loss; rank 0 of each group counts it.
   const std::int64_t U = cfg_.plan.model.num_units();
   std::vector<double> sums(static_cast<std::size_t>(U + 1), 0.0);
+  TraceScope norm_trace(cfg_.trace, TraceKind::Optimizer);
   for (const UnitSlot& u : state_.layout().units()) {
-    if (owner_of(u.unit) == world_.rank()) {
-      sums[static_cast<std::size_t>(u.unit)] = sum_squares(state_.grads() + u.offset, u.numel);
+    if (owns(u.unit)) {
+      sums[static_cast<std::size_t>(u.unit)] =
+          owned_sum_squares(state_.layout(), u, state_.grads());
     }
   }
-  sums[static_cast<std::size_t>(U)] = loss;
+  sums[static_cast<std::size_t>(U)] = place_.tp_rank == 0 ? loss : 0.0;
+  norm_trace.end();
   const auto t_reduce = Clock::now();  // waits for every rank: counted as sync, not optimizer
+  TraceScope reduce_trace(cfg_.trace, TraceKind::Sync);
   world_.allreduce_sum(std::span<double>(sums));
+  reduce_trace.end();
   const double reduce_s = since(t_reduce);
   times_.sync_s += reduce_s;
   double squares = 0;
@@ -127,7 +167,8 @@ StepStats DistributedTrainer::step() {
   s.loss = sums[static_cast<std::size_t>(U)];
   s.grad_norm = std::sqrt(squares);
   s.lr = cfg_.train.lr.at(next_step_);
-  EmulatedOp update(slowdown_);  // emulation stretches the optimizer like every other op
+  TraceScope update_trace(cfg_.trace, TraceKind::Optimizer);
+  EmulatedOp update(slowdown_, cfg_.trace);  // emulation stretches the optimizer as every op
   adamw_update(state_, cfg_.train.adamw, s.lr, next_step_,
                clip_factor(s.grad_norm, cfg_.train.adamw.grad_clip));
   update.finish();
@@ -159,10 +200,10 @@ std::filesystem::path DistributedTrainer::save_checkpoint(const std::filesystem:
   ETH_CHECK(kCheckpointTagBase + 3 * U <= Communicator::kMaxTag, "too many units for the tags");
   const std::filesystem::path path = checkpoint_path(dir, next_step_);
   const int me = world_.rank();
-  // Owners send (parameters, Adam m, Adam v) of each unit they speak for to rank 0.
+  // Owners send (parameters, Adam m, Adam v) of their shard of each unit they own to rank 0.
   std::vector<Request> sends;
   for (const UnitSlot& u : state_.layout().units()) {
-    if (me == 0 || owner_of(u.unit) != me) continue;
+    if (me == 0 || !owns(u.unit)) continue;
     const auto n = static_cast<std::size_t>(u.numel);
     const int tag = kCheckpointTagBase + 3 * static_cast<int>(u.unit);
     sends.push_back(world_.isend(std::span<const float>(state_.params() + u.offset, n), 0, tag));
@@ -171,20 +212,36 @@ std::filesystem::path DistributedTrainer::save_checkpoint(const std::filesystem:
   }
   if (me == 0) {
     ModelState full(cfg_.plan.model, 0, U - 1);
+    std::vector<float> shard[3];
     for (const UnitSlot& u : full.layout().units()) {
-      const auto n = static_cast<std::size_t>(u.numel);
+      const StagePlan& st = owner_stage(u.unit);
       float* dst[3] = {full.params() + u.offset, full.adam_m() + u.offset,
                        full.adam_v() + u.offset};
-      const int owner = owner_of(u.unit);
-      if (owner == 0) {
-        const std::int64_t src = state_.layout().unit(u.unit).offset;
-        std::copy_n(state_.params() + src, n, dst[0]);
-        std::copy_n(state_.adam_m() + src, n, dst[1]);
-        std::copy_n(state_.adam_v() + src, n, dst[2]);
-        continue;
+      for (std::int64_t k = 0; k < st.tp; ++k) {
+        // Tp rank k's shard of the unit, laid out as that rank holds it.
+        const ParamLayout part(cfg_.plan.model, u.unit, u.unit, st.tp, k);
+        const UnitSlot& ps = part.unit(u.unit);
+        const auto n = static_cast<std::size_t>(ps.numel);
+        const int owner = rank_of_device(cfg_.plan, stage_device(st, 0, k));
+        const int tag = kCheckpointTagBase + 3 * static_cast<int>(u.unit);
+        for (int p = 0; p < 3; ++p) {
+          shard[p].resize(n);
+          if (owner == 0) {
+            const float* mine[3] = {state_.params(), state_.adam_m(), state_.adam_v()};
+            std::copy_n(mine[p] + state_.layout().unit(u.unit).offset, n, shard[p].data());
+          } else {
+            world_.recv(std::span<float>(shard[p]), owner, tag + p);
+          }
+        }
+        // Its rows of each tensor go to their place in the whole tensor.
+        for (std::size_t i = 0; i < ps.tensors.size(); ++i) {
+          const TensorSlot& from = ps.tensors[i];
+          const std::int64_t at = u.tensors[i].offset + from.rows.begin * from.row_size();
+          for (int p = 0; p < 3; ++p) {
+            std::copy_n(shard[p].data() + from.offset, from.desc.numel(), dst[p] + at);
+          }
+        }
       }
-      const int tag = kCheckpointTagBase + 3 * static_cast<int>(u.unit);
-      for (int k = 0; k < 3; ++k) world_.recv(std::span<float>(dst[k], n), owner, tag + k);
     }
     write_checkpoint(path, full, make_meta());
   }

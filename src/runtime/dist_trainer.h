@@ -1,12 +1,12 @@
-// The distributed trainer: one rank of an HPP plan. Builds only this rank's units, runs its
-// stage's 1F1B program (stage_runner.h), aggregates gradients across pipelines and dp replicas
-// (grad_sync.h), and applies the same clipped AdamW step every holder of a unit applies, so
-// replicas never drift. Loss, gradient norm and checkpoints are those of the whole model and the
-// whole global batch: the numbers single-process training (train/trainer.h) computes, up to float
-// rounding, whatever the plan. A library: it never prints; `eth train --plan` drives it.
+// The distributed trainer: one rank of an HPP plan. Builds only this rank's units (its tp shard
+// of them), runs its stage's program of the plan's schedule (stage_runner.h), aggregates
+// gradients across pipelines, dp replicas and tp degrees (grad_sync.h), and applies the same
+// clipped AdamW step every holder of a unit applies, so replicas never drift. Loss, gradient
+// norm and checkpoints are those of the whole model and the whole global batch: the numbers
+// single-process training (train/trainer.h) computes, up to float rounding, whatever the plan. A library: it never prints; `eth train --plan` drives it.
 //
 // How to use (every rank of the world):
-//   DistributedTrainer t(cfg, world);            // collective: creates the gradient groups
+//   DistributedTrainer t(cfg, world);            // collective: creates the tp and gradient groups
 //   while (!t.done()) StepStats s = t.step();    // collective
 //   t.save_checkpoint(dir);                      // collective; rank 0 writes the file
 #pragma once
@@ -20,13 +20,15 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "cost/blocks.h"
+#include "plan/blocks.h"
 #include "data/sampler.h"
 #include "data/token_file.h"
 #include "plan/plan.h"
 #include "runtime/grad_sync.h"
 #include "runtime/placement.h"
 #include "runtime/stage_runner.h"
+#include "runtime/tp_comm.h"
+#include "runtime/trace_recorder.h"
 #include "train/trainer.h"
 
 namespace eth {
@@ -40,6 +42,7 @@ struct DistTrainConfig {
   AggregationMode aggregation = AggregationMode::Block;
   // Emulated heterogeneity: device type -> slowdown factor (>= 1). Types not listed run at 1.
   std::map<std::string, double> slowdown;
+  TraceRecorder* trace = nullptr;  // eth train --trace: this rank's recorder (null: off)
 };
 
 class DistributedTrainer {
@@ -54,6 +57,9 @@ class DistributedTrainer {
   const RankPlace& place() const { return place_; }
   const ModelState& state() const { return state_; }
   const GradSync& grad_sync() const { return *sync_; }
+  // This rank's tp group (null at tp 1) and its communication in the last step.
+  const CommTpGroup* tp_group() const { return tp_group_.get(); }
+  const TpCommStats& last_tp_stats() const { return tp_stats_; }
   std::int64_t next_step() const { return next_step_; }
   bool done() const { return next_step_ >= cfg_.train.steps; }
   std::int64_t tokens_per_step() const { return cfg_.plan.gbs * seq_len_; }
@@ -67,15 +73,18 @@ class DistributedTrainer {
   // Every rank's RankTimes of the last step, in rank order, on rank 0 (empty elsewhere).
   std::vector<RankTimes> gather_times() const;
 
-  // Collective: the owners of the units send them to rank 0, which writes
+  // Collective: the owners of the units (every tp rank of pipeline 0's stage replica 0) send
+  // their shards to rank 0, which joins them into whole tensors and writes
   // <dir>/step_<next_step>.safetensors atomically (the single-process format). Returns the path.
   std::filesystem::path save_checkpoint(const std::filesystem::path& dir);
 
  private:
   CheckpointMeta make_meta() const;
-  // The rank that speaks for unit u: pipeline 0's holder at dp rank 0.
-  int owner_of(std::int64_t unit) const;
-  std::vector<int> owners_;  // owner_of, per unit
+  // The stage that speaks for unit u: pipeline 0's holder; its dp rank 0 replica's tp ranks
+  // own the unit's elements (each its shard, tp rank 0 the replicated tensors too).
+  const StagePlan& owner_stage(std::int64_t unit) const;
+  bool owns(std::int64_t unit) const;  // this rank is one of the unit's owners
+  std::vector<const StagePlan*> owner_stages_;  // per unit
 
   DistTrainConfig cfg_;
   Communicator world_;
@@ -85,6 +94,8 @@ class DistributedTrainer {
   TokenFile data_;
   GlobalSampler sampler_;
   ModelState state_;
+  std::unique_ptr<CommTpGroup> tp_group_;
+  TpCommStats tp_stats_;
   std::unique_ptr<StageRunner> runner_;
   std::unique_ptr<GradSync> sync_;
   std::int64_t next_step_ = 0;

@@ -2,40 +2,75 @@
 #include "runtime/emulation.h"
 
 #include <omp.h>
+#include <sys/prctl.h>
 #include <time.h>
 
-#include <thread>
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
 
 namespace eth {
 
 namespace {
 
-double thread_cpu_seconds() {
+// Sleeps until `deadline_ns` on the monotonic clock (std::chrono::steady_clock's), resuming
+// after signals.
+void sleep_until_ns(std::int64_t deadline_ns) {
   timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ts.tv_sec = static_cast<time_t>(deadline_ns / 1'000'000'000);
+  ts.tv_nsec = static_cast<long>(deadline_ns % 1'000'000'000);
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
 }
 
 }  // namespace
 
-EmulatedOp::EmulatedOp(double slowdown)
-    : slowdown_(slowdown),
-      single_thread_(omp_get_max_threads() == 1),
-      wall0_(std::chrono::steady_clock::now()),
-      cpu0_(slowdown > 1.0 && single_thread_ ? thread_cpu_seconds() : 0) {}
+Emulator::Emulator(double slowdown, TraceRecorder* trace)
+    : slowdown_(slowdown), single_thread_(omp_get_max_threads() == 1), trace_(trace) {
+  // The default timer slack (50 us) would let every sleep end up to 50 us late.
+  if (slowdown_ > 1.0) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+}
+
+EmulatedOp::EmulatedOp(Emulator& emulator)
+    : e_(emulator),
+      wall0_(TraceRecorder::now_ns()),
+      cpu0_(e_.slowdown_ > 1.0 && e_.single_thread_ ? TraceRecorder::thread_cpu_ns() : 0) {}
+
+EmulatedOp::EmulatedOp(double slowdown, TraceRecorder* trace)
+    : own_(slowdown, trace),
+      e_(own_),
+      wall0_(TraceRecorder::now_ns()),
+      cpu0_(e_.slowdown_ > 1.0 && e_.single_thread_ ? TraceRecorder::thread_cpu_ns() : 0) {}
 
 double EmulatedOp::finish() {
-  if (slowdown_ > 1.0) {
-    const double wall = since(wall0_);
-    const double compute = single_thread_ ? thread_cpu_seconds() - cpu0_ : wall;
-    const double extra = slowdown_ * compute - wall;
-    if (extra > 0) std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+  std::int64_t end = TraceRecorder::now_ns();
+  if (e_.slowdown_ > 1.0) {
+    const std::int64_t compute =
+        e_.single_thread_ ? TraceRecorder::thread_cpu_ns() - cpu0_ : end - wall0_;
+    const auto target = static_cast<std::int64_t>(std::llround(e_.slowdown_ * static_cast<double>(compute)));
+    // Lateness carried from the previous op, less the idle time since it ended.
+    const std::int64_t carried = std::max<std::int64_t>(0, e_.late_ns_ - (wall0_ - e_.last_end_ns_));
+    const std::int64_t deadline = wall0_ + target - carried;
+    if (end < deadline) {
+      TraceEvent stretch;
+      stretch.kind = TraceKind::Stretch;
+      stretch.start_ns = end;
+      stretch.cpu_ns = compute;
+      // Drive pending transfers in slices while there are any, then sleep out the rest.
+      while (e_.progress_ && end + Emulator::kProgressNs < deadline && e_.progress_()) {
+        sleep_until_ns(end + Emulator::kProgressNs);
+        end = TraceRecorder::now_ns();
+      }
+      if (end < deadline) sleep_until_ns(deadline);
+      end = TraceRecorder::now_ns();
+      stretch.end_ns = end;
+      stretch.late_ns = end - deadline;
+      if (e_.trace_ != nullptr) e_.trace_->add(stretch);
+    }
+    e_.late_ns_ = std::max<std::int64_t>(0, end - deadline);
+    e_.last_end_ns_ = end;
   }
-  return since(wall0_);
+  return static_cast<double>(end - wall0_) * 1e-9;
 }
 
 }  // namespace eth

@@ -3,24 +3,61 @@
 // measure of its compute, not its wall time: on a shared machine the wall time includes waiting
 // for a core, and stretching that by f would multiply the noise by f. So the op is stretched to
 // f x CPU time by sleeping the difference; with several OpenMP threads the wall time is used.
+//
+// The sleep ends at a deadline on the monotonic clock (clock_nanosleep, TIMER_ABSTIME, with the
+// thread's timer slack cut to 1 ns), and whatever an op still ends late (a wake-up that came
+// late, a compute that ran longer than its whole target) is carried into the next op as a
+// shorter deadline, so thousands of small ops do not each add a scheduler wake-up: over a run
+// of back-to-back ops the rank's time is the sum of its targets. Idle time between two ops (a
+// wait on a neighbour) absorbs the carried lateness first: a device that waits would not be
+// late. docs/runtime.md "Emulated heterogeneity" has what this moved.
 #pragma once
 
-#include <chrono>
+#include <cstdint>
+#include <functional>
+
+#include "runtime/trace_recorder.h"
 
 namespace eth {
 
+// One rank's emulation state: its slowdown and the lateness carried from op to op. One thread.
+class Emulator {
+ public:
+  // `slowdown` >= 1 (1: ops run as they are); `trace` records each sleep as a Stretch event.
+  explicit Emulator(double slowdown = 1.0, TraceRecorder* trace = nullptr);
+  double slowdown() const { return slowdown_; }
+  // Called every kProgressNs while an op sleeps, as long as it returns true (work pending): the
+  // runtime drives its pending transfers there, as a device's network engine keeps moving data
+  // while the device computes. Empty: the sleep is one sleep.
+  void set_progress(std::function<bool()> progress) { progress_ = std::move(progress); }
+  static constexpr std::int64_t kProgressNs = 100'000;
+
+ private:
+  friend class EmulatedOp;
+  double slowdown_;
+  bool single_thread_;
+  TraceRecorder* trace_;
+  std::function<bool()> progress_;
+  std::int64_t late_ns_ = 0;      // how far the last op ended past its deadline
+  std::int64_t last_end_ns_ = 0;  // when it ended (steady clock)
+};
+
 class EmulatedOp {
  public:
-  // Starts timing an op on a rank whose ops are stretched by `slowdown` (>= 1; 1: no stretch).
-  explicit EmulatedOp(double slowdown);
-  // Sleeps until the op has lasted slowdown x its compute; returns the op's whole wall time.
+  // Starts timing an op of `emulator`'s rank.
+  explicit EmulatedOp(Emulator& emulator);
+  // A lone op (nothing carried from or to other ops), e.g. the optimizer step after the sync.
+  explicit EmulatedOp(double slowdown, TraceRecorder* trace = nullptr);
+  EmulatedOp(const EmulatedOp&) = delete;
+  EmulatedOp& operator=(const EmulatedOp&) = delete;
+  // Sleeps until the op's deadline; returns the op's whole wall time in seconds.
   double finish();
 
  private:
-  double slowdown_;
-  bool single_thread_;
-  std::chrono::steady_clock::time_point wall0_;
-  double cpu0_ = 0;
+  Emulator own_;  // the lone op's
+  Emulator& e_;
+  std::int64_t wall0_ = 0;
+  std::int64_t cpu0_ = 0;
 };
 
 }  // namespace eth

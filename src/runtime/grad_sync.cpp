@@ -36,23 +36,52 @@ std::vector<PackRun> piece_runs(const ModelSpec& model, const ParamLayout& layou
                                 const GradPiece& piece) {
   std::vector<PackRun> runs;
   std::int64_t total = 0;
+  auto add = [&](std::int64_t offset, std::int64_t count) {
+    add_run(runs, offset, count);
+    total += count;
+  };
   for (std::int64_t u = piece.first_unit; u <= piece.last_unit; ++u) {
     if (piece.part == GradPart::Whole) {
-      const std::int64_t n = unit_params(model, u, 1);
-      add_run(runs, holds(layout, u) ? layout.unit(u).offset : -1, n);
-      total += n;
+      // The whole unit in canonical order: this rank's rows of each sharded tensor at their
+      // place in the whole tensor, its replicated tensors if it is its tp group's
+      // representative (tp rank 0), zeros for everything else.
+      if (!holds(layout, u)) {
+        add(-1, unit_params(model, u, 1));
+        continue;
+      }
+      const UnitSlot& slot = layout.unit(u);
+      for (const TensorSlot& t : slot.tensors) {
+        const std::int64_t row = t.row_size(), at = slot.offset + t.offset;
+        if (t.desc.split == TpSplit::Replicated) {
+          add(layout.tp_rank() == 0 ? at : -1, t.desc.numel());
+          continue;
+        }
+        add(-1, t.rows.begin * row);
+        add(at, t.desc.numel());
+        add(-1, (t.full_rows - t.rows.end) * row);
+      }
       continue;
     }
-    ETH_CHECK(piece.num_tp_chunks == 1, "the CPU runtime reduces tp 1 pieces only");
     ETH_CHECK(holds(layout, u), "a rank packs a piece of a unit it does not hold");
     const UnitSlot& slot = layout.unit(u);
     const TpSplit want = piece.part == GradPart::Sharded ? TpSplit::Sharded : TpSplit::Replicated;
+    ETH_CHECK(want == TpSplit::Sharded || layout.tp_rank() == 0,
+              "replicated gradients join from tp rank 0 only");
     for (std::size_t i = 0; i < slot.tensors.size(); ++i) {
       const TensorSlot& t = slot.tensors[i];
       if (t.desc.split != want) continue;
       if (piece.tensor >= 0 && static_cast<std::int64_t>(i) != piece.tensor) continue;
-      add_run(runs, slot.offset + t.offset, t.desc.numel());
-      total += t.desc.numel();
+      if (want == TpSplit::Replicated) {
+        add(slot.offset + t.offset, t.desc.numel());
+        continue;
+      }
+      // Chunk c of n: rows [c*R/n, (c+1)*R/n) of the whole tensor, inside this rank's rows.
+      const std::int64_t n = piece.num_tp_chunks, c = piece.tp_chunk;
+      const RowRange rows{c * t.full_rows / n, (c + 1) * t.full_rows / n};
+      ETH_CHECK(rows.begin >= t.rows.begin && rows.end <= t.rows.end,
+                "a gradient chunk outside the rank's rows of " + t.desc.name);
+      add(slot.offset + t.offset + (rows.begin - t.rows.begin) * t.row_size(),
+          rows.size() * t.row_size());
     }
   }
   ETH_CHECK(total == piece.elements, "packed runs disagree with the piece's element count");
@@ -60,12 +89,14 @@ std::vector<PackRun> piece_runs(const ModelSpec& model, const ParamLayout& layou
 }
 
 GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& world,
-                   const ParamLayout& layout)
-    : mode_(mode) {
+                   const ParamLayout& layout, const Communicator& tp_comm)
+    : mode_(mode), tp_comm_(tp_comm) {
   const std::int64_t my_device = plan.device_ids()[static_cast<std::size_t>(world.rank())];
   std::map<std::vector<std::int64_t>, Communicator> groups;
+  std::int64_t index = -1;
   for (const GradBlock& b : aggregation_collectives(plan, mode)) {
     if (b.holders.size() < 2) continue;  // nothing to reduce with oneself
+    ++index;
     if (!std::binary_search(b.holders.begin(), b.holders.end(), my_device)) continue;
     auto it = groups.find(b.holders);
     if (it == groups.end()) {
@@ -80,6 +111,7 @@ GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& w
       it = groups.emplace(b.holders, c).first;
     }
     Job job;
+    job.index = index;
     job.comm = it->second;
     job.lowest_unit = layout.last_unit();
     for (const GradPiece& piece : b.pieces) {
@@ -92,6 +124,18 @@ GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& w
     jobs_.push_back(std::move(job));
   }
   communicators_ = static_cast<std::int64_t>(groups.size());
+  if (!tp_comm_.is_null()) {
+    for (const UnitSlot& u : layout.units()) {
+      for (const TensorSlot& t : u.tensors) {
+        if (t.desc.split == TpSplit::Replicated) {
+          add_run(replicated_, u.offset + t.offset, t.desc.numel());
+        }
+      }
+    }
+    std::int64_t n = 0;
+    for (const PackRun& r : replicated_) n += r.count;
+    replicated_buffer_.resize(static_cast<std::size_t>(n));
+  }
 }
 
 void GradSync::start(const float* grads) {
@@ -101,6 +145,7 @@ void GradSync::start(const float* grads) {
 void GradSync::start_ready(const float* grads, std::int64_t lowest_done_unit) {
   for (; next_ < jobs_.size() && jobs_[next_].lowest_unit >= lowest_done_unit; ++next_) {
     Job& job = jobs_[next_];
+    TraceScope trace(trace_, TraceKind::CollectivePost, -1, job.index);
     float* out = job.buffer.data();
     for (const PackRun& r : job.runs) {
       if (r.offset < 0) {
@@ -118,6 +163,7 @@ void GradSync::finish(float* grads) {
   ETH_CHECK(next_ == jobs_.size(), "GradSync::finish before every collective was started");
   next_ = 0;
   for (Job& job : jobs_) {
+    TraceScope trace(trace_, TraceKind::CollectiveWait, -1, job.index);
     job.request.wait();
     job.request = Request();
     const float* in = job.buffer.data();
@@ -125,6 +171,19 @@ void GradSync::finish(float* grads) {
       if (r.offset >= 0) std::copy(in, in + r.count, grads + r.offset);
       in += r.count;
     }
+  }
+  if (tp_comm_.is_null()) return;
+  // Replicated tensors were summed from each tp group's representative (tp rank 0); share its
+  // result with the group, so every tp rank steps them with the same bits.
+  float* buf = replicated_buffer_.data();
+  for (const PackRun& r : replicated_) {
+    buf = std::copy(grads + r.offset, grads + r.offset + r.count, buf);
+  }
+  tp_comm_.broadcast(std::span<float>(replicated_buffer_), 0);
+  const float* in = replicated_buffer_.data();
+  for (const PackRun& r : replicated_) {
+    std::copy(in, in + r.count, grads + r.offset);
+    in += r.count;
   }
 }
 

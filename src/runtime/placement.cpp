@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "plan/blocks.h"
 #include "plan/validate.h"
 
 namespace eth {
@@ -38,6 +39,51 @@ int rank_of_device(const Plan& plan, std::int64_t device) {
   return static_cast<int>(it - ids.begin());
 }
 
+namespace {
+
+// A tp group all-reduces inside every forward and backward, so its devices must share a node
+// (a stage with span_nodes may spread its dp replicas, not a tp group), and it runs in lockstep,
+// so one device type (validate_plan already holds every device to the stage's type).
+void check_tp_groups(const Plan& plan, const ClusterSpec& cluster, const std::string& source,
+                     std::vector<InputError>& errors) {
+  for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const auto& stages = plan.pipelines[p].stages;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      const StagePlan& st = stages[s];
+      if (st.tp <= 1) continue;
+      for (std::int64_t d = 0; d < st.dp; ++d) {
+        const DeviceInfo first = cluster.device(stage_device(st, d, 0));
+        for (std::int64_t t = 1; t < st.tp; ++t) {
+          const std::int64_t id = stage_device(st, d, t);
+          const DeviceInfo info = cluster.device(id);
+          const std::string path = "pipelines[" + std::to_string(p) + "].stages[" +
+                                   std::to_string(s) + "].devices[" +
+                                   std::to_string(d * st.tp + t) + "]";
+          if (info.node != first.node) {
+            errors.push_back(InputError(
+                "plan", source, path,
+                "device " + std::to_string(id) + " is on node " + std::to_string(info.node) +
+                    " but its tp group (dp replica " + std::to_string(d) + ", devices " +
+                    std::to_string(stage_device(st, d, 0)) + ".." +
+                    std::to_string(stage_device(st, d, st.tp - 1)) + ") starts on node " +
+                    std::to_string(first.node) +
+                    "; a tp group all-reduces in every forward and backward and must sit in one "
+                    "node (span_nodes spreads dp replicas, not tp groups)"));
+          } else if (info.device_type != first.device_type) {
+            errors.push_back(InputError(
+                "plan", source, path,
+                "device " + std::to_string(id) + " has type " + info.device_type +
+                    " but its tp group starts with a " + first.device_type +
+                    "; a tp group runs in lockstep on one device type"));
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void check_runnable(const Plan& plan, const ClusterSpec& cluster, int world_size,
                     const std::string& source, std::int64_t gbs) {
   std::vector<InputError> errors;
@@ -51,19 +97,7 @@ void check_runnable(const Plan& plan, const ClusterSpec& cluster, int world_size
                                 " devices but the run has " + std::to_string(world_size) +
                                 " ranks; start one rank per device (eth launch does)"));
     }
-    for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
-      const auto& stages = plan.pipelines[p].stages;
-      for (std::size_t s = 0; s < stages.size(); ++s) {
-        if (stages[s].tp != 1) {
-          errors.push_back(InputError(
-              "plan", source,
-              "pipelines[" + std::to_string(p) + "].stages[" + std::to_string(s) + "].tp",
-              "tensor parallelism (tp " + std::to_string(stages[s].tp) +
-                  ") is not supported by the CPU runtime yet; expected tp 1 (use dp "
-                  "for more devices per stage)"));
-        }
-      }
-    }
+    check_tp_groups(plan, cluster, source, errors);
   }
   if (plan.seq_len > plan.model.seq_len) {
     errors.push_back(InputError("plan", source, "seq_len",

@@ -30,10 +30,11 @@ std::vector<RankPlace> place_ranks(const Plan& plan);
 int rank_of_device(const Plan& plan, std::int64_t device);
 
 // Everything that stops `plan` from running on `world_size` ranks, checked before any compute:
-// the plan's own rules against the cluster (plan/validate.h), a world size that is not the
-// plan's device count, tensor parallelism (not in this runtime yet), a sequence longer than the
-// model's, and a global batch different from `gbs` when `gbs` > 0. Throws InputErrors naming
-// `source` and the JSON path; returns normally when the plan can run.
+// the plan's own rules against the cluster (plan/validate.h: tp divides heads and ffn, devices
+// of the stage's type), a world size that is not the plan's device count, a tp group spread
+// over two nodes or mixing device types, a sequence longer than the model's, and a global batch
+// different from `gbs` when `gbs` > 0. Throws InputErrors naming `source` and the JSON path;
+// returns normally when the plan can run.
 void check_runnable(const Plan& plan, const ClusterSpec& cluster, int world_size,
                     const std::string& source, std::int64_t gbs = 0);
 

@@ -1,11 +1,12 @@
-// Executing a stage's lowered 1F1B program. See stage_runner.h.
+// Executing a stage's lowered schedule program. See stage_runner.h.
 #include "runtime/stage_runner.h"
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
-#include "cost/blocks.h"
+#include "plan/blocks.h"
 #include "runtime/emulation.h"
 #include "schedule/generate.h"
 #include "schedule/lower.h"
@@ -24,14 +25,27 @@ double since(Clock::time_point t0) {
 int activation_tag(std::int64_t mb) { return static_cast<int>(2 * mb); }
 int gradient_tag(std::int64_t mb) { return static_cast<int>(2 * mb + 1); }
 
+// The most micro-batches whose activations a stage's program holds at once (forwards not yet
+// matched by their backward): min(S - s, k) under 1F1B, k under GPipe. Both run backwards in
+// forward order, so micro-batch j can take slot j mod this.
+std::int64_t max_in_flight(const RankProgram& program) {
+  std::int64_t live = 0, most = 1;
+  for (const Action& a : program.actions) {
+    if (a.kind == ActionKind::Forward) most = std::max(most, ++live);
+    if (a.kind == ActionKind::Backward) --live;
+  }
+  return most;
+}
+
 }  // namespace
 
 StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communicator& world,
-                         const StageRunnerConfig& cfg)
+                         const StageRunnerConfig& cfg, TpGroup* tp_group)
     : plan_(plan),
       place_(place),
       world_(world),
       cfg_(cfg),
+      emulator_(cfg.slowdown, cfg.trace),
       pipe_(plan.pipelines[static_cast<std::size_t>(place.pipeline)]) {
   for (std::int64_t p = 0; p < place.pipeline; ++p) {
     pipe_begin_ += plan.pipelines[static_cast<std::size_t>(p)].local_batch;
@@ -41,9 +55,11 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   ETH_CHECK(gradient_tag(k) <= Communicator::kMaxTag, "too many micro-batches for the tag space");
   const StagePlan& st = pipe_.stages[static_cast<std::size_t>(place.stage)];
   width_ = cfg.seq_len * plan.model.hidden;
-  schedule_ = make_1f1b(S, k);
+  const std::optional<ScheduleKind> kind = parse_schedule_kind(plan.schedule);
+  ETH_CHECK(kind.has_value(), "plan schedule not validated: " + plan.schedule);
+  schedule_ = make_schedule(*kind, S, k);  // the plan's schedule, never another
   insert_p2p(schedule_);
-  slots_ = std::min(S - place.stage, k);
+  slots_ = max_in_flight(schedule_.programs[static_cast<std::size_t>(place.stage)]);
   max_chunk_ = 0;
   for (std::int64_t r = 0; r < st.dp; ++r) {
     max_chunk_ = std::max(max_chunk_, dp_chunk(pipe_.micro_batch_size, st.dp, r).size);
@@ -58,17 +74,33 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   sc.recompute = st.recompute;
   sc.dropout = cfg.dropout;
   sc.seed = cfg.seed;
-  compute_ = std::make_unique<StageCompute<CpuKernels>>(plan.model, sc);
-  // Ranks of every replica of every stage of this pipeline, looked up once (not per message).
+  sc.tp = st.tp;
+  sc.tp_rank = place.tp_rank;
+  sc.on_recompute = recompute_hook(st.recompute.empty() ? nullptr : cfg.trace);
+  compute_ = std::make_unique<StageCompute<CpuKernels>>(plan.model, sc, tp_group);
+  // Ranks of every tp rank of every replica of every stage of this pipeline, looked up once.
   for (const StagePlan& other : pipe_.stages) {
-    std::vector<int>& ranks = peers_.emplace_back();
+    auto& replicas = peers_.emplace_back();
     for (std::int64_t r = 0; r < other.dp; ++r) {
-      ranks.push_back(rank_of_device(plan, stage_device(other, r, 0)));
+      auto& ranks = replicas.emplace_back();
+      for (std::int64_t t = 0; t < other.tp; ++t) {
+        ranks.push_back(rank_of_device(plan, stage_device(other, r, t)));
+      }
     }
   }
   const auto activations = static_cast<std::size_t>(max_chunk_ * width_);
   if (place.stage > 0) x_in_.resize(activations);
   if (place.stage + 1 < S) dx_out_.resize(activations);
+  // Emulation: while an op sleeps out its stretch, drive the pending sends, so a neighbour
+  // waiting for one is not held until this rank's next MPI call (a device's transfers go on
+  // while it computes; MPI moves a large message only inside the sender's MPI calls).
+  emulator_.set_progress([this] {
+    bool pending = false;
+    for (auto& b : send_pool_) {
+      for (Request& r : b->pending) pending = !r.test() || pending;
+    }
+    return pending;
+  });
   tokens_.resize(static_cast<std::size_t>(slots_ * max_chunk_ * cfg.seq_len));
   targets_.resize(tokens_.size());
 }
@@ -80,8 +112,9 @@ Chunk StageRunner::chunk(std::int64_t stage, std::int64_t replica, std::int64_t 
   return dp_chunk(b, pipe_.stages[static_cast<std::size_t>(stage)].dp, replica);
 }
 
-int StageRunner::peer(std::int64_t stage, std::int64_t replica) const {
-  return peers_[static_cast<std::size_t>(stage)][static_cast<std::size_t>(replica)];
+int StageRunner::peer(std::int64_t stage, std::int64_t replica, std::int64_t tp_rank) const {
+  return peers_[static_cast<std::size_t>(stage)][static_cast<std::size_t>(replica)]
+               [static_cast<std::size_t>(tp_rank)];
 }
 
 StageRunner::SendBuffer& StageRunner::acquire_send_buffer() {
@@ -101,15 +134,18 @@ StageRunner::SendBuffer& StageRunner::acquire_send_buffer() {
 
 void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk& mine, float* dst,
                           int tag, RankTimes& times) {
+  TraceScope trace(cfg_.trace, from_stage < place_.stage ? TraceKind::RecvActivation
+                                                         : TraceKind::RecvGradient, mb, from_stage);
   const auto t0 = Clock::now();
   std::vector<Request> requests;
-  const std::int64_t dp = pipe_.stages[static_cast<std::size_t>(from_stage)].dp;
-  for (std::int64_t r = 0; r < dp; ++r) {
+  const StagePlan& from = pipe_.stages[static_cast<std::size_t>(from_stage)];
+  const std::int64_t sender_tp = place_.tp_rank % from.tp;  // the one that sends to this rank
+  for (std::int64_t r = 0; r < from.dp; ++r) {
     const Chunk ov = overlap(chunk(from_stage, r, mb), mine);
     if (ov.size == 0) continue;
     std::span<float> part(dst + (ov.begin - mine.begin) * width_,
                           static_cast<std::size_t>(ov.size * width_));
-    requests.push_back(world_.irecv(part, peer(from_stage, r), tag));
+    requests.push_back(world_.irecv(part, peer(from_stage, r, sender_tp), tag));
   }
   wait_all(requests);
   times.wait_s += since(t0);
@@ -117,13 +153,19 @@ void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk&
 
 void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_t mb,
                        const Chunk& mine, int tag, std::vector<Request>& pending) {
-  const std::int64_t dp = pipe_.stages[static_cast<std::size_t>(to_stage)].dp;
-  for (std::int64_t r = 0; r < dp; ++r) {
+  TraceScope trace(cfg_.trace, to_stage > place_.stage ? TraceKind::SendActivation
+                                                     : TraceKind::SendGradient, mb, to_stage);
+  const StagePlan& to = pipe_.stages[static_cast<std::size_t>(to_stage)];
+  const std::int64_t my_tp = pipe_.stages[static_cast<std::size_t>(place_.stage)].tp;
+  for (std::int64_t r = 0; r < to.dp; ++r) {
     const Chunk ov = overlap(mine, chunk(to_stage, r, mb));
     if (ov.size == 0) continue;
     std::span<const float> part(buf.data.data() + (ov.begin - mine.begin) * width_,
                                 static_cast<std::size_t>(ov.size * width_));
-    pending.push_back(world_.isend(part, peer(to_stage, r), tag));
+    // The receivers whose tp rank maps to this one (receive's rule, seen from the sender).
+    for (std::int64_t j = place_.tp_rank; j < to.tp; j += my_tp) {
+      pending.push_back(world_.isend(part, peer(to_stage, r, j), tag));
+    }
   }
 }
 
@@ -177,7 +219,8 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
       case ActionKind::Forward: {
         const MicroBatch mb = micro_batch(a.microbatch, c, true);
         act_out = s + 1 < S ? &acquire_send_buffer() : nullptr;
-        EmulatedOp op(cfg_.slowdown);
+        TraceScope trace(cfg_.trace, TraceKind::Forward, a.microbatch);
+        EmulatedOp op(emulator_);
         loss += compute_->forward(slot, params, mb, s > 0 ? x_in_.data() : nullptr,
                                   act_out ? act_out->data.data() : nullptr);
         times.compute_s += op.finish();
@@ -194,7 +237,8 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
       case ActionKind::Backward: {
         const MicroBatch mb = micro_batch(a.microbatch, c, false);
         grad_out = s > 0 ? &acquire_send_buffer() : nullptr;
-        EmulatedOp op(cfg_.slowdown);
+        TraceScope trace(cfg_.trace, TraceKind::Backward, a.microbatch);
+        EmulatedOp op(emulator_);
         compute_->backward(slot, params, grads, mb, s + 1 < S ? dx_out_.data() : nullptr,
                            grad_out ? grad_out->data.data() : nullptr,
                            sync != nullptr && a.microbatch == last_mb ? post_ready : nullptr);
@@ -212,6 +256,7 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
     }
   }
   // Sends complete once their receivers post: every receiver does within this step.
+  TraceScope trace(cfg_.trace, TraceKind::SendWait);
   const auto t0 = Clock::now();
   for (auto& b : send_pool_) {
     wait_all(b->pending);

@@ -1,13 +1,16 @@
-// One rank's part of a training step: the 1F1B program of its stage (schedule/ IR, lowered with
-// the point-to-point actions) executed over StageCompute, with this pipeline's own micro-batch
-// size and count (a partial last micro-batch included) and its stage's recompute set.
-// Activations go forward and their gradients back by non-blocking point-to-point messages;
-// receives block (bounded by the communicator's timeout), sends never do. When adjacent stages
-// have different dp, each replica sends every replica of the next stage the overlap of their
-// sample chunks (placement.h). Pipelines never wait on each other here: that is GradSync's job.
+// One rank's part of a training step: its stage's program of the plan's schedule (1F1B or GPipe,
+// schedule/ IR lowered with the point-to-point actions) executed over StageCompute, with this
+// pipeline's own micro-batch size and count (a partial last micro-batch included), its stage's
+// recompute set and its place in the stage's tp group. Activations go forward and their
+// gradients back by non-blocking point-to-point messages; receives block (bounded by the
+// communicator's timeout), sends never do. When adjacent stages have different dp, each replica
+// sends every replica of the next stage the overlap of their sample chunks (placement.h). Every
+// tp rank holds the whole activation between stages: tp rank j of a receiving stage takes it
+// from tp rank j mod tp' of the sending stage (tp' its degree), so any tp can follow any other
+// and the senders share the work. Pipelines never wait on each other here: that is GradSync's.
 // Emulated heterogeneity: a slowdown factor f stretches every forward and backward to f times its
-// compute by sleeping afterwards (runtime/emulation.h; sleeping, not spinning, so an emulated
-// slow rank does not steal the cores of the fast ones).
+// compute by sleeping afterwards until a deadline (runtime/emulation.h; sleeping, not spinning, so
+// an emulated slow rank does not steal the cores of the fast ones).
 #pragma once
 
 #include <cstdint>
@@ -18,12 +21,15 @@
 #include "comm/communicator.h"
 #include "data/sampler.h"
 #include "plan/plan.h"
+#include "runtime/emulation.h"
 #include "runtime/grad_sync.h"
 #include "runtime/placement.h"
+#include "runtime/trace_recorder.h"
 #include "schedule/schedule.h"
 #include "train/kernel_set.h"
 #include "train/model_state.h"
 #include "train/stage_compute.h"
+#include "train/tp_group.h"
 
 namespace eth {
 
@@ -32,11 +38,12 @@ struct StageRunnerConfig {
   float dropout = 0;
   std::uint64_t seed = 1;
   double slowdown = 1.0;  // emulated: every forward and backward takes this many times longer
+  TraceRecorder* trace = nullptr;  // eth train --trace: records every action (null: off)
 };
 
 // Wall time one rank spent in one step, by kind.
 struct RankTimes {
-  double compute_s = 0;    // forward + backward (emulated stretch included)
+  double compute_s = 0;    // forward + backward (emulated stretch and tp all-reduces included)
   double wait_s = 0;       // blocked on activations / gradients from neighbours
   double sync_s = 0;       // gradient aggregation after the schedule, and the loss/norm reduction
                            // (both wait for the slowest rank)
@@ -54,8 +61,9 @@ struct StepInput {
 
 class StageRunner {
  public:
+  // `tp_group` (the rank's stage replica's tp ranks; null at tp 1) must outlive the runner.
   StageRunner(const Plan& plan, const RankPlace& place, const Communicator& world,
-              const StageRunnerConfig& cfg);
+              const StageRunnerConfig& cfg, TpGroup* tp_group = nullptr);
   ~StageRunner();
   StageRunner(const StageRunner&) = delete;
   StageRunner& operator=(const StageRunner&) = delete;
@@ -76,7 +84,7 @@ class StageRunner {
     std::vector<Request> pending;
   };
   Chunk chunk(std::int64_t stage, std::int64_t replica, std::int64_t mb) const;
-  int peer(std::int64_t stage, std::int64_t replica) const;
+  int peer(std::int64_t stage, std::int64_t replica, std::int64_t tp_rank) const;
   SendBuffer& acquire_send_buffer();
   void receive(std::int64_t from_stage, std::int64_t mb, const Chunk& mine, float* dst, int tag,
                RankTimes& times);
@@ -87,6 +95,7 @@ class StageRunner {
   RankPlace place_;
   Communicator world_;
   StageRunnerConfig cfg_;
+  Emulator emulator_;  // carries each op's lateness into the next (emulation.h)
   const PipelinePlan& pipe_;
   std::int64_t pipe_begin_ = 0;  // first sample of this pipeline in the global batch
   std::int64_t width_ = 0;       // T * C floats per sample
@@ -97,7 +106,7 @@ class StageRunner {
   std::vector<float> x_in_, dx_out_;
   std::vector<std::int32_t> tokens_, targets_;  // per slot: max_chunk_ * T
   std::vector<std::unique_ptr<SendBuffer>> send_pool_;
-  std::vector<std::vector<int>> peers_;  // [stage][dp replica] -> world rank
+  std::vector<std::vector<std::vector<int>>> peers_;  // [stage][dp replica][tp rank] -> rank
 };
 
 }  // namespace eth

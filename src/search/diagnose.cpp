@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "search/engine.h"
 
@@ -62,9 +64,50 @@ std::string explain_overflow(Context& ctx, const TemplateSet& templates) {
       << " (over by " << gb(need - cap) << ")";
     return s.str();
   }
-  s << "fits memory but was rejected by the search limits (packing, --max-pipelines, "
-       "--v-inter, --v-intra or the enumeration limit)";
+  ctx.limits_not_memory = true;
+  s << "fits memory but was rejected by the search limits: " << limits_that_bound(ctx);
   return s.str();
+}
+
+std::string limits_that_bound(const Context& ctx) {
+  const SearchStats& st = ctx.stats;
+  auto count = [](const std::map<std::string, std::int64_t>& m, const char* key) {
+    const auto it = m.find(key);
+    return it == m.end() ? std::int64_t{0} : it->second;
+  };
+  std::vector<std::string> why;
+  if (const auto n = count(st.skipped, "max_pipelines"); n > 0) {
+    why.push_back(std::to_string(n) + " partitions need more than " +
+                  std::to_string(ctx.max_pipelines()) +
+                  " pipelines (every pipeline takes at least one sample of the global batch of " +
+                  std::to_string(ctx.gbs) +
+                  (ctx.opt.max_pipelines > 0 ? ", and --max-pipelines " +
+                                                   std::to_string(ctx.opt.max_pipelines)
+                                             : std::string()) +
+                  "): a larger --gbs, or larger --tp and more stages per pipeline");
+  }
+  if (const auto n = count(st.skipped, "packing"); n > 0) {
+    why.push_back(std::to_string(n) + " partitions do not pack onto the nodes (a stage's tp "
+                                      "devices sit in one node)");
+  }
+  if (const auto n = count(st.skipped, "v_inter"); n > 0) {
+    why.push_back(std::to_string(n) + " partitions exceed --v-inter");
+  }
+  if (const auto n = count(st.rejected_options, "v_intra"); n > 0) {
+    why.push_back(std::to_string(n) + " template options exceed --v-intra");
+  }
+  if (const auto n = count(st.rejected_options, "enumeration_limit"); n > 0) {
+    why.push_back(std::to_string(n) + " templates have more unit splits than the enumeration "
+                                      "limit (--no-dpo)");
+  }
+  if (const auto n = count(st.limits, "max_partitions"); n > 0) {
+    why.push_back("the search stopped after " + std::to_string(n) +
+                  " partitions (--max-partitions)");
+  }
+  if (why.empty()) return "none recorded";
+  std::string out;
+  for (std::size_t i = 0; i < why.size(); ++i) out += (i ? "; " : "") + why[i];
+  return out;
 }
 
 }  // namespace eth::search

@@ -29,6 +29,9 @@ struct Context {
   std::vector<TypeInfo> types;        // tps filled: allowed and profiled
   std::int64_t unusable_devices = 0;  // devices of types with no usable tp
   SearchStats stats;
+  // Set by explain_overflow when the closest candidate fits memory: search limits, not memory,
+  // left the search without a plan.
+  bool limits_not_memory = false;
 
   std::int64_t num_units() const { return model.num_units(); }
   std::int64_t max_pipelines() const;
@@ -70,5 +73,8 @@ std::vector<StageSlot> template_slots(Context& ctx, CostTables& tables, const Pi
 // The least-bad way a set of templates could be laid out, as the sentence that names the first
 // overflowing device (type, stage, units, bytes needed vs capacity).
 std::string explain_overflow(Context& ctx, const TemplateSet& templates);
+// Which search limits dropped candidates, with counts and the flag that sets each ("none
+// recorded" when none did).
+std::string limits_that_bound(const Context& ctx);
 
 }  // namespace eth::search

@@ -87,6 +87,28 @@ std::int64_t Partition::num_idle() const {
 
 namespace {
 
+constexpr std::int64_t kCountCap = std::int64_t{1} << 62;  // counts saturate here
+
+std::int64_t saturating_product(std::int64_t a, std::int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > kCountCap / b ? kCountCap : a * b;
+}
+std::int64_t saturating_sum(std::int64_t a, std::int64_t b) {
+  return a > kCountCap - b ? kCountCap : a + b;
+}
+
+// Appends `p`, hands full batches to the flush, and stops generation at the budget.
+void append(const GenerateOptions& opt, const Partition& p, std::vector<Partition>& out) {
+  if (opt.stopped && *opt.stopped) return;
+  if (opt.budget > 0 && opt.appended && *opt.appended >= opt.budget) {
+    if (opt.stopped) *opt.stopped = true;
+    return;
+  }
+  out.push_back(p);
+  if (opt.appended) ++*opt.appended;
+  if (opt.flush && out.size() >= opt.flush_at) opt.flush(out);
+}
+
 // How `remaining` devices of one type become pure pipelines: `count` pipelines of `stages`
 // stages at `tp` (count 0: all of them idle).
 struct PureOption {
@@ -134,23 +156,52 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
   }
   bool base_ok = true;
   for (const auto& part : base.parts) base_ok = base_ok && (!opt.usable || opt.usable(part.tpl));
+  // Combinations holding an unusable template are counted, not visited: all of them, and those
+  // leaving no device idle (which the idle round does not count: the exact round did).
+  if (opt.usable) {
+    std::int64_t all = 1, all_busy = 1, good = base_ok ? 1 : 0, good_busy = good;
+    for (std::size_t x = 0; x < types.size(); ++x) {
+      std::int64_t n = 0, n_busy = 0, g = 0, g_busy = 0;
+      for (std::size_t k = 0; k < options[x].size(); ++k) {
+        const bool busy = options[x][k].count * options[x][k].stages * options[x][k].tp ==
+                          remaining[x];
+        ++n;
+        n_busy += busy ? 1 : 0;
+        g += ok[x][k];
+        g_busy += busy && ok[x][k] ? 1 : 0;
+      }
+      all = saturating_product(all, n);
+      all_busy = saturating_product(all_busy, n_busy);
+      good = saturating_product(good, g);
+      good_busy = saturating_product(good_busy, g_busy);
+    }
+    const std::int64_t bad = all - good, bad_busy = all_busy - good_busy;
+    *opt.unusable = saturating_sum(*opt.unusable, opt.allow_idle ? bad - bad_busy : bad);
+    if (!base_ok) return 0;
+    for (std::size_t x = 0; x < types.size(); ++x) {
+      std::size_t w = 0;
+      for (std::size_t k = 0; k < options[x].size(); ++k) {
+        if (!ok[x][k]) continue;
+        options[x][w] = options[x][k];
+        ids[x][w] = ids[x][k];
+        ++w;
+      }
+      options[x].resize(w);
+      ids[x].resize(w);
+    }
+  }
   std::int64_t too_many = 0;
   Partition cur = base;
   cur.idle.assign(types.size(), 0);
-  std::function<void(std::size_t, std::int64_t, bool)> rec = [&](std::size_t x,
-                                                                 std::int64_t pipes, bool good) {
+  std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t x, std::int64_t pipes) {
+    if (opt.stopped && *opt.stopped) return;
     if (x == types.size()) {
       if (cur.parts.empty()) return;
       if (pipes > opt.max_pipelines) {
         ++too_many;
         return;
       }
-      if (!good) {
-        // With idle devices allowed the caller keeps only partitions that leave some idle.
-        if (!opt.allow_idle || cur.num_idle() > 0) ++*opt.unusable;
-        return;
-      }
-      out.push_back(cur);
+      append(opt, cur, out);
       return;
     }
     for (std::size_t k = 0; k < options[x].size(); ++k) {
@@ -158,11 +209,11 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       const std::size_t mark = cur.parts.size();
       if (o.count > 0) cur.parts.push_back(PartitionPart{ids[x][k], o.count});
       cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
-      rec(x + 1, pipes + o.count, good && ok[x][k]);
+      rec(x + 1, pipes + o.count);
       cur.parts.resize(mark);
     }
   };
-  rec(0, base.num_pipelines(), base_ok);
+  rec(0, base.num_pipelines());
   return too_many;
 }
 
@@ -177,7 +228,7 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
   too_many += add_pure_products(types, all, opt, Partition{}, templates, out);
   // Mixed family: c copies of (a stages of X at tp1, then b stages of Y at tp2) using every
   // device of X or every device of Y; the rest as pure pipelines.
-  for (std::size_t x = 0; x < types.size(); ++x) {
+  for (std::size_t x = 0; x < types.size() && opt.mixed; ++x) {
     for (std::size_t y = 0; y < types.size(); ++y) {
       if (x == y) continue;
       const TypeInfo& X = types[x];
@@ -185,11 +236,20 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
       for (std::int64_t t1 : X.tps) {
         for (std::int64_t t2 : Y.tps) {
           for (std::int64_t c = 1; c * (t1 + t2) <= X.devices + Y.devices; ++c) {
-            for (std::int64_t a = 1; c * a * t1 <= X.devices && a < opt.num_units; ++a) {
-              const bool x_full = c * a * t1 == X.devices;
-              for (std::int64_t b = 1; c * b * t2 <= Y.devices && a + b <= opt.num_units; ++b) {
-                const bool y_full = c * b * t2 == Y.devices;
-                if (!x_full && !y_full) continue;
+            if (opt.stopped && *opt.stopped) return too_many;
+            // Only covers that use every device of X or of Y: a is X's exact share, or b is
+            // Y's (so the loops visit O(units) pairs per c, not O(units^2)).
+            const std::int64_t a_full = X.devices % (c * t1) == 0 ? X.devices / (c * t1) : 0;
+            const std::int64_t b_full = Y.devices % (c * t2) == 0 ? Y.devices / (c * t2) : 0;
+            if (a_full == 0 && b_full == 0) continue;
+            for (std::int64_t a = b_full == 0 ? a_full : 1;
+                 c * a * t1 <= X.devices && a < opt.num_units; ++a) {
+              const bool x_full = a == a_full;
+              if (!x_full && b_full == 0) break;
+              for (std::int64_t b = x_full ? 1 : b_full;
+                   c * b * t2 <= Y.devices && a + b <= opt.num_units; ++b) {
+                const bool y_full = b == b_full;
+                if (!x_full && !y_full) break;
                 PipelineTemplate tpl;
                 tpl.groups = {StageGroup{static_cast<int>(x), t1, a},
                               StageGroup{static_cast<int>(y), t2, b}};
@@ -262,7 +322,7 @@ std::int64_t layer_partitions(const std::vector<TypeInfo>& types, const Generate
           p.family = Family::Layer;
           p.parts.push_back(PartitionPart{id, c});
           p.idle.assign(types.size(), 0);
-          out.push_back(std::move(p));
+          append(opt, p, out);
         }
         return;
       }

@@ -78,15 +78,26 @@ struct GenerateOptions {
   std::int64_t num_units = 0;
   std::int64_t max_pipelines = 0;  // the most pipelines a partition may have (>= 1)
   bool allow_idle = false;         // inexact covers: devices of a type may stay unused
+  bool mixed = true;               // false: the pure family only
   // When set, a partition with a template for which `usable` says false is counted in
   // `*unusable` instead of appended (the search applies its memory floor while generating, so
-  // partitions that could never fit are not built).
+  // partitions that could never fit are not built). They are counted, not enumerated: a
+  // product over types can hold far more of them than can be visited.
   std::function<bool(int)> usable;
   std::int64_t* unusable = nullptr;
+  // Streaming: once `out` holds flush_at partitions, flush(out) takes them (and clears out), so
+  // the partitions held at once stay bounded whatever the space's size.
+  std::size_t flush_at = 0;
+  std::function<void(std::vector<Partition>&)> flush;
+  // The most partitions appended in all (0: no limit). On reaching it generation stops and
+  // *stopped is set: the space was not searched to its end.
+  std::int64_t budget = 0;
+  std::int64_t* appended = nullptr;
+  bool* stopped = nullptr;
 };
 
-// Appends the pure and mixed families (docs/planner.md) to `out`; returns the number of
-// partitions dropped for having more than max_pipelines pipelines.
+// Appends the pure and (unless opt.mixed is false) mixed families (docs/planner.md) to `out`;
+// returns the number of partitions dropped for having more than max_pipelines pipelines.
 std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const GenerateOptions& opt,
                                  TemplateSet& templates, std::vector<Partition>& out);
 // The layer family: one template holding every type (one group per type, in every order of the

@@ -50,6 +50,11 @@ Json SearchStats::to_json() const {
   for (const auto& [reason, count] : rejected_options) rej[reason] = count;
   j["rejected_template_options"] = rej;
   j["predicted"] = predicted;
+  if (!limits.empty()) {
+    Json lim = Json::object();
+    for (const auto& [name, value] : limits) lim[name] = value;
+    j["limits_reached"] = lim;
+  }
   return j;
 }
 
@@ -77,6 +82,7 @@ void check_options(const ModelSpec& model, std::int64_t gbs, std::int64_t seq_le
   if (!(o.alpha >= 0 && o.alpha < 1)) bad("--alpha", "expected a tolerance in [0, 1)");
   if (o.v_inter && !(*o.v_inter >= 0)) bad("--v-inter", "expected a threshold >= 0");
   if (o.v_intra && !(*o.v_intra >= 0)) bad("--v-intra", "expected a threshold >= 0");
+  if (o.max_partitions < 1) bad("--max-partitions", "expected a count >= 1");
 }
 
 bool is_preset(const ModelSpec& m) {
@@ -152,7 +158,8 @@ PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const Clu
     case PlanMethod::Eth: {
       cands = search::search_eth(ctx, diagnosis);
       // The layer baseline's plans belong to eth's space (equal data is one data split), so eth
-      // prices them too and is never slower than layer.
+      // prices them too and is never slower than layer (unless restricted to the pure family).
+      if (options.pure_only) break;
       std::string ignored;
       for (auto& c : search::search_layer(ctx, ignored)) cands.push_back(std::move(c));
       break;
@@ -167,7 +174,9 @@ PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const Clu
   if (cands.empty()) {
     throw InputError("planner", "", "",
                      std::string("no ") + std::string(plan_method_name(method)) +
-                         " plan fits memory: " + diagnosis);
+                         (ctx.limits_not_memory ? " plan within the search limits: "
+                                                : " plan fits memory: ") +
+                         diagnosis);
   }
   PlannerResult best;
   best.method = method;

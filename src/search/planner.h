@@ -42,9 +42,17 @@ struct PlannerOptions {
   bool dpo = true;         // dynamic program for the unit split (false: enumerate every split)
   std::int64_t top_k = 8;  // best candidates (by the search's own objective) priced by predict()
   double max_enumerated_splits = 2e6;  // without DPO: templates with more splits are refused
+  // The most partitions the eth search builds and bounds (those failing the memory floor are
+  // counted without being built). Bounds the search's time on any cluster (docs/planner.md,
+  // "Scale"); when it binds, the plan is the best of the partitions visited and
+  // SearchStats::limits says so.
+  std::int64_t max_partitions = 3'000'000;
   // The layer baseline's stages choose only between no recompute and full recompute (Metis and
   // HexiScale have no operator-level recompute); true gives it eth's per-stage operator sets.
   bool layer_operator_recompute = false;
+  // eth only: search the pure family alone (every pipeline on one device type; no mixed or
+  // layer shapes). The paper's TypeSplit-HPP baseline (Fig. 11d).
+  bool pure_only = false;
 };
 
 struct SearchStats {
@@ -56,6 +64,8 @@ struct SearchStats {
   // Template options (template, micro-batch size) refused, by reason.
   std::map<std::string, std::int64_t> rejected_options;
   std::int64_t predicted = 0;  // finalists priced by the predictor
+  // Search limits that cut the search short, with their values ("max_partitions").
+  std::map<std::string, std::int64_t> limits;
   std::int64_t skipped_total() const;
   Json to_json() const;  // "seconds" is the caller's to add
 };

@@ -21,17 +21,17 @@ struct Shape {
 
 // Megatron's rank order (tp fastest, then dp, then pp): stage s of replica p holds ids
 // (s * dp + p) * tp .. + tp - 1. Empty when a tp group would span nodes or types.
-std::vector<std::vector<std::vector<std::int64_t>>> uniform_devices(const ClusterSpec& cluster,
+std::vector<std::vector<std::vector<std::int64_t>>> uniform_devices(const ClusterIndex& cluster,
                                                                     const Shape& sh) {
   std::vector<std::vector<std::vector<std::int64_t>>> out(static_cast<std::size_t>(sh.dp));
   for (std::int64_t p = 0; p < sh.dp; ++p) {
     for (std::int64_t s = 0; s < sh.pp; ++s) {
       std::vector<std::int64_t> ids;
       for (std::int64_t k = 0; k < sh.tp; ++k) ids.push_back((s * sh.dp + p) * sh.tp + k);
-      const DeviceInfo first = cluster.device(ids.front());
+      const std::int64_t first = cluster.node_of(ids.front());
       for (std::int64_t id : ids) {
-        const DeviceInfo d = cluster.device(id);
-        if (d.node != first.node || d.device_type != first.device_type) return {};
+        // One node holds one device type.
+        if (cluster.node_of(id) != first) return {};
       }
       out[static_cast<std::size_t>(p)].push_back(std::move(ids));
     }
@@ -50,10 +50,11 @@ std::vector<std::int64_t> even_bounds(std::int64_t units, std::int64_t pp) {
 }  // namespace
 
 std::vector<Candidate> search_uniform(Context& ctx, std::string& diagnosis) {
-  const std::int64_t N = ctx.cluster.num_devices(), U = ctx.num_units();
+  const ClusterIndex index(ctx.cluster);
+  const std::int64_t N = index.num_devices(), U = ctx.num_units();
   double smallest = kInf;
-  for (std::int64_t id = 0; id < N; ++id) {
-    smallest = std::min(smallest, ctx.cluster.type_of(id).memory_bytes());
+  for (const NodeSpec& node : ctx.cluster.nodes) {
+    smallest = std::min(smallest, ctx.cluster.type(node.device_type).memory_bytes());
   }
   const std::int64_t rc_options[] = {0, kFullRecompute};
   std::vector<Candidate> all;
@@ -67,7 +68,7 @@ std::vector<Candidate> search_uniform(Context& ctx, std::string& diagnosis) {
         ++ctx.stats.skipped["max_pipelines"];
         continue;
       }
-      const auto devices = uniform_devices(ctx.cluster, sh);
+      const auto devices = uniform_devices(index, sh);
       if (devices.empty()) {
         ++ctx.stats.skipped["packing"];
         continue;
@@ -84,7 +85,7 @@ std::vector<Candidate> search_uniform(Context& ctx, std::string& diagnosis) {
             double sum = 0, mx = 0;
             for (std::int64_t s = 0; s < pp && ok; ++s) {
               const std::string& type =
-                  ctx.cluster.type_of(pd[static_cast<std::size_t>(s)][0]).name;
+                  index.type_of(pd[static_cast<std::size_t>(s)][0]).name;
               if (!ctx.tables.covers(type, tp, mbs)) {
                 ok = false;
                 break;
@@ -102,7 +103,7 @@ std::vector<Candidate> search_uniform(Context& ctx, std::string& diagnosis) {
               mx = std::max(mx, time);
               if (s + 1 < pp) {
                 const double bw =
-                    ctx.cluster.link_bytes_per_s(pd[static_cast<std::size_t>(s)].back(),
+                    index.link_bytes_per_s(pd[static_cast<std::size_t>(s)].back(),
                                                  pd[static_cast<std::size_t>(s) + 1].front());
                 sum += 2.0 * (t.boundary_bytes / bw * 1e3 + kDefaultP2pLatencyMs);
               }
@@ -121,7 +122,7 @@ std::vector<Candidate> search_uniform(Context& ctx, std::string& diagnosis) {
             for (std::int64_t s = 0; s < pp; ++s) {
               StageChoice c;
               const auto& ids = devices[static_cast<std::size_t>(p)][static_cast<std::size_t>(s)];
-              c.device_type = ctx.cluster.type_of(ids.front()).name;
+              c.device_type = index.type_of(ids.front()).name;
               c.tp = tp;
               c.devices = ids;
               c.first_unit = bounds[static_cast<std::size_t>(s)];

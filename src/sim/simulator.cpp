@@ -20,15 +20,15 @@ TimeNs ms_to_ns(double ms) {
 }
 
 std::vector<SimCollective> make_collectives(const Plan& plan, const ClusterSpec& cluster,
-                                            AggregationMode mode, double latency_ms) {
-  constexpr double kBytesPerElement = 2.0;  // 16-bit gradients, as the predictor prices them
+                                            AggregationMode mode, double latency_ms,
+                                            double element_bytes) {
   std::vector<SimCollective> out;
   for (const GradBlock& b : aggregation_collectives(plan, mode)) {
     if (b.holders.size() < 2) continue;
     SimCollective c;
     c.holders = b.holders;
     c.ready_unit = b.lowest_unit();
-    c.bytes = static_cast<double>(b.elements) * kBytesPerElement;
+    c.bytes = static_cast<double>(b.elements) * element_bytes;
     c.duration_ms = ring_allreduce_ms(cluster, b.holders, c.bytes, latency_ms);
     out.push_back(std::move(c));
   }

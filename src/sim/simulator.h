@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cluster/cluster_spec.h"
-#include "cost/blocks.h"
+#include "plan/blocks.h"
 #include "cost/predictor.h"
 #include "cost/stage_costs.h"
 #include "plan/plan.h"
@@ -39,11 +39,13 @@ struct SimCollective {
   double bytes = 0;  // per holder (for reports)
 };
 
-// The collectives of `mode` in the global order (cost/blocks.h), priced by the ring model
-// (cost/predictor.h); groups of one holder are dropped (nothing to reduce).
+// The collectives of `mode` in the global order (plan/blocks.h), priced by the ring model
+// (cost/predictor.h); groups of one holder are dropped (nothing to reduce). `element_bytes`:
+// 2 for the 16-bit training the cost model describes, 4 for the fp32 CPU runtime.
 std::vector<SimCollective> make_collectives(const Plan& plan, const ClusterSpec& cluster,
                                             AggregationMode mode,
-                                            double latency_ms = kDefaultCollectiveLatencyMs);
+                                            double latency_ms = kDefaultCollectiveLatencyMs,
+                                            double element_bytes = 2.0);
 
 struct SimOptions {
   ScheduleKind schedule = ScheduleKind::OneFOneB;

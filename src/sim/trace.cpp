@@ -99,13 +99,19 @@ std::vector<DeviceRow> device_rows(const Plan& plan) {
 
 }  // namespace
 
-std::string chrome_trace_json(const Plan& plan, const SimResult& result) {
-  const auto rows = device_rows(plan);
+namespace {
+
+std::int64_t lane_stride(const std::vector<DeviceRow>& rows) {
   std::int64_t max_dev = 0;
   for (const auto& r : rows) max_dev = std::max(max_dev, r.device);
-  const std::int64_t stride = max_dev + 1;
-  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  bool first = true;
+  return max_dev + 1;
+}
+
+// Process and thread names of every pipeline, pids from `pid_base`, names after `prefix`.
+void append_processes(std::string& out, bool& first, const Plan& plan,
+                      const std::vector<DeviceRow>& rows, std::int64_t pid_base,
+                      const std::string& prefix) {
+  const std::int64_t stride = lane_stride(rows);
   auto begin_event = [&] {
     if (!first) out += ",\n";
     first = false;
@@ -114,12 +120,16 @@ std::string chrome_trace_json(const Plan& plan, const SimResult& result) {
     const auto& pipe = plan.pipelines[p];
     begin_event();
     out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":";
-    append_int(out, static_cast<std::int64_t>(p));
-    out +=
-        ",\"args\":{\"name\":" +
-        json_str("pipeline " + std::to_string(p) + " (batch " + std::to_string(pipe.local_batch) +
-                 ", micro-batch " + std::to_string(pipe.micro_batch_size) + ")") +
-        "}}";
+    append_int(out, pid_base + static_cast<std::int64_t>(p));
+    out += ",\"args\":{\"name\":" +
+           json_str(prefix + "pipeline " + std::to_string(p) + " (batch " +
+                    std::to_string(pipe.local_batch) + ", micro-batch " +
+                    std::to_string(pipe.micro_batch_size) + ")") +
+           "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":";
+    append_int(out, pid_base + static_cast<std::int64_t>(p));
+    out += ",\"args\":{\"sort_index\":";
+    append_int(out, pid_base + static_cast<std::int64_t>(p));
+    out += "}}";
   }
   static const char* kLaneNames[] = {"", " send", " recv", " reduce"};
   for (const auto& r : rows) {
@@ -127,14 +137,14 @@ std::string chrome_trace_json(const Plan& plan, const SimResult& result) {
       const std::int64_t tid = r.device + lane * stride;
       begin_event();
       out += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":";
-      append_int(out, r.pipeline);
+      append_int(out, pid_base + r.pipeline);
       out += ",\"tid\":";
       append_int(out, tid);
       out += ",\"args\":{\"name\":" +
              json_str("device " + std::to_string(r.device) + kLaneNames[lane] + " (stage " +
                       std::to_string(r.stage) + ", " + r.type + ")") +
              "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":";
-      append_int(out, r.pipeline);
+      append_int(out, pid_base + r.pipeline);
       out += ",\"tid\":";
       append_int(out, tid);
       out += ",\"args\":{\"sort_index\":";
@@ -142,12 +152,18 @@ std::string chrome_trace_json(const Plan& plan, const SimResult& result) {
       out += "}}";
     }
   }
-  for (const auto& e : result.timeline.entries) {
-    begin_event();
+}
+
+// One "X" event per timeline entry, in the pipeline's process (pid_base + pipeline).
+void append_entries(std::string& out, bool& first, const Timeline& timeline,
+                    std::int64_t pid_base, std::int64_t stride) {
+  for (const auto& e : timeline.entries) {
+    if (!first) out += ",\n";
+    first = false;
     out += "{\"name\":\"" + entry_name(e) + "\",\"cat\":\"";
     out += action_kind_name(e.kind);
     out += "\",\"ph\":\"X\",\"pid\":";
-    append_int(out, e.pipeline);
+    append_int(out, pid_base + e.pipeline);
     out += ",\"tid\":";
     append_int(out, e.device + lane_of(e.kind) * stride);
     out += ",\"ts\":";
@@ -166,10 +182,15 @@ std::string chrome_trace_json(const Plan& plan, const SimResult& result) {
     }
     out += "}}";
   }
+}
+
+// The simulated memory of every stage as "C" counter tracks (GB).
+void append_memory(std::string& out, bool& first, const SimResult& result) {
   for (const auto& st : result.stages) {
     const std::string name = json_str("memory stage " + std::to_string(st.stage) + " (GB)");
     for (const auto& m : st.memory) {
-      begin_event();
+      if (!first) out += ",\n";
+      first = false;
       out += "{\"name\":" + name + ",\"ph\":\"C\",\"pid\":";
       append_int(out, st.pipeline);
       out += ",\"ts\":";
@@ -179,6 +200,33 @@ std::string chrome_trace_json(const Plan& plan, const SimResult& result) {
       out += "}}";
     }
   }
+}
+
+}  // namespace
+
+std::string chrome_trace_json(const Plan& plan, const SimResult& result) {
+  const auto rows = device_rows(plan);
+  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  bool first = true;
+  append_processes(out, first, plan, rows, 0, "");
+  append_entries(out, first, result.timeline, 0, lane_stride(rows));
+  append_memory(out, first, result);
+  out += "\n]}\n";
+  return out;
+}
+
+std::string comparison_trace_json(const Plan& plan, const SimResult& sim,
+                                  const MeasuredStep& measured) {
+  const auto rows = device_rows(plan);
+  const auto pipes = static_cast<std::int64_t>(plan.pipelines.size());
+  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  bool first = true;
+  append_processes(out, first, plan, rows, 0, "simulated ");
+  append_processes(out, first, plan, rows, pipes,
+                   "measured (step " + std::to_string(measured.step) + ") ");
+  append_entries(out, first, sim.timeline, 0, lane_stride(rows));
+  append_entries(out, first, measured.timeline, pipes, lane_stride(rows));
+  append_memory(out, first, sim);
   out += "\n]}\n";
   return out;
 }
@@ -194,6 +242,9 @@ double nice_step(double span, int target) {
   }
   return 10 * mag;
 }
+
+constexpr const char* kWaitColour = "#76b7b2";  // measured: blocked on a neighbour
+constexpr const char* kSyncColour = "#ff9da7";  // measured: sync after the schedule
 
 const char* colour_of(ActionKind k) {
   switch (k) {
@@ -216,19 +267,46 @@ const char* colour_of(ActionKind k) {
 
 }  // namespace
 
-std::string timeline_svg(const Plan& plan, const SimResult& result, const SvgOptions& options) {
-  const auto rows = device_rows(plan);
+namespace {
+
+struct SvgRow {
+  std::int64_t group = 0;  // rows of one group sit together; a gap separates groups
+  std::string label;
+};
+
+// Where a bar sits in its row: the compute band, a strip above it, a thin strip across its
+// middle (measured waits) or a strip below it.
+enum class Band { Compute, Above, Middle, Below };
+
+struct SvgBar {
+  std::size_t row = 0;
+  Band band = Band::Compute;
+  const char* colour = "";
+  std::string tip;              // the <title>
+  std::int64_t microbatch = -1;  // drawn inside compute bars wide enough
+  TimeNs start = 0, end = 0;
+};
+
+struct LegendItem {
+  const char* colour;
+  const char* label;
+};
+
+// Draws rows of bars over one time axis [0, span_ms]: labels, grey row backgrounds (the gaps
+// are idle time), bars, the axis and a legend.
+std::string render_svg(const std::vector<SvgRow>& rows, const std::vector<SvgBar>& bars,
+                       double span_ms, const std::string& title,
+                       const std::vector<LegendItem>& legend, const SvgOptions& options) {
   const double label_w = 190, top = 44, gap = 8, right = 20;
   const double row_h = options.row_px;
   const double plot_w = std::max(100.0, options.width_px - label_w - right);
-  const double span_ms = std::max(result.iteration_ms, 1e-6);
+  span_ms = std::max(span_ms, 1e-6);
   const double px_per_ms = plot_w / span_ms;
-  // Row y positions, with a gap between pipelines.
-  std::map<std::int64_t, double> row_y;
+  std::vector<double> row_y(rows.size());
   double y = top;
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (i > 0 && rows[i].pipeline != rows[i - 1].pipeline) y += gap;
-    row_y[rows[i].device] = y;
+    if (i > 0 && rows[i].group != rows[i - 1].group) y += gap;
+    row_y[i] = y;
     y += row_h;
   }
   const double axis_y = y + 6;
@@ -242,48 +320,30 @@ std::string timeline_svg(const Plan& plan, const SimResult& result, const SvgOpt
   append_num(out, height, 0);
   out += "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   out += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  std::string title = options.title;
-  if (title.empty()) {
-    std::string t;
-    append_num(t, result.iteration_ms, 3);
-    title = "simulated iteration: " + t + " ms";
-  }
   out += "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" + xml_escape(title) +
          "</text>\n";
   // Row backgrounds and labels: the empty background between bars is the bubble.
-  for (const auto& r : rows) {
-    const double ry = row_y[r.device];
+  for (std::size_t i = 0; i < rows.size(); ++i) {
     out += "<rect x=\"";
     append_num(out, label_w, 1);
     out += "\" y=\"";
-    append_num(out, ry + 1, 1);
+    append_num(out, row_y[i] + 1, 1);
     out += "\" width=\"";
     append_num(out, plot_w, 1);
     out += "\" height=\"";
     append_num(out, row_h - 2, 1);
     out += "\" fill=\"#f3f3f3\"/>\n<text x=\"8\" y=\"";
-    append_num(out, ry + row_h * 0.7, 1);
-    out += "\">" +
-           xml_escape("p" + std::to_string(r.pipeline) + " s" + std::to_string(r.stage) + " dev " +
-                      std::to_string(r.device) + " " + r.type) +
-           "</text>\n";
+    append_num(out, row_y[i] + row_h * 0.7, 1);
+    out += "\">" + xml_escape(rows[i].label) + "</text>\n";
   }
-  // Bars. Compute occupies the middle of the row; sends a strip above; collectives below.
-  for (const auto& e : result.timeline.entries) {
-    const int lane = lane_of(e.kind);
-    if (lane == 2) continue;  // a receive is the same interval as its send, drawn on the sender
-    const double ry = row_y[e.device];
+  for (const SvgBar& b : bars) {
+    const double ry = row_y[b.row];
     double by = ry + row_h * 0.25, bh = row_h * 0.5;
-    if (lane == 1) {
-      by = ry + 1;
-      bh = row_h * 0.2;
-    }
-    if (lane == 3) {
-      by = ry + row_h * 0.77;
-      bh = row_h * 0.2;
-    }
-    const double x = label_w + ns_to_ms(e.start) * px_per_ms;
-    const double w = std::max(0.5, ns_to_ms(e.end - e.start) * px_per_ms);
+    if (b.band == Band::Above) by = ry + 1, bh = row_h * 0.2;
+    if (b.band == Band::Middle) by = ry + row_h * 0.42, bh = row_h * 0.16;
+    if (b.band == Band::Below) by = ry + row_h * 0.77, bh = row_h * 0.2;
+    const double x = label_w + ns_to_ms(b.start) * px_per_ms;
+    const double w = std::max(0.5, ns_to_ms(b.end - b.start) * px_per_ms);
     out += "<rect x=\"";
     append_num(out, x, 2);
     out += "\" y=\"";
@@ -293,21 +353,21 @@ std::string timeline_svg(const Plan& plan, const SimResult& result, const SvgOpt
     out += "\" height=\"";
     append_num(out, bh, 1);
     out += "\" fill=\"";
-    out += colour_of(e.kind);
+    out += b.colour;
     out += "\"";
-    if (lane == 0) out += " stroke=\"white\" stroke-width=\"0.5\"";
-    out += "><title>" + entry_name(e) + " ";
-    append_num(out, ns_to_ms(e.start), 3);
+    if (b.band == Band::Compute) out += " stroke=\"white\" stroke-width=\"0.5\"";
+    out += "><title>" + xml_escape(b.tip) + " ";
+    append_num(out, ns_to_ms(b.start), 3);
     out += "-";
-    append_num(out, ns_to_ms(e.end), 3);
+    append_num(out, ns_to_ms(b.end), 3);
     out += " ms</title></rect>\n";
-    if (lane == 0 && e.microbatch >= 0 && w >= 14) {
+    if (b.band == Band::Compute && b.microbatch >= 0 && w >= 14) {
       out += "<text x=\"";
       append_num(out, x + w / 2, 2);
       out += "\" y=\"";
       append_num(out, by + bh * 0.78, 1);
       out += "\" fill=\"white\" font-size=\"9\" text-anchor=\"middle\">";
-      append_int(out, e.microbatch);
+      append_int(out, b.microbatch);
       out += "</text>\n";
     }
   }
@@ -345,25 +405,14 @@ std::string timeline_svg(const Plan& plan, const SimResult& result, const SvgOpt
   out += "\" y=\"";
   append_num(out, axis_y + 30, 1);
   out += "\" text-anchor=\"end\">time (ms)</text>\n";
-  // Legend.
-  struct Item {
-    ActionKind kind;
-    const char* label;
-  };
-  const Item items[] = {{ActionKind::Forward, "forward"},
-                        {ActionKind::Backward, "backward"},
-                        {ActionKind::OptimizerStep, "optimizer step"},
-                        {ActionKind::SendActivation, "send activation"},
-                        {ActionKind::SendGradient, "send gradient"},
-                        {ActionKind::ReduceGradients, "gradient all-reduce"}};
   double lx = 10;
-  for (const auto& it : items) {
+  for (const LegendItem& it : legend) {
     out += "<rect x=\"";
     append_num(out, lx, 1);
     out += "\" y=\"";
     append_num(out, legend_y, 1);
     out += "\" width=\"12\" height=\"12\" fill=\"";
-    out += colour_of(it.kind);
+    out += it.colour;
     out += "\"/>\n<text x=\"";
     append_num(out, lx + 16, 1);
     out += "\" y=\"";
@@ -380,6 +429,91 @@ std::string timeline_svg(const Plan& plan, const SimResult& result, const SvgOpt
   out += "\" fill=\"#777\">grey gaps: idle (bubbles)</text>\n";
   out += "</svg>\n";
   return out;
+}
+
+// The bars of a timeline's entries in `row_of(device)`: compute in the band, sends above,
+// collectives below; receives are drawn on the sender (the same interval) unless `waits`, when
+// they are the time a measured rank was blocked and go across the middle.
+void add_bars(std::vector<SvgBar>& bars, const Timeline& timeline,
+              const std::map<std::int64_t, std::size_t>& row_of, bool waits) {
+  for (const auto& e : timeline.entries) {
+    const int lane = lane_of(e.kind);
+    if (lane == 2 && !waits) continue;
+    SvgBar b;
+    b.row = row_of.at(e.device);
+    b.band = lane == 0 ? Band::Compute : lane == 1 ? Band::Above : lane == 2 ? Band::Middle
+                                                                             : Band::Below;
+    b.colour = lane == 2 ? kWaitColour : colour_of(e.kind);
+    b.tip = lane == 2 ? "blocked on " + entry_name(e) : entry_name(e);
+    b.microbatch = e.microbatch;
+    b.start = e.start;
+    b.end = e.end;
+    bars.push_back(std::move(b));
+  }
+}
+
+std::vector<LegendItem> base_legend() {
+  return {{colour_of(ActionKind::Forward), "forward"},
+          {colour_of(ActionKind::Backward), "backward"},
+          {colour_of(ActionKind::OptimizerStep), "optimizer step"},
+          {colour_of(ActionKind::SendActivation), "send activation"},
+          {colour_of(ActionKind::SendGradient), "send gradient"},
+          {colour_of(ActionKind::ReduceGradients), "gradient all-reduce"}};
+}
+
+std::string ms_text(double ms) {
+  std::string t;
+  append_num(t, ms, 3);
+  return t + " ms";
+}
+
+}  // namespace
+
+std::string timeline_svg(const Plan& plan, const SimResult& result, const SvgOptions& options) {
+  std::vector<SvgRow> rows;
+  std::map<std::int64_t, std::size_t> row_of;
+  for (const auto& r : device_rows(plan)) {
+    row_of[r.device] = rows.size();
+    rows.push_back({r.pipeline, "p" + std::to_string(r.pipeline) + " s" + std::to_string(r.stage) +
+                                    " dev " + std::to_string(r.device) + " " + r.type});
+  }
+  std::vector<SvgBar> bars;
+  add_bars(bars, result.timeline, row_of, false);
+  const std::string title = options.title.empty()
+                                ? "simulated iteration: " + ms_text(result.iteration_ms)
+                                : options.title;
+  return render_svg(rows, bars, result.iteration_ms, title, base_legend(), options);
+}
+
+std::string comparison_svg(const Plan& plan, const SimResult& sim, const MeasuredStep& measured,
+                           const SvgOptions& options) {
+  std::vector<SvgRow> rows;
+  std::map<std::int64_t, std::size_t> sim_row, measured_row;
+  for (const auto& r : device_rows(plan)) {
+    const std::string label = "p" + std::to_string(r.pipeline) + " s" +
+                              std::to_string(r.stage) + " dev " + std::to_string(r.device) + " ";
+    sim_row[r.device] = rows.size();
+    rows.push_back({r.device, label + "simulated"});
+    measured_row[r.device] = rows.size();
+    rows.push_back({r.device, label + "measured"});
+  }
+  std::vector<SvgBar> bars;
+  add_bars(bars, sim.timeline, sim_row, false);
+  add_bars(bars, measured.timeline, measured_row, true);
+  for (const MeasuredSpan& s : measured.sync) {
+    bars.push_back({measured_row.at(s.device), Band::Middle, kSyncColour,
+                    "sync (gradient aggregation, loss reduction)", -1, s.start, s.end});
+  }
+  std::vector<LegendItem> legend = base_legend();
+  legend.push_back({kWaitColour, "blocked on a neighbour"});
+  legend.push_back({kSyncColour, "sync"});
+  const double measured_ms = ns_to_ms(measured.iteration);
+  const std::string title =
+      options.title.empty() ? "simulated " + ms_text(sim.iteration_ms) + " vs measured " +
+                                  ms_text(measured_ms) + " (step " +
+                                  std::to_string(measured.step) + ")"
+                            : options.title;
+  return render_svg(rows, bars, std::max(sim.iteration_ms, measured_ms), title, legend, options);
 }
 
 }  // namespace eth

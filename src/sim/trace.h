@@ -6,6 +6,7 @@
 #include <string>
 
 #include "plan/plan.h"
+#include "sim/measured.h"
 #include "sim/simulator.h"
 
 namespace eth {
@@ -27,5 +28,16 @@ struct SvgOptions {
 // colours with the micro-batch number where it fits, the optimizer step, sends as a thin bar
 // above and gradient collectives below the compute bar; a time axis in ms and a legend.
 std::string timeline_svg(const Plan& plan, const SimResult& result, const SvgOptions& options = {});
+
+// The simulated and one measured step of the same plan (sim/measured.h) in one picture, two
+// rows per device (simulated above measured, the same colours); the measured rows also show
+// the time blocked on a neighbour and the sync after the schedule across the bar's middle.
+std::string comparison_svg(const Plan& plan, const SimResult& sim, const MeasuredStep& measured,
+                           const SvgOptions& options = {});
+
+// Both timelines as one Chrome trace: the simulation's pipelines as processes 0..P-1 (named
+// "simulated ..."), the measured step's as P..2P-1 ("measured ..."), lanes as above.
+std::string comparison_trace_json(const Plan& plan, const SimResult& sim,
+                                  const MeasuredStep& measured);
 
 }  // namespace eth

@@ -1,16 +1,16 @@
 // Safetensors-layout checkpoints: writing (hash, header, data, rename) and strict reading.
 #include "train/checkpoint.h"
 
-#include <unistd.h>
-
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <unordered_map>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
 
@@ -22,7 +22,9 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 constexpr const char* kFormat = "eth-checkpoint";
-constexpr const char* kVersion = "1";
+// Version 2: qkv_w / qkv_b rows are head-interleaved ([q_h; k_h; v_h] per head h). Version 1
+// files hold them as [all q; all k; all v]: same shapes, other meaning, so they are refused.
+constexpr const char* kVersion = "2";
 // Safetensors caps the header at 100 MB; anything larger is a damaged length field.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
@@ -65,9 +67,9 @@ struct Header {
 Json parse_meta_json(const std::filesystem::path& path, const JsonCursor& md, const char* key) {
   const std::string text = md.at(key).as_string();
   try {
-    return Json::parse(text);
-  } catch (const nlohmann::json::parse_error&) {
-    bad(path, std::string("__metadata__.") + key, "not valid JSON");
+    return parse_json_text(text, path.string(), "checkpoint");  // bounded: depth, size
+  } catch (const InputError& e) {
+    bad(path, std::string("__metadata__.") + key, "not valid JSON: " + e.detail());
   }
 }
 
@@ -100,7 +102,13 @@ Header read_header(const std::filesystem::path& path) {
   const JsonCursor md = root.at("__metadata__");
   md.require_object();
   if (md.at("format").as_string() != kFormat) md.at("format").fail("\"eth-checkpoint\"");
-  if (md.at("version").as_string() != kVersion) md.at("version").fail("\"1\"");
+  const std::string version = md.at("version").as_string();
+  if (version == "1") {
+    md.at("version").fail_detail(
+        "version 1 checkpoints store qkv_w/qkv_b as [all q; all k; all v]; this version lays "
+        "them out per head ([q_h; k_h; v_h]), so the file cannot be resumed (train anew)");
+  }
+  if (version != kVersion) md.at("version").fail("\"2\"");
   const Json model = parse_meta_json(path, md, "model");
   h.meta.model =
       parse_model(JsonCursor(model, {"checkpoint", path.string(), "__metadata__.model"}));
@@ -117,17 +125,27 @@ Header read_header(const std::filesystem::path& path) {
   h.meta.run = parse_meta_json(path, md, "run");
   const Json sums = parse_meta_json(path, md, "checksums");
   std::uint64_t data_end = 0;
-  for (const std::string& key : root.keys()) {
+  // Checksums by name, indexed once (looking each up in the JSON object would be quadratic).
+  std::unordered_map<std::string, const Json*> sum_of;
+  if (sums.is_object()) {
+    for (auto it = sums.begin(); it != sums.end(); ++it) sum_of.emplace(it.key(), &it.value());
+  }
+  for (const auto& [key, t] : root.members()) {
     if (key == "__metadata__") continue;
-    const JsonCursor t = root.at(key);
     t.require_object();
     t.allow_only({"dtype", "shape", "data_offsets"});
     if (t.at("dtype").as_string() != "F32") t.at("dtype").fail("\"F32\" (ETH stores fp32)");
     Entry e;
     std::int64_t numel = 1;
     const JsonCursor shape = t.at("shape");
+    if (shape.size() > 8) shape.fail("a shape of at most 8 dimensions");
     for (std::size_t i = 0; i < shape.size(); ++i) {
       e.shape.push_back(shape[i].as_int(0, INT64_MAX / 8));
+      // No tensor holds more bytes than the file; checked before multiplying, so no overflow.
+      if (e.shape.back() != 0 && numel > static_cast<std::int64_t>(size / 4) / e.shape.back()) {
+        shape.fail_detail("describes a tensor larger than the file (" + std::to_string(size) +
+                          " bytes)");
+      }
       numel *= e.shape.back();
     }
     const JsonCursor off = t.at("data_offsets");
@@ -138,10 +156,11 @@ Header read_header(const std::filesystem::path& path) {
       off.fail_detail("spans " + std::to_string(e.end - e.begin) + " bytes, but shape needs " +
                       std::to_string(numel * 4));
     }
-    if (!sums.is_object() || !sums.contains(key) || !sums[key].is_string()) {
+    const auto sum = sum_of.find(key);
+    if (sum == sum_of.end() || !sum->second->is_string()) {
       bad(path, "__metadata__.checksums", "no checksum for tensor \"" + key + "\"");
     }
-    e.checksum = sums[key].get<std::string>();
+    e.checksum = sum->second->get<std::string>();
     data_end = std::max(data_end, e.end);
     h.tensors.emplace(key, std::move(e));
   }
@@ -188,6 +207,7 @@ void write_checkpoint(const std::filesystem::path& path, const ModelState& state
   Json sums = Json::object();
   header["__metadata__"] = Json::object();
   std::uint64_t offset = 0;
+  ETH_CHECK(state.layout().tp() == 1, "write_checkpoint: gather the tp shards first");
   for (const UnitSlot& u : state.layout().units()) {
     for (const TensorSlot& t : u.tensors) {
       for (int k = 0; k < 3; ++k) {
@@ -215,30 +235,13 @@ void write_checkpoint(const std::filesystem::path& path, const ModelState& state
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
   const std::uint64_t n = text.size();
 
-  const std::filesystem::path dir = path.parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir);
-  std::filesystem::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError("checkpoint", path.string(), "", "cannot open for writing");
-    out.write(reinterpret_cast<const char*>(&n), 8);
-    out.write(text.data(), static_cast<std::streamsize>(n));
-    for (const Out& o : order) {
-      out.write(reinterpret_cast<const char*>(o.data), static_cast<std::streamsize>(o.numel * 4));
-    }
-    out.flush();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      throw InputError("checkpoint", path.string(), "", "write failed (disk full?)");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw InputError("checkpoint", path.string(), "", "cannot rename into place: " + ec.message());
-  }
+  // The checkpoint folder is created by design (eth train --checkpoint-dir).
+  if (path.has_parent_path()) prepare_output_dir(path.parent_path(), "checkpoint");
+  AtomicFile out(path, "checkpoint");
+  out.write(&n, 8);
+  out.write(text.data(), n);
+  for (const Out& o : order) out.write(o.data, static_cast<std::size_t>(o.numel) * 4);
+  out.commit();
 }
 
 CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path) {
@@ -256,6 +259,7 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) bad(path, "", "cannot open for reading");
+  std::vector<float> whole;  // a sharded tensor is read whole (its checksum covers all of it)
   for (const UnitSlot& u : state.layout().units()) {
     for (const TensorSlot& t : u.tensors) {
       for (int k = 0; k < 3; ++k) {
@@ -263,13 +267,21 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
         auto it = h.tensors.find(name);
         if (it == h.tensors.end()) bad(path, name, "missing tensor");
         const Entry& e = it->second;
-        if (e.shape != t.desc.shape) bad(path, name + ".shape", "does not match the model");
+        if (e.shape != t.full_shape()) bad(path, name + ".shape", "does not match the model");
         float* dst = part_buffer(state, k) + u.offset + t.offset;
+        float* read_to = dst;
+        if (t.is_shard()) {
+          whole.resize((e.end - e.begin) / 4);
+          read_to = whole.data();
+        }
         in.seekg(static_cast<std::streamoff>(h.data_start + e.begin));
-        in.read(reinterpret_cast<char*>(dst), static_cast<std::streamsize>(e.end - e.begin));
+        in.read(reinterpret_cast<char*>(read_to), static_cast<std::streamsize>(e.end - e.begin));
         if (!in) bad(path, name, "cannot read the tensor's bytes");
-        if (hex64(checkpoint_hash(dst, e.end - e.begin)) != e.checksum) {
+        if (hex64(checkpoint_hash(read_to, e.end - e.begin)) != e.checksum) {
           bad(path, name, "checksum mismatch: the file is corrupt");
+        }
+        if (t.is_shard()) {
+          std::copy_n(whole.data() + t.rows.begin * t.row_size(), t.desc.numel(), dst);
         }
       }
     }

@@ -25,8 +25,9 @@ struct CheckpointMeta {
   Json run;               // anything else a resume must agree with (seed, dropout, ...)
 };
 
-// Writes the units `state` holds (parameters and AdamW moments) and `meta` to `path`, through a
-// temporary sibling and rename(2).
+// Writes the units `state` holds (parameters and AdamW moments, whole tensors: tp 1) and `meta`
+// to `path`, through a temporary sibling and rename(2). The distributed trainer gathers tp
+// shards into a whole state first, so files never depend on the plan.
 void write_checkpoint(const std::filesystem::path& path, const ModelState& state,
                       const CheckpointMeta& meta);
 
@@ -35,8 +36,9 @@ void write_checkpoint(const std::filesystem::path& path, const ModelState& state
 CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path);
 
 // Loads every unit of `state` from `path` (parameters and AdamW moments), checking each
-// tensor's shape and checksum. Throws InputError naming the file and the tensor on a missing
-// tensor, a shape mismatch or a checksum mismatch. Returns the metadata.
+// tensor's shape and checksum; a tp-sharded state takes its rows of each whole tensor. Throws
+// InputError naming the file and the tensor on a missing tensor, a shape mismatch or a
+// checksum mismatch. Returns the metadata.
 CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& state);
 
 // "<dir>/step_00000123.safetensors"

@@ -10,12 +10,14 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/pointwise.h"
+#include "kernels/cpu/vocab_parallel.h"
 #include "kernels/reference/attention.h"
 #include "kernels/reference/crossentropy.h"
 #include "kernels/reference/encoder.h"
 #include "kernels/reference/layernorm.h"
 #include "kernels/reference/matmul.h"
 #include "kernels/reference/pointwise.h"
+#include "kernels/reference/vocab_parallel.h"
 
 namespace eth {
 
@@ -43,6 +45,15 @@ struct CpuKernels {
   static constexpr auto dropout_backward = &cpu::dropout_backward;
   static constexpr auto crossentropy_forward = &cpu::crossentropy_forward;
   static constexpr auto crossentropy_backward = &cpu::crossentropy_backward;
+  // Vocabulary-parallel embedding and loss (tp > 1 stages).
+  static constexpr auto vocab_embedding_forward = &cpu::vocab_embedding_forward;
+  static constexpr auto vocab_embedding_backward = &cpu::vocab_embedding_backward;
+  static constexpr auto position_forward = &cpu::position_forward;
+  static constexpr auto position_backward = &cpu::position_backward;
+  static constexpr auto vocab_ce_max = &cpu::vocab_ce_max;
+  static constexpr auto vocab_ce_sums = &cpu::vocab_ce_sums;
+  static constexpr auto vocab_ce_finish = &cpu::vocab_ce_finish;
+  static constexpr auto vocab_ce_backward = &cpu::vocab_ce_backward;
 };
 
 template <typename R>
@@ -70,6 +81,14 @@ struct RefKernels {
   static constexpr auto dropout_backward = &ref::dropout_backward<R>;
   static constexpr auto crossentropy_forward = &ref::crossentropy_forward<R>;
   static constexpr auto crossentropy_backward = &ref::crossentropy_backward<R>;
+  static constexpr auto vocab_embedding_forward = &ref::vocab_embedding_forward<R>;
+  static constexpr auto vocab_embedding_backward = &ref::vocab_embedding_backward<R>;
+  static constexpr auto position_forward = &ref::position_forward<R>;
+  static constexpr auto position_backward = &ref::position_backward<R>;
+  static constexpr auto vocab_ce_max = &ref::vocab_ce_max<R>;
+  static constexpr auto vocab_ce_sums = &ref::vocab_ce_sums<R>;
+  static constexpr auto vocab_ce_finish = &ref::vocab_ce_finish<R>;
+  static constexpr auto vocab_ce_backward = &ref::vocab_ce_backward<R>;
 };
 
 }  // namespace eth

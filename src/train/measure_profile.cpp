@@ -1,6 +1,8 @@
 // Per-unit timing with StageCompute over one-unit ranges. See measure_profile.h.
 #include "train/measure_profile.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,9 +24,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+// What an op costs, in ms: on one thread this thread's CPU time, the measure the runtime's
+// emulation stretches (runtime/emulation.h) and one a shared machine's waits for a core do not
+// inflate; on several threads the wall time.
+class OpTimer {
+ public:
+  OpTimer() : cpu_(cpu::max_threads() == 1) { restart(); }
+  void restart() {
+    wall0_ = Clock::now();
+    if (cpu_) cpu0_ = thread_cpu_ms();
+  }
+  double ms() const {
+    if (cpu_) return thread_cpu_ms() - cpu0_;
+    return std::chrono::duration<double, std::milli>(Clock::now() - wall0_).count();
+  }
+
+ private:
+  static double thread_cpu_ms() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+  }
+  bool cpu_;
+  Clock::time_point wall0_;
+  double cpu0_ = 0;
+};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -74,10 +98,34 @@ struct Timing {
   double backward_ms = 0;
 };
 
-// Inputs of one unit: tokens and targets for the ends, a random activation in between.
+// Streams 64 MiB (twice the largest last-level cache seen on these machines) through the
+// caches, so the next op finds its weights and activations in memory, as a step's other work
+// (or another rank sharing the core) would have left them.
+class CacheEvictor {
+ public:
+  CacheEvictor() : buffer_(std::size_t{16} << 20, 1.0f) {}
+  ~CacheEvictor() {
+    if (sink_ == -1) std::abort();  // keeps the passes from being optimized away
+  }
+  CacheEvictor(const CacheEvictor&) = delete;
+  CacheEvictor& operator=(const CacheEvictor&) = delete;
+  void evict() {
+    for (float& x : buffer_) x += 1.0f;
+    sink_ += static_cast<double>(buffer_[static_cast<std::size_t>(passes_++ % 4096)]);
+  }
+
+ private:
+  std::vector<float> buffer_;
+  double sink_ = 0;
+  std::int64_t passes_ = 0;
+};
+
+// Inputs of one unit: tokens and targets for the ends, a random activation in between; the
+// evictor when ops are timed cold.
 struct UnitInputs {
   std::vector<std::int32_t> tokens, targets;
   std::vector<float> x, dy, dx, out;
+  CacheEvictor* cold = nullptr;
 };
 
 Timing time_unit(StageCompute<CpuKernels>& sc, ModelState& st, UnitInputs& in,
@@ -91,14 +139,16 @@ Timing time_unit(StageCompute<CpuKernels>& sc, ModelState& st, UnitInputs& in,
   const bool has_embed = sc.config().first_unit == 0;
   std::vector<double> fwd, bwd;
   for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
-    auto t0 = Clock::now();
+    if (in.cold != nullptr) in.cold->evict();
+    OpTimer t;
     sc.forward(0, st.params(), mb, has_embed ? nullptr : in.x.data(),
                has_head ? nullptr : in.out.data());
-    const double f = ms_since(t0);
-    t0 = Clock::now();
+    const double f = t.ms();
+    if (in.cold != nullptr) in.cold->evict();
+    t.restart();
     sc.backward(0, st.params(), st.grads(), mb, has_head ? nullptr : in.dy.data(),
                 has_embed ? nullptr : in.dx.data());
-    const double b = ms_since(t0);
+    const double b = t.ms();
     if (r >= opt.warmup) {
       fwd.push_back(f);
       bwd.push_back(b);
@@ -123,24 +173,21 @@ class ThreadScope {
 
 // The whole model's optimizer step as the trainers run it: the gradient norm (one pass over the
 // gradients) and AdamW (parameters, gradients and both moments), over the whole model's state
-// from memory, not from cache: a 64 MiB buffer is streamed before each run, as a step's
-// forward and backward would have evicted the state. Timing one unit at a time instead keeps it
-// in cache and reads 5-10x too fast.
-double measure_optimizer_ms(const MeasureOptions& opt) {
+// from memory, not from cache (always cold: a step's forward and backward would have evicted
+// the state). Timing one unit at a time instead keeps it in cache and reads 5-10x too fast.
+double measure_optimizer_ms(const MeasureOptions& opt, CacheEvictor& cold) {
   ModelState st(opt.model, 0, opt.model.num_units() - 1);
   st.init(opt.seed);
-  std::vector<float> evict(std::size_t{16} << 20, 1.0f);
   std::vector<double> times;
   double sink = 0;
   for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
-    for (float& x : evict) x += 1.0f;
-    sink += static_cast<double>(evict[static_cast<std::size_t>(r)]);
-    const auto t0 = Clock::now();
+    cold.evict();
+    const OpTimer t;
     sink += grad_sum_squares(st);
     adamw_update(st, AdamWConfig{}, 1e-4, r, 1.0);
-    if (r >= opt.warmup) times.push_back(ms_since(t0));
+    if (r >= opt.warmup) times.push_back(t.ms());
   }
-  if (sink == -1) std::abort();  // keeps the eviction pass from being optimized away
+  if (sink == -1) std::abort();  // keeps the norm from being optimized away
   return median(times);
 }
 
@@ -189,7 +236,8 @@ double measure_peak_bytes(const MeasureOptions& opt) {
         static_cast<double>(StageCompute<CpuKernels>::planned_arena_bytes(m, unit_config(opt, u)));
     most = std::max(most, state + 2.0 * arena);
   }
-  return most + 4.0 * n * static_cast<double>(m.hidden) * sizeof(float);
+  const double evictor = opt.cold_cache ? 64.0 * 1024 * 1024 : 0;
+  return most + 4.0 * n * static_cast<double>(m.hidden) * sizeof(float) + evictor;
 }
 
 void check_measure_options(const MeasureOptions& opt, double memory_limit_bytes) {
@@ -231,8 +279,10 @@ ProfileEntry measure_profile(const MeasureOptions& opt) {
   in.out.resize(nc);
   normal_fill(in.x.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1.0f, 0, 0, n * m.hidden);
   normal_fill(in.dy.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1e-3f, 1, 0, n * m.hidden);
+  CacheEvictor evictor;
+  if (opt.cold_cache) in.cold = &evictor;
   for (std::int64_t u = 0; u < m.num_units(); ++u) e.units.push_back(measure_unit(opt, u, in));
-  e.optimizer_ms = measure_optimizer_ms(opt);
+  e.optimizer_ms = measure_optimizer_ms(opt, evictor);
   return e;
 }
 

@@ -1,5 +1,6 @@
 // Measured profiles: times each unit's forward and backward (and the extra backward time of
-// recomputing each operator class) with the training kernels on this machine, and reads the
+// recomputing each operator class) with the training kernels on this machine (on one thread in
+// the thread's CPU time, as the runtime's emulation measures an op; on more, wall time), reads the
 // activation bytes off the buffers StageCompute really allocates, giving a ProfileEntry of
 // device type "cpu" that the planner uses like any other. `eth profile --measure` calls this.
 // Not a benchmark harness: one process, median of repeats, nothing printed.
@@ -27,12 +28,18 @@ struct MeasureOptions {
   int repeats = 3;              // timed runs; the median is kept
   bool recompute_times = true;  // also time backward under each operator class's recompute
   float dropout = 0;            // > 0 also holds (and measures) the dropout masks
+  // Stream 64 MiB through the caches before each timed forward and backward, so every op starts
+  // with its weights and activations out of cache: the condition of a rank that shares its core
+  // (the runtime's emulation) or whose stage outgrows the caches. false: back-to-back repeats,
+  // caches warm (a small stage alone on its core). docs/runtime.md has what each gives.
+  bool cold_cache = true;
   std::string device_type = "cpu";
   std::uint64_t seed = 1;
 };
 
 // Bytes measure_profile(opt) maps at its peak: the largest unit's parameters, gradients and
-// AdamW moments, two StageCompute arenas (base and recompute) and the boundary tensors.
+// AdamW moments, two StageCompute arenas (base and recompute), the boundary tensors and, cold,
+// the 64 MiB the caches are flushed with.
 // Requires options that pass check_measure_options' size checks.
 double measure_peak_bytes(const MeasureOptions& opt);
 

@@ -23,10 +23,24 @@ const std::vector<std::string>& expected_names(UnitKind k) {
 
 }  // namespace
 
-ParamLayout::ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit)
-    : first_unit_(first_unit), last_unit_(last_unit) {
+std::int64_t TensorSlot::row_size() const {
+  std::int64_t n = 1;
+  for (std::size_t d = 1; d < desc.shape.size(); ++d) n *= desc.shape[d];
+  return n;
+}
+
+std::vector<std::int64_t> TensorSlot::full_shape() const {
+  std::vector<std::int64_t> s = desc.shape;
+  s.front() = full_rows;
+  return s;
+}
+
+ParamLayout::ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
+                         std::int64_t tp, std::int64_t tp_rank)
+    : first_unit_(first_unit), last_unit_(last_unit), tp_(tp), tp_rank_(tp_rank) {
   ETH_CHECK(first_unit >= 0 && first_unit <= last_unit && last_unit < model.num_units(),
             "ParamLayout: unit range out of the model");
+  ETH_CHECK(tp >= 1 && tp_rank >= 0 && tp_rank < tp, "ParamLayout: tp rank out of range");
   for (std::int64_t u = first_unit; u <= last_unit; ++u) {
     UnitSlot s;
     s.unit = u;
@@ -37,8 +51,16 @@ ParamLayout::ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::i
     ETH_CHECK(descs.size() == names.size(), "unit_tensors changed: update model_state.h");
     for (std::size_t i = 0; i < descs.size(); ++i) {
       ETH_CHECK(descs[i].name == names[i], "unit_tensors changed order: update model_state.h");
-      s.tensors.push_back({descs[i], s.numel, descs[i].shape.size() >= 2});
-      s.numel += descs[i].numel();
+      TensorSlot t;
+      t.desc = descs[i];
+      t.offset = s.numel;
+      t.decay = descs[i].shape.size() >= 2;
+      t.full_rows = descs[i].shape.front();
+      t.rows = descs[i].split == TpSplit::Sharded ? tp_rows(t.full_rows, tp, tp_rank)
+                                                   : RowRange{0, t.full_rows};
+      t.desc.shape.front() = t.rows.size();
+      s.numel += t.desc.numel();
+      s.tensors.push_back(std::move(t));
     }
     numel_ += s.numel;
     units_.push_back(std::move(s));
@@ -55,8 +77,9 @@ std::int64_t ParamLayout::offset(std::int64_t u, int t) const {
   return s.offset + s.tensors[static_cast<std::size_t>(t)].offset;
 }
 
-ModelState::ModelState(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit)
-    : model_(model), layout_(model, first_unit, last_unit) {
+ModelState::ModelState(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
+                       std::int64_t tp, std::int64_t tp_rank)
+    : model_(model), layout_(model, first_unit, last_unit, tp, tp_rank) {
   const std::int64_t n = layout_.numel();
   arena_ = Arena(4 * arena_bytes<float>(n));
   params_ = arena_.take<float>(n);
@@ -92,7 +115,9 @@ void init_unit_params(float* unit_params, const ModelSpec& model, const UnitSlot
       std::fill(p, p + n, 1.0f);
     } else {
       const bool resid = name == "proj_w" || name == "fcproj_w";
-      normal_fill(p, stream, resid ? resid_stddev : stddev, static_cast<std::int64_t>(i), 0, n);
+      // Element e of the whole tensor is draw e of its stream: a shard draws its rows' range.
+      normal_fill(p, stream, resid ? resid_stddev : stddev, static_cast<std::int64_t>(i),
+                  t.rows.begin * t.row_size(), n);
     }
   }
 }

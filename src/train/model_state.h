@@ -1,8 +1,10 @@
-// Model state of a unit range: the parameter layout (one contiguous span per unit, tensors back
-// to back in model/arithmetic.h's unit_tensors order, so a range of units is one contiguous
-// range, the address consistency block-wise gradient reduction needs), the four flat fp32
-// buffers (parameters, gradients, AdamW m and v) taken from one pre-faulted arena, and
-// parameter initialization keyed only by (seed, unit, tensor). Not the optimizer (optimizer.h).
+// Model state of a unit range on one tensor-parallel rank: the parameter layout (one contiguous
+// span per unit, tensors back to back in model/arithmetic.h's unit_tensors order, so a range of
+// units is one contiguous range, the address consistency block-wise gradient reduction needs;
+// a sharded tensor holds the rank's rows, tp_rows), the four flat fp32 buffers (parameters,
+// gradients, AdamW m and v) taken from one pre-faulted arena, and parameter initialization keyed
+// only by (seed, unit, tensor, element), so a shard holds exactly the rows of the whole tensor.
+// Not the optimizer (optimizer.h).
 #pragma once
 
 #include <cstdint>
@@ -25,9 +27,15 @@ enum BlockTensor : int {
 enum HeadTensor : int { kLnfW, kLnfB, kLmHeadW };
 
 struct TensorSlot {
-  TensorDesc desc;
+  TensorDesc desc;          // what this rank holds: shape[0] is its row count when sharded
   std::int64_t offset = 0;  // elements from the start of the unit
   bool decay = false;       // AdamW weight decay: matrices only (2-D tensors)
+  RowRange rows;            // rows of the whole tensor held here (all of them unless sharded)
+  std::int64_t full_rows = 0;  // rows of the whole tensor (unit_tensors' shape[0])
+
+  std::int64_t row_size() const;  // elements per row (1 for vectors)
+  std::vector<std::int64_t> full_shape() const;  // the whole tensor's shape
+  bool is_shard() const { return rows.size() != full_rows; }
 };
 
 struct UnitSlot {
@@ -38,13 +46,17 @@ struct UnitSlot {
   std::vector<TensorSlot> tensors;
 };
 
-// Units [first_unit, last_unit] (inclusive, as in a plan's stage).
+// Units [first_unit, last_unit] (inclusive, as in a plan's stage) as tp rank `tp_rank` of `tp`
+// holds them: sharded tensors (TpSplit::Sharded) cut to rows tp_rows(rows, tp, tp_rank).
 class ParamLayout {
  public:
-  ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit);
+  ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
+              std::int64_t tp = 1, std::int64_t tp_rank = 0);
 
   std::int64_t first_unit() const { return first_unit_; }
   std::int64_t last_unit() const { return last_unit_; }
+  std::int64_t tp() const { return tp_; }
+  std::int64_t tp_rank() const { return tp_rank_; }
   std::int64_t numel() const { return numel_; }
   const std::vector<UnitSlot>& units() const { return units_; }
   const UnitSlot& unit(std::int64_t u) const;  // ETH_CHECKs u is in the range
@@ -52,13 +64,14 @@ class ParamLayout {
   std::int64_t offset(std::int64_t u, int t) const;
 
  private:
-  std::int64_t first_unit_ = 0, last_unit_ = 0, numel_ = 0;
+  std::int64_t first_unit_ = 0, last_unit_ = 0, numel_ = 0, tp_ = 1, tp_rank_ = 0;
   std::vector<UnitSlot> units_;
 };
 
 class ModelState {
  public:
-  ModelState(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit);
+  ModelState(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
+             std::int64_t tp = 1, std::int64_t tp_rank = 0);
 
   const ModelSpec& model() const { return model_; }
   const ParamLayout& layout() const { return layout_; }
@@ -74,7 +87,8 @@ class ModelState {
   const float* adam_v() const { return adam_v_; }
 
   void zero_grads();
-  // GPT-2 initialization, each tensor a pure function of (seed, unit, tensor index): matrices
+  // GPT-2 initialization, each element a pure function of (seed, unit, tensor index, element of
+  // the whole tensor), so every tp shard holds exactly its rows of the whole: matrices
   // and embeddings N(0, 0.02^2), the residual projections (proj_w, fcproj_w) N(0, (0.02 /
   // sqrt(2 L))^2), layer-norm weights 1, biases 0. Optimizer state is zeroed.
   void init(std::uint64_t seed);
@@ -89,7 +103,8 @@ class ModelState {
   float* adam_v_ = nullptr;
 };
 
-// Initializes one unit's parameters (the span at `unit_params`, UnitSlot::numel floats).
+// Initializes one unit's parameters (the span at `unit_params`, UnitSlot::numel floats; the
+// slot's rows of each sharded tensor).
 void init_unit_params(float* unit_params, const ModelSpec& model, const UnitSlot& slot,
                       std::uint64_t seed);
 

@@ -1,11 +1,14 @@
-// Forward/backward of a unit range with operator-level recompute. Every saved tensor is a
-// pointer into either the micro-batch's slot (held until its backward) or the shared workspace
-// (recomputed in backward); the kernel sequence is the same either way, which is what makes the
-// gradients bitwise identical. Instantiated for CpuKernels (training) and RefKernels<double>.
+// Forward/backward of a unit range with operator-level recompute and tensor parallelism. Every
+// saved tensor is a pointer into either the micro-batch's slot (held until its backward) or the
+// shared workspace (recomputed in backward); the kernel sequence is the same either way, which
+// is what makes the gradients bitwise identical. Under tp the same sequence runs on the rank's
+// shard (local heads, MLP columns, vocabulary rows) with the tp group's all-reduces in between.
+// Instantiated for CpuKernels (training) and RefKernels<double>.
 #include "train/stage_compute.h"
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 #include "core/error.h"
 #include "kernels/rng.h"
@@ -73,30 +76,46 @@ struct StageCompute<K>::Impl {
 
   const ModelSpec& m;
   const StageComputeConfig& cfg;
-  std::int64_t C, F, V, NH, T, Bmax, N;  // N = Bmax * T
+  TpGroup* group;  // null at tp 1
+  // Whole: C hidden, V_all vocabulary. This rank's share under tp: NH heads (from head h0), A =
+  // NH * head size attention columns, F of the MLP, V vocabulary rows from v0. N = Bmax * T.
+  std::int64_t C, A, F, V, V_all, v0, NH, h0, T, Bmax, N;
   bool dropout;
 
   std::vector<std::vector<UnitActs>> slots;  // [slot][unit - first_unit]
   UnitActs scratch;  // recomputed tensors of one unit of each kind (workspace)
   // Workspace: forward transients and backward gradients.
-  R *attproj = nullptr, *fcproj = nullptr, *dummy_out = nullptr;
+  R *attproj = nullptr, *fcproj = nullptr;
   R* dres[2] = {nullptr, nullptr};
   R *dx2 = nullptr, *dbranch = nullptr, *dF = nullptr, *dln = nullptr, *dqkv = nullptr;
   R* dTT = nullptr;
+  R *ce_max = nullptr, *ce_stats = nullptr;  // (N), (N,2): vocabulary-parallel loss, tp > 1
   double slot_bytes = 0;
   std::vector<ActivationBytes> bytes;  // per unit, nothing recomputed
 
-  Impl(const ModelSpec& model, const StageComputeConfig& c)
+  Impl(const ModelSpec& model, const StageComputeConfig& c, TpGroup* g)
       : m(model),
         cfg(c),
+        group(c.tp > 1 ? g : nullptr),
         C(model.hidden),
-        F(model.ffn),
-        V(model.vocab),
-        NH(model.heads),
+        A(model.hidden / c.tp),
+        F(model.ffn / c.tp),
+        V(tp_rows(model.vocab, c.tp, c.tp_rank).size()),
+        V_all(model.vocab),
+        v0(tp_rows(model.vocab, c.tp, c.tp_rank).begin),
+        NH(model.heads / c.tp),
+        h0(c.tp_rank * model.heads / c.tp),
         T(c.seq_len),
         Bmax(c.max_micro_batch),
         N(c.max_micro_batch * c.seq_len),
         dropout(c.dropout > 0) {}
+
+  // The tp group's sum over n elements (nothing at tp 1).
+  void tp_sum(R* x, std::int64_t n) const {
+    if (group) group->allreduce_sum(std::span<R>(x, static_cast<std::size_t>(n)));
+  }
+  // The bias of a row-parallel product: added once, by tp rank 0, before the all-reduce.
+  const R* row_parallel_bias(const R* b) const { return cfg.tp_rank == 0 ? b : nullptr; }
 
   // Places one saved tensor: in the slot (held) or in the workspace (`dropped`: recomputed in
   // backward; the workspace copy is made once and shared by all units and slots). Tallies its
@@ -154,7 +173,7 @@ struct StageCompute<K>::Impl {
           b.ln1 = place(cv, s, i, N * C, other, full, w.ln1, made.ln1);
           b.ln1_mean = place(cv, s, i, N, other, full, w.ln1_mean, made.ln1m);
           b.ln1_rstd = place(cv, s, i, N, other, full, w.ln1_rstd, made.ln1r);
-          b.qkv = place(cv, s, i, 3 * N * C, RecomputeOp::Qkv, held_or(RecomputeOp::Qkv), w.qkv,
+          b.qkv = place(cv, s, i, 3 * N * A, RecomputeOp::Qkv, held_or(RecomputeOp::Qkv), w.qkv,
                         made.qkv);
           b.P = place(cv, s, i, TT, RecomputeOp::AttnSoftmax, held_or(RecomputeOp::AttnSoftmax),
                       w.P, made.P);
@@ -166,7 +185,7 @@ struct StageCompute<K>::Impl {
           } else {
             b.Pd = b.P;
           }
-          b.atty = place(cv, s, i, N * C, other, full, w.atty, made.atty);
+          b.atty = place(cv, s, i, N * A, other, full, w.atty, made.atty);
           if (dropout) b.resid1_mask = place(cv, s, i, N * C, other, full, w.resid1_mask, made.r1);
           b.x2 = place(cv, s, i, N * C, other, full, w.x2, made.x2);
           b.ln2 = place(cv, s, i, N * C, other, full, w.ln2, made.ln2);
@@ -199,11 +218,14 @@ struct StageCompute<K>::Impl {
     if (has_block) {
       attproj = cv.template take<R>(N * C);
       fcproj = cv.template take<R>(N * C);
-      if (full) dummy_out = cv.template take<R>(N * C);
       dx2 = cv.template take<R>(N * C);
       dF = cv.template take<R>(N * F);
-      dqkv = cv.template take<R>(3 * N * C);
+      dqkv = cv.template take<R>(3 * N * A);
       dTT = cv.template take<R>(TT);
+    }
+    if (has_head && cfg.tp > 1) {
+      ce_max = cv.template take<R>(N);
+      ce_stats = cv.template take<R>(2 * N);
     }
     if (has_block || (has_embed && dropout)) dbranch = cv.template take<R>(N * C);
     if (has_block || has_head) dln = cv.template take<R>(N * C);
@@ -228,7 +250,15 @@ struct StageCompute<K>::Impl {
     const std::int64_t B = mb.size;
     ETH_CHECK(mb.tokens != nullptr, "stage forward: unit 0 needs tokens");
     std::copy(mb.tokens, mb.tokens + B * T, a.tokens);
-    K::encoder_forward(out, a.tokens, w[kWte], w[kWpe], B, T, C, V);
+    if (group) {
+      // Each rank looks up the tokens of its vocabulary rows (zeros elsewhere); the sum over the
+      // group is the whole lookup exactly (one row plus zeros), then the positions are added.
+      K::vocab_embedding_forward(out, a.tokens, w[kWte], v0, V, B * T, C, V_all);
+      tp_sum(out, B * T * C);
+      K::position_forward(out, w[kWpe], B, T, C);
+    } else {
+      K::encoder_forward(out, a.tokens, w[kWte], w[kWpe], B, T, C, V);
+    }
     if (dropout) {
       embed_mask(a, mb, B);
       K::dropout_forward(out, out, a.mask, cfg.dropout, B * T * C);
@@ -242,7 +272,12 @@ struct StageCompute<K>::Impl {
       K::dropout_backward(dbranch, dout, a.mask, cfg.dropout, B * T * C);
       dout = dbranch;
     }
-    K::encoder_backward(g[kWte], g[kWpe], dout, a.tokens, B, T, C, V);
+    if (group) {
+      K::vocab_embedding_backward(g[kWte], dout, a.tokens, v0, V, B * T, C);
+      K::position_backward(g[kWpe], dout, B, T, C);
+    } else {
+      K::encoder_backward(g[kWte], g[kWpe], dout, a.tokens, B, T, C, V);
+    }
   }
 
   // ---- transformer block ------------------------------------------------------------------
@@ -252,13 +287,15 @@ struct StageCompute<K>::Impl {
                        bool mask, bool drop) const {
     const std::int64_t B = mb.size;
     if (softmax) {
-      K::attention_scores_forward(a.P, a.qkv, B, T, C, NH);
+      K::attention_scores_forward(a.P, a.qkv, B, T, A, NH);
       K::attention_softmax_forward(a.P, a.P, B, NH, T);
     }
     if (!dropout) return;
     if (mask) {
+      // Keyed by global position: this rank's heads are elements [h0*T*T, (h0+NH)*T*T) of each
+      // sample's (NH_all,T,T) mask, so any tp draws the mask one process draws.
       dropout_mask_fill(a.attn_mask, stream(mb, unit, RngOp::AttnDropout), cfg.dropout,
-                        mb.first_sample, 0, B, NH * T * T);
+                        mb.first_sample, h0 * T * T, B, NH * T * T);
     }
     if (drop) K::dropout_forward(a.Pd, a.P, a.attn_mask, cfg.dropout, B * NH * T * T);
   }
@@ -267,27 +304,30 @@ struct StageCompute<K>::Impl {
     dropout_mask_fill(mask, stream(mb, unit, op), cfg.dropout, mb.first_sample, 0, mb.size, T * C);
   }
 
+  // With out == nullptr (full-unit recompute), stops once every tensor backward reads is
+  // rebuilt: the MLP's output product, its all-reduce and the residual add are not needed.
   void block_forward(const BlockActs& a, const R* const* w, const MicroBatch& mb, std::int64_t unit,
                      R* out) const {
     const std::int64_t B = mb.size, n = B * T;
     K::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.x, w[kLn1W], w[kLn1B], n, C);
-    K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], n, C, 3 * C);
+    K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], n, C, 3 * A);  // column-parallel
     attention_probs(a, mb, unit, true, true, true);
-    K::attention_av_forward(a.atty, a.Pd, a.qkv, B, T, C, NH);
-    K::matmul_nn_forward(attproj, a.atty, w[kProjW], w[kProjB], n, C, C);
+    K::attention_av_forward(a.atty, a.Pd, a.qkv, B, T, A, NH);
+    K::matmul_nn_forward(attproj, a.atty, w[kProjW], row_parallel_bias(w[kProjB]), n, A, C);
+    tp_sum(attproj, n * C);  // row-parallel: partial products of the rank's heads
     if (dropout) {
       resid_mask(a.resid1_mask, mb, unit, RngOp::AttnResidDropout);
       K::dropout_forward(attproj, attproj, a.resid1_mask, cfg.dropout, n * C);
     }
     K::residual_forward(a.x2, a.x, attproj, n * C);
     K::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, w[kLn2W], w[kLn2B], n, C);
-    K::matmul_nt_forward(a.fch, a.ln2, w[kFcW], w[kFcB], n, C, F);
+    K::matmul_nt_forward(a.fch, a.ln2, w[kFcW], w[kFcB], n, C, F);  // column-parallel
     K::gelu_forward(a.gelu, a.fch, n * F);
-    K::matmul_nn_forward(fcproj, a.gelu, w[kFcprojW], w[kFcprojB], n, F, C);
-    if (dropout) {
-      resid_mask(a.resid2_mask, mb, unit, RngOp::MlpResidDropout);
-      K::dropout_forward(fcproj, fcproj, a.resid2_mask, cfg.dropout, n * C);
-    }
+    if (dropout) resid_mask(a.resid2_mask, mb, unit, RngOp::MlpResidDropout);
+    if (out == nullptr) return;
+    K::matmul_nn_forward(fcproj, a.gelu, w[kFcprojW], row_parallel_bias(w[kFcprojB]), n, F, C);
+    tp_sum(fcproj, n * C);  // row-parallel
+    if (dropout) K::dropout_forward(fcproj, fcproj, a.resid2_mask, cfg.dropout, n * C);
     K::residual_forward(out, a.x2, fcproj, n * C);
   }
 
@@ -296,19 +336,22 @@ struct StageCompute<K>::Impl {
                        std::int64_t unit) const {
     const RecomputeSet& rc = cfg.recompute;
     if (rc.full_unit()) {
-      block_forward(a, w, mb, unit, dummy_out);
+      block_forward(a, w, mb, unit, nullptr);
       return;
     }
+    // Operator classes rebuild from tensors the rank holds: no communication.
     const std::int64_t n = mb.size * T;
     if (rc.has(RecomputeOp::Qkv)) {
-      K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], n, C, 3 * C);
+      K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], n, C, 3 * A);
     }
     attention_probs(a, mb, unit, rc.has(RecomputeOp::AttnSoftmax), rc.has(RecomputeOp::AttnDropout),
                     rc.has(RecomputeOp::AttnScore));
     if (rc.has(RecomputeOp::MlpAct)) K::gelu_forward(a.gelu, a.fch, n * F);
   }
 
-  // dx (=) from dout; parameter gradients +=.
+  // dx (=) from dout; parameter gradients +=. Under tp, dout and dx are whole on every rank;
+  // the replicated parameters' gradients (norms, the row-parallel biases) come out the same on
+  // every rank of the group.
   void block_backward(const BlockActs& a, const R* const* w, R* const* g, const MicroBatch& mb,
                       const R* dout, R* dx) {
     const std::int64_t B = mb.size, n = B * T;
@@ -321,18 +364,20 @@ struct StageCompute<K>::Impl {
     K::matmul_nn_backward(dF, g[kFcprojW], g[kFcprojB], dbranch, a.gelu, w[kFcprojW], n, F, C);
     K::gelu_backward(dF, dF, a.fch, n * F);
     K::matmul_nt_backward(dln, g[kFcW], g[kFcB], dF, a.ln2, w[kFcW], n, C, F);
+    tp_sum(dln, n * C);  // column-parallel input gradient
     K::layernorm_backward(dx2, g[kLn2W], g[kLn2B], dln, a.x2, w[kLn2W], a.ln2_mean, a.ln2_rstd, n,
                           C);
     // x2 = x + dropout(proj(attention(qkv(ln1(x)))))
     K::residual_backward(dx, dbranch, dx2, n * C);
     if (dropout) K::dropout_backward(dbranch, dbranch, a.resid1_mask, p, n * C);
-    R* datty = dln;
-    K::matmul_nn_backward(datty, g[kProjW], g[kProjB], dbranch, a.atty, w[kProjW], n, C, C);
-    K::attention_av_backward(dTT, dqkv, datty, a.Pd, a.qkv, B, T, C, NH);
+    R* datty = dln;  // (N, A)
+    K::matmul_nn_backward(datty, g[kProjW], g[kProjB], dbranch, a.atty, w[kProjW], n, A, C);
+    K::attention_av_backward(dTT, dqkv, datty, a.Pd, a.qkv, B, T, A, NH);
     if (dropout) K::dropout_backward(dTT, dTT, a.attn_mask, p, B * NH * T * T);
     K::attention_softmax_backward(dTT, dTT, a.P, B, NH, T);
-    K::attention_scores_backward(dqkv, dTT, a.qkv, B, T, C, NH);
-    K::matmul_nt_backward(dln, g[kQkvW], g[kQkvB], dqkv, a.ln1, w[kQkvW], n, C, 3 * C);
+    K::attention_scores_backward(dqkv, dTT, a.qkv, B, T, A, NH);
+    K::matmul_nt_backward(dln, g[kQkvW], g[kQkvB], dqkv, a.ln1, w[kQkvW], n, C, 3 * A);
+    tp_sum(dln, n * C);  // column-parallel input gradient
     K::layernorm_backward(dx, g[kLn1W], g[kLn1B], dln, a.x, w[kLn1W], a.ln1_mean, a.ln1_rstd, n, C);
   }
 
@@ -342,9 +387,19 @@ struct StageCompute<K>::Impl {
     const std::int64_t n = mb.size * T;
     ETH_CHECK(mb.targets != nullptr, "stage forward: the head needs targets");
     K::layernorm_forward(a.lnf, a.mean, a.rstd, a.x, w[kLnfW], w[kLnfB], n, C);
-    K::matmul_nt_forward(a.logits, a.lnf, w[kLmHeadW], nullptr, n, C, V);
+    K::matmul_nt_forward(a.logits, a.lnf, w[kLmHeadW], nullptr, n, C, V);  // the rank's columns
     double loss = 0;
-    K::crossentropy_forward(&loss, a.losses, a.lse, a.logits, mb.targets, mb.loss_scale, n, V);
+    if (!group) {
+      K::crossentropy_forward(&loss, a.losses, a.lse, a.logits, mb.targets, mb.loss_scale, n, V);
+      return loss;
+    }
+    // Vocabulary-parallel: the row maximum over the group, then the sums of exp and the target
+    // logits over the group; every rank ends with the whole lse and loss.
+    K::vocab_ce_max(ce_max, a.logits, n, V);
+    group->allreduce_max(std::span<R>(ce_max, static_cast<std::size_t>(n)));
+    K::vocab_ce_sums(ce_stats, a.logits, ce_max, mb.targets, v0, n, V);
+    tp_sum(ce_stats, 2 * n);
+    K::vocab_ce_finish(&loss, a.losses, a.lse, ce_max, ce_stats, mb.loss_scale, n);
     return loss;
   }
 
@@ -353,8 +408,13 @@ struct StageCompute<K>::Impl {
     const std::int64_t n = mb.size * T;
     if (cfg.recompute.full_unit()) head_forward(a, w, mb);
     R* dlogits = a.logits;  // overwritten in place: backward runs once per forward
-    K::crossentropy_backward(dlogits, a.logits, a.lse, mb.targets, mb.loss_scale, n, V);
+    if (group) {
+      K::vocab_ce_backward(dlogits, a.logits, a.lse, mb.targets, v0, mb.loss_scale, n, V);
+    } else {
+      K::crossentropy_backward(dlogits, a.logits, a.lse, mb.targets, mb.loss_scale, n, V);
+    }
     K::matmul_nt_backward(dln, g[kLmHeadW], nullptr, dlogits, a.lnf, w[kLmHeadW], n, C, V);
+    tp_sum(dln, n * C);  // column-parallel input gradient
     std::fill(dx, dx + n * C, R(0));
     K::layernorm_backward(dx, g[kLnfW], g[kLnfB], dln, a.x, w[kLnfW], a.mean, a.rstd, n, C);
   }
@@ -366,19 +426,28 @@ struct StageCompute<K>::Impl {
 };
 
 template <class K>
-StageCompute<K>::StageCompute(const ModelSpec& model, const StageComputeConfig& cfg)
-    : model_(model), cfg_(cfg), layout_(model, cfg.first_unit, cfg.last_unit) {
+StageCompute<K>::StageCompute(const ModelSpec& model, const StageComputeConfig& cfg,
+                              TpGroup* tp_group)
+    : model_(model),
+      cfg_(cfg),
+      tp_group_(tp_group),
+      layout_(model, cfg.first_unit, cfg.last_unit, cfg.tp, cfg.tp_rank) {
   ETH_CHECK(cfg.max_micro_batch >= 1 && cfg.num_slots >= 1, "stage: need B >= 1 and a slot");
   ETH_CHECK(cfg.seq_len >= 1 && cfg.seq_len <= model.seq_len,
             "stage: seq_len must be in [1, model seq_len]");
   ETH_CHECK(cfg.dropout >= 0 && cfg.dropout < 1, "stage: dropout must be in [0, 1)");
   ETH_CHECK(model.hidden % model.heads == 0, "stage: heads must divide hidden");
+  ETH_CHECK(cfg.tp >= 1 && cfg.tp_rank >= 0 && cfg.tp_rank < cfg.tp &&
+                model.heads % cfg.tp == 0 && model.ffn % cfg.tp == 0 && model.vocab >= cfg.tp,
+            "stage: tp must divide heads and ffn (plan validation)");
+  ETH_CHECK(cfg.tp == 1 || (tp_group != nullptr && tp_group->size() == cfg.tp),
+            "stage: tp > 1 needs its tp group");
   // Size the arena with a counting pass, then carve it with the same code.
-  Impl sizing(model_, cfg_);
+  Impl sizing(model_, cfg_, tp_group_);
   Carver counter(nullptr);
   sizing.assign(counter, cfg.first_unit, cfg.last_unit);
   arena_ = Arena(counter.bytes());
-  impl_ = std::make_unique<Impl>(model_, cfg_);
+  impl_ = std::make_unique<Impl>(model_, cfg_, tp_group_);
   Carver carver(&arena_);
   impl_->assign(carver, cfg.first_unit, cfg.last_unit);
   slot_bytes_ = impl_->slot_bytes;
@@ -391,7 +460,7 @@ StageCompute<K>::~StageCompute() = default;
 template <class K>
 std::size_t StageCompute<K>::planned_arena_bytes(const ModelSpec& model,
                                                  const StageComputeConfig& cfg) {
-  Impl sizing(model, cfg);
+  Impl sizing(model, cfg, nullptr);
   Carver counter(nullptr);
   sizing.assign(counter, cfg.first_unit, cfg.last_unit);
   return counter.bytes();
@@ -476,7 +545,9 @@ void StageCompute<K>::backward(int slot, const Real* params, Real* grads, const 
         im.embed_backward(a.e, g.data(), mb, dout);
         break;
       case UnitKind::Block:
+        if (cfg_.on_recompute) cfg_.on_recompute(u, false);
         im.block_recompute(a.b, w.data(), mb, u);
+        if (cfg_.on_recompute) cfg_.on_recompute(u, true);
         im.block_backward(a.b, w.data(), g.data(), mb, dout, dx);
         break;
       case UnitKind::Head:

@@ -4,7 +4,15 @@
 // Operator-level recompute: the saved tensors of the operator classes in a RecomputeSet live in
 // a shared workspace instead of the micro-batch's slot and are recomputed in backward by the
 // same kernels from the same inputs, so gradients are bitwise identical with and without it.
-// Not the schedule (which micro-batch when) and not communication.
+// Tensor parallelism (tp > 1, DESIGN.md section 8, Megatron's layout): a rank holds its heads of
+// qkv and proj, its rows of fc and fcproj, and its vocabulary rows of wte and the LM head
+// (ParamLayout); it all-reduces over the tp group (TpGroup) after each row-parallel product
+// (attention and MLP output, the embedding lookup) and after each column-parallel input gradient
+// (qkv, fc, LM head), and computes the cross-entropy with a max and a sum all-reduce, never the
+// full logits. Recomputing an operator recomputes the shard; only the full-unit recompute of a
+// block (the attention output all-reduce, to rebuild the second layer norm's input) and of the
+// head (the loss statistics, to rebuild lse) communicate again. Not the schedule (which
+// micro-batch when) and not the communicator.
 //
 // How to use:
 //   StageCompute<CpuKernels> sc(model, cfg);            // allocates slots + workspace once
@@ -12,7 +20,7 @@
 //   for each micro-batch mb: loss += sc.forward(0, state.params(), mb, x_in, x_out);
 //                            sc.backward(0, state.params(), state.grads(), mb, dx_out, dx_in);
 // Dimensions: B micro-batch samples, T sequence, C hidden, NH heads, F ffn, V vocabulary,
-// N = B * T tokens.
+// N = B * T tokens; under tp a rank holds NH/tp heads, F/tp of the MLP and its tp_rows of V.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +33,7 @@
 #include "model/recompute.h"
 #include "train/arena.h"
 #include "train/model_state.h"
+#include "train/tp_group.h"
 
 namespace eth {
 
@@ -37,6 +46,11 @@ struct StageComputeConfig {
   RecomputeSet recompute;      // applies to every unit of the range
   float dropout = 0;           // embedding, attention and residual dropout probability
   std::uint64_t seed = 0;      // dropout masks: keyed by (seed, step, sample, unit, operator)
+  std::int64_t tp = 1;         // tensor-parallel degree of the stage (divides heads and ffn)
+  std::int64_t tp_rank = 0;    // this rank's place in the tp group: heads, rows, vocabulary
+  // Tracing (eth train --trace): called before (false) and after (true) each block's recompute
+  // in backward. Empty: not called.
+  std::function<void(std::int64_t unit, bool done)> on_recompute;
 };
 
 struct MicroBatch {
@@ -55,7 +69,10 @@ class StageCompute {
  public:
   using Real = typename K::Real;
 
-  StageCompute(const ModelSpec& model, const StageComputeConfig& cfg);
+  // `tp_group` joins the tp ranks of the stage; required (of size cfg.tp) when cfg.tp > 1, and
+  // it must outlive this object. Every tp rank runs the same calls in the same order.
+  StageCompute(const ModelSpec& model, const StageComputeConfig& cfg,
+               TpGroup* tp_group = nullptr);
   ~StageCompute();
   StageCompute(const StageCompute&) = delete;
   StageCompute& operator=(const StageCompute&) = delete;
@@ -65,8 +82,10 @@ class StageCompute {
 
   // Runs the range forward for `mb` and keeps what backward needs in slot `slot`.
   //   params: the range's parameter buffer (layout()), x_in (B,T,C) unless the range starts
-  //   at unit 0, x_out (B,T,C) unless it ends with the head (then pass nullptr).
-  // Returns the head's scaled loss (0 when the range has no head).
+  //   at unit 0, x_out (B,T,C) unless it ends with the head (then pass nullptr). Under tp,
+  //   x_in and x_out are whole (every tp rank holds the same activations between units).
+  // Returns the head's scaled loss (0 when the range has no head); every tp rank returns the
+  // same value, so callers count one rank's.
   double forward(int slot, const Real* params, const MicroBatch& mb, const Real* x_in, Real* x_out);
   // Backward of the micro-batch held in `slot` (the same `mb` as its forward).
   //   grads += (parameter gradients accumulate over micro-batches), dx_out (B,T,C) unless the
@@ -93,6 +112,7 @@ class StageCompute {
  private:
   ModelSpec model_;
   StageComputeConfig cfg_;
+  TpGroup* tp_group_ = nullptr;
   ParamLayout layout_;
   Arena arena_;
   double slot_bytes_ = 0;

@@ -25,7 +25,8 @@ class RecordingImpl : public CommImpl {
   std::shared_ptr<CommImpl> create_group(const std::vector<int>&) override { return nullptr; }
   Request isend(std::span<const std::byte>, int, int) override { return {}; }
   Request irecv(std::span<std::byte>, int, int) override { return {}; }
-  Request iallreduce_sum(void* data, std::size_t count, DType type, std::string what) override {
+  Request iallreduce(void* data, std::size_t count, DType type, ReduceOp,
+                     std::string what) override {
     record(data, count * dtype_size(type));
     whats.push_back(std::move(what));
     return {};

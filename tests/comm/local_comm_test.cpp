@@ -3,6 +3,7 @@
 // that name the rank that never came.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <numeric>
@@ -12,23 +13,14 @@
 #include "comm/local_comm.h"
 #include "comm/mpi_comm.h"
 #include "core/error.h"
+#include "test_util.h"
 
 namespace eth {
 namespace {
 
 using std::chrono::milliseconds;
 
-// Fails the test with the message of every rank that threw.
-void expect_no_errors(const std::vector<std::exception_ptr>& errors) {
-  for (std::size_t r = 0; r < errors.size(); ++r) {
-    if (!errors[r]) continue;
-    try {
-      std::rethrow_exception(errors[r]);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "rank " << r << " threw: " << e.what();
-    }
-  }
-}
+using test::expect_no_errors;
 
 // Rank r's input: a fixed-seed random vector, so sums are not exact and order matters.
 template <class T>
@@ -71,6 +63,28 @@ TEST(LocalComm, AllreduceOverTheWorldEqualsTheDirectSumBitwise) {
   for (int n = 1; n <= 4; ++n) {
     check_world_allreduce<float>(n, 1000);
     check_world_allreduce<double>(n, 333);
+  }
+}
+
+TEST(LocalComm, AllreduceMaxGivesTheElementwiseMaximumOnEveryRank) {
+  for (int n = 1; n <= 4; ++n) {
+    LocalWorld world(n);
+    std::vector<float> want = input_of<float>(0, 500);
+    std::vector<double> want_d = input_of<double>(0, 77);
+    for (int r = 1; r < n; ++r) {
+      const auto x = input_of<float>(r, 500);
+      const auto y = input_of<double>(r, 77);
+      for (std::size_t i = 0; i < x.size(); ++i) want[i] = std::max(want[i], x[i]);
+      for (std::size_t i = 0; i < y.size(); ++i) want_d[i] = std::max(want_d[i], y[i]);
+    }
+    expect_no_errors(run_on_threads(world, [&](Communicator c) {
+      std::vector<float> x = input_of<float>(c.rank(), 500);
+      std::vector<double> y = input_of<double>(c.rank(), 77);
+      c.allreduce_max(std::span<float>(x));
+      c.allreduce_max(std::span<double>(y));
+      EXPECT_EQ(x, want) << "rank " << c.rank() << " of " << n;
+      EXPECT_EQ(y, want_d) << "rank " << c.rank() << " of " << n;
+    }));
   }
 }
 

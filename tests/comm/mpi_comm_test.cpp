@@ -4,6 +4,7 @@
 // test; a failure on any rank makes mpirun exit non-zero.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 
@@ -64,6 +65,26 @@ TEST(MpiComm, AllreduceOverTheWorldBlockingNonBlockingAndChunked) {
     while (!r.test()) {
     }  // test() is what progresses a non-blocking collective on MPI
     EXPECT_EQ(d, sum_of<double>(all, 1001)) << "chunk " << chunk;
+  }
+}
+
+TEST(MpiComm, AllreduceMaxGivesTheElementwiseMaximum) {
+  Communicator c = fresh_world(milliseconds(20'000), 64);  // several pieces
+  std::vector<float> f(100);
+  std::vector<double> d(50);
+  for (std::size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>((c.rank() * 7 + i) % 4);
+  for (std::size_t i = 0; i < d.size(); ++i) d[i] = -static_cast<double>((c.rank() + i) % 4);
+  c.allreduce_max(std::span<float>(f));
+  c.allreduce_max(std::span<double>(d));
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    float want = 0;
+    for (int r = 0; r < 4; ++r) want = std::max(want, static_cast<float>((r * 7 + i) % 4));
+    EXPECT_EQ(f[i], want) << i;
+  }
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    double want = -1e9;
+    for (int r = 0; r < 4; ++r) want = std::max(want, -static_cast<double>((r + i) % 4));
+    EXPECT_EQ(d[i], want) << i;
   }
 }
 

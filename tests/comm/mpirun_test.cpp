@@ -1,11 +1,12 @@
-// mpirun_argv: the flags this machine needs (shared/notes/machine-figures.md) and validation
-// that names the field.
+// mpirun_argv: the flags this machine needs (shared/notes/machine-figures.md), rank placement
+// over hosts, hostfiles, and validation that names the field or line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "comm/mpirun.h"
 #include "core/error.h"
+#include "test_util.h"
 
 namespace eth {
 namespace {
@@ -31,19 +32,17 @@ TEST(Mpirun, SingleHostCommandHasTheMachineFlagsThenTheProgram) {
   EXPECT_EQ(argv, want);
 }
 
-TEST(Mpirun, RootHostfileAndEnvironmentOptions) {
+TEST(Mpirun, RootAndEnvironmentOptions) {
   MpirunOptions o;
   o.num_ranks = 8;
   o.as_root = true;
   o.oversubscribe = false;
-  o.hostfile = "/etc/hosts.mpi";
   o.env.push_back("OMP_NUM_THREADS=1");
   o.env.push_back("OPENBLAS_CORETYPE");
   const std::vector<std::string> argv = mpirun_argv(o, {"prog"});
   EXPECT_EQ(argv[1], "--allow-run-as-root");
   EXPECT_FALSE(has(argv, "--oversubscribe"));
-  EXPECT_EQ(after(argv, "--hostfile"), "/etc/hosts.mpi");
-  EXPECT_EQ(after(argv, "btl"), "self,vader,tcp");  // vader is shared memory only
+  EXPECT_FALSE(has(argv, "--host"));
   EXPECT_EQ(std::count(argv.begin(), argv.end(), "-x"), 3);
   EXPECT_TRUE(has(argv, "OMP_NUM_THREADS=1"));
   EXPECT_TRUE(has(argv, "OPENBLAS_CORETYPE"));
@@ -52,6 +51,62 @@ TEST(Mpirun, RootHostfileAndEnvironmentOptions) {
 
   o.as_root = false;
   EXPECT_FALSE(has(mpirun_argv(o, {"prog"}), "--allow-run-as-root"));
+}
+
+TEST(Mpirun, SeveralHostsAreFilledInOrderOverTcpOnTheGivenNetwork) {
+  MpirunOptions o;
+  o.num_ranks = 5;
+  o.hosts = {{"node-a", 2}, {"10.0.0.7", 1}, {"node-c", 2}};
+  o.network = "10.0.0.0/24";
+  const std::vector<std::string> argv = mpirun_argv(o, {"prog"});
+  EXPECT_EQ(after(argv, "--host"), "node-a:2,10.0.0.7:1,node-c:2");
+  EXPECT_EQ(after(argv, "--map-by"), "slot");  // fill a host's ranks before the next host
+  EXPECT_EQ(after(argv, "btl"), "self,vader,tcp");  // vader is shared memory only
+  EXPECT_EQ(after(argv, "coll_libnbc_iallreduce_algorithm"), "ring");
+  EXPECT_EQ(after(argv, "btl_tcp_if_include"), "10.0.0.0/24");
+  EXPECT_EQ(after(argv, "oob_tcp_if_include"), "10.0.0.0/24");
+  o.network = "";
+  EXPECT_FALSE(has(mpirun_argv(o, {"prog"}), "btl_tcp_if_include"));
+}
+
+TEST(Mpirun, HostfileListsHostsInOrderAndIgnoresSlots) {
+  const std::string text =
+      "# the cluster's nodes\n"
+      "node-a slots=8\n"
+      "\n"
+      "  10.0.0.7 max_slots=2   # node 1\n"
+      "node-c\n";
+  EXPECT_EQ(parse_hostfile(text, "hosts"),
+            (std::vector<std::string>{"node-a", "10.0.0.7", "node-c"}));
+}
+
+TEST(Mpirun, BadHostfilesNameTheLine) {
+  auto error = [](const std::string& text) {
+    return test::error_of([&] { parse_hostfile(text, "h.txt"); });
+  };
+  EXPECT_NE(error("a\nb\na slots=2\n").find("line 3: host a is already listed on line 1"),
+            std::string::npos)
+      << error("a\nb\na slots=2\n");
+  EXPECT_NE(error("a\nb slots\n").find("line 2"), std::string::npos);
+  EXPECT_NE(error("a\nb:2\n").find("line 2"), std::string::npos);
+  EXPECT_NE(error("# nothing\n\n").find("at least one host"), std::string::npos);
+  EXPECT_NE(error("a\n").find("(no error)"), std::string::npos);
+}
+
+TEST(Mpirun, RanksGoToTheHostOfTheirNode) {
+  // Ranks 0-1 on node 0, 2 on node 2, 3-5 on node 3; node 1 (no rank) leaves host b idle.
+  const std::vector<std::string> hosts{"a", "b", "c", "d", "spare"};
+  const std::vector<HostRanks> placed = place_on_hosts({0, 0, 2, 3, 3, 3}, hosts, "h");
+  EXPECT_EQ(placed, (std::vector<HostRanks>{{"a", 2}, {"c", 1}, {"d", 3}}));
+  const std::vector<std::string> want{"a", "a", "c", "d", "d", "d"};
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(host_of_rank(placed, r), want[r]) << r;
+  EXPECT_EQ(host_of_rank(placed, 6), "");
+  EXPECT_EQ(host_of_rank({}, 0), "");
+
+  const std::string err =
+      test::error_of([&] { place_on_hosts({0, 1, 4}, {"a", "b", "c"}, "h.txt"); });
+  EXPECT_NE(err.find("h.txt"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 2 runs a device of cluster node 4"), std::string::npos) << err;
 }
 
 TEST(Mpirun, BadOptionsNameTheField) {
@@ -71,6 +126,16 @@ TEST(Mpirun, BadOptionsNameTheField) {
   o.env.push_back("1BAD=x");
   EXPECT_EQ(field_of(o, {"prog"}), "env[1]");
   o.env = {};
+  o.network = "eth1";
+  EXPECT_EQ(field_of(o, {"prog"}), "network");  // a network needs hosts
+  o.hosts = {{"a", 1}, {"b", 2}};
+  EXPECT_EQ(field_of(o, {"prog"}), "hosts");  // 3 ranks placed, 2 run
+  o.hosts = {{"a", 1}, {"b c", 1}};
+  EXPECT_EQ(field_of(o, {"prog"}), "hosts[1]");
+  o.hosts = {{"a", 1}, {"b", 1}};
+  o.network = "eth1;rm";
+  EXPECT_EQ(field_of(o, {"prog"}), "network");
+  o.network = "";
   o.mpirun = "";
   EXPECT_EQ(field_of(o, {"prog"}), "mpirun");
 }

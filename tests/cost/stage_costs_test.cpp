@@ -99,6 +99,52 @@ TEST(StageCosts, DataParallelStagePricesTheLargestShare) {
   EXPECT_NEAR(costs[0].full[0].forward_ms, 0.1 + 4 * 1.0 + 0.5, kTol);
 }
 
+TEST(StageCosts, ActivationsToADataParallelStageCrossTheLinkOfEachPair) {
+  // Two nodes of two "fast" devices; a sample's message (64 bytes) takes 0.5 ms inside a node
+  // (128000 B/s) and 2 ms between nodes (32000 B/s).
+  ClusterSpec c = test::tiny_cluster();
+  c.nodes = {{"fast", 2}, {"fast", 2}};
+  c.inter_node_bandwidth_gbps = 0.000256;
+  Plan plan = test::asymmetric_plan();
+  PipelinePlan p;
+  p.micro_batch_size = 2;
+  p.local_batch = 2;
+  // Device 0 (node 0) sends sample 0 to device 1 (node 0) and sample 1 to device 2 (node 1).
+  p.stages = {test::stage("fast", {0}, 0, 2), test::stage("fast", {1, 2}, 3, 5, 1, 2)};
+  plan.pipelines = {p};
+  plan.gbs = 2;
+  auto costs = compute_stage_costs(plan, c, test::tiny_profile(), kLat);
+  // The sender's two messages go one after the other: 0.5 + 2 ms, not one intra-node message.
+  EXPECT_NEAR(costs[0].full[0].send_ms, 0.5 + 2.0 + 2 * kLat, kTol);
+  EXPECT_NEAR(costs[0].full[0].send_bytes, 128.0, kTol);
+
+  // dp 2 -> dp 3 inside node 0 and 1 at mbs 3: chunks {0}, {1, 2} -> {0}, {1}, {2}; replica 1
+  // sends two one-sample messages: 2 x 0.5 ms.
+  c.nodes = {{"fast", 5}};
+  p.micro_batch_size = 3;
+  p.local_batch = 3;
+  p.stages = {test::stage("fast", {0, 1}, 0, 2, 1, 2), test::stage("fast", {2, 3, 4}, 3, 5, 1, 3)};
+  plan.pipelines = {p};
+  plan.gbs = 3;
+  costs = compute_stage_costs(plan, c, test::tiny_profile(), kLat);
+  EXPECT_NEAR(costs[0].full[0].send_ms, 2 * (0.5 + kLat), kTol);
+
+  // tp 2 on node 1 after tp 1 on node 0 at mbs 2: both tp ranks receive the whole micro-batch
+  // (128 bytes, 4 ms between nodes) from device 0, one message after the other.
+  c.nodes = {{"fast", 2}, {"fast", 2}};
+  ProfileDb profile = test::tiny_profile();
+  ProfileEntry tp2 = test::tiny_entry(test::tiny_model(), "fast", 2, 1.0);
+  tp2.key.tp = 2;
+  profile.add(tp2);
+  p.micro_batch_size = 2;
+  p.local_batch = 2;
+  p.stages = {test::stage("fast", {0}, 0, 2), test::stage("fast", {2, 3}, 3, 5, 2, 1)};
+  plan.pipelines = {p};
+  plan.gbs = 2;
+  costs = compute_stage_costs(plan, c, profile, kLat);
+  EXPECT_NEAR(costs[0].full[0].send_ms, 2 * (4.0 + kLat), kTol);
+}
+
 TEST(StageCosts, MissingProfileEntryThrowsNamingTheKey) {
   Plan plan = test::asymmetric_plan();
   plan.pipelines[0].stages[0].tp = 2;

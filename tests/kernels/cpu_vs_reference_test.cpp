@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
+#include <type_traits>
 
 #include "kernel_check.h"
 #include "kernels/cpu/attention.h"
@@ -294,6 +296,84 @@ TEST(CpuVsReference, AttentionChainWithDropout) {
   // Errors compound through the chain: scores (hs) feed the softmax (T) feeding P V (T).
   expect_reduction("out", outf, out, 4 * T);
   expect_reduction("dqkv", dqkvf, dqkv, 4 * T);
+}
+
+// The documented layout: head h's q, k, v are columns h*3hs + {0, hs, 2hs} of each token's
+// row. So the columns of heads [h0, h1) are one contiguous range, and the kernels run on that
+// range alone (C = (h1-h0)*hs, NH = h1-h0) compute exactly those heads of the whole: a
+// tensor-parallel rank's shard. The reference must agree bitwise (the same operations), the
+// fast kernels to rounding.
+TEST(CpuVsReference, AttentionHeadRangeIsAContiguousShard) {
+  std::mt19937_64 gen(27);
+  const std::int64_t hs = C / NH, h0 = 1, h1 = NH, Cl = (h1 - h0) * hs, NHl = h1 - h0;
+  const Vec qkv = random_vec(gen, sz(N * 3 * C), -2, 2), dout = random_vec(gen, sz(N * C));
+  // The shard's inputs: columns [h0*3hs, h1*3hs) of qkv, [h0*hs, h1*hs) of dout.
+  Vec qkv_l, dout_l;
+  for (std::int64_t n = 0; n < N; ++n) {
+    qkv_l.insert(qkv_l.end(), qkv.begin() + n * 3 * C + h0 * 3 * hs,
+                 qkv.begin() + n * 3 * C + h1 * 3 * hs);
+    dout_l.insert(dout_l.end(), dout.begin() + n * C + h0 * hs, dout.begin() + n * C + h1 * hs);
+  }
+  // One score by hand from the documented columns.
+  {
+    Vec S(sz(B * NH * T * T));
+    ref::attention_scores_forward(S.data(), qkv.data(), B, T, C, NH);
+    const std::int64_t b = 1, h = 2, t = 70, t2 = 33;
+    double dot = 0;
+    for (std::int64_t i = 0; i < hs; ++i) {
+      dot += qkv[sz((b * T + t) * 3 * C + h * 3 * hs + i)] *
+             qkv[sz((b * T + t2) * 3 * C + h * 3 * hs + hs + i)];
+    }
+    EXPECT_NEAR(S[sz(((b * NH + h) * T + t) * T + t2)], dot / std::sqrt(double(hs)), 1e-12);
+  }
+  // Runs the attention chain (scores, softmax, P V and their backward) on (qkv, dout) of nh
+  // heads and returns (P, out, dqkv) concatenated.
+  auto chain = [](auto tag, const Vec& q, const Vec& dy, std::int64_t c, std::int64_t nh) {
+    using R = decltype(tag);
+    const std::int64_t nP = B * nh * T * T;
+    std::vector<R> qr(q.begin(), q.end()), dyr(dy.begin(), dy.end());
+    std::vector<R> P(sz(nP)), out(sz(N * c)), dP(sz(nP)), dq(sz(N * 3 * c));
+    if constexpr (std::is_same_v<R, double>) {
+      ref::attention_scores_forward(P.data(), qr.data(), B, T, c, nh);
+      ref::attention_softmax_forward(P.data(), P.data(), B, nh, T);
+      ref::attention_av_forward(out.data(), P.data(), qr.data(), B, T, c, nh);
+      ref::attention_av_backward(dP.data(), dq.data(), dyr.data(), P.data(), qr.data(), B, T, c,
+                                 nh);
+      ref::attention_softmax_backward(dP.data(), dP.data(), P.data(), B, nh, T);
+      ref::attention_scores_backward(dq.data(), dP.data(), qr.data(), B, T, c, nh);
+    } else {
+      cpu::attention_scores_forward(P.data(), qr.data(), B, T, c, nh);
+      cpu::attention_softmax_forward(P.data(), P.data(), B, nh, T);
+      cpu::attention_av_forward(out.data(), P.data(), qr.data(), B, T, c, nh);
+      cpu::attention_av_backward(dP.data(), dq.data(), dyr.data(), P.data(), qr.data(), B, T, c,
+                                 nh);
+      cpu::attention_softmax_backward(dP.data(), dP.data(), P.data(), B, nh, T);
+      cpu::attention_scores_backward(dq.data(), dP.data(), qr.data(), B, T, c, nh);
+    }
+    return std::tuple{P, out, dq};
+  };
+  auto check = [&](auto tag, double tol) {
+    const auto [P, out, dq] = chain(tag, qkv, dout, C, NH);
+    const auto [Pl, outl, dql] = chain(tag, qkv_l, dout_l, Cl, NHl);
+    double worst = 0;
+    auto cmp = [&](double got, double want) {
+      worst = std::max(worst, std::abs(got - want) / (1.0 + std::abs(want)));
+    };
+    for (std::int64_t b = 0; b < B; ++b) {
+      for (std::int64_t i = 0; i < NHl * T * T; ++i) {
+        cmp(Pl[sz(b * NHl * T * T + i)], P[sz((b * NH + h0) * T * T + i)]);
+      }
+    }
+    for (std::int64_t n = 0; n < N; ++n) {
+      for (std::int64_t i = 0; i < Cl; ++i) cmp(outl[sz(n * Cl + i)], out[sz(n * C + h0 * hs + i)]);
+      for (std::int64_t i = 0; i < 3 * Cl; ++i) {
+        cmp(dql[sz(n * 3 * Cl + i)], dq[sz(n * 3 * C + h0 * 3 * hs + i)]);
+      }
+    }
+    EXPECT_LE(worst, tol) << (std::is_same_v<decltype(tag), double> ? "reference" : "cpu");
+  };
+  check(0.0, 0.0);
+  check(0.0f, 4 * T * kFloatEps);
 }
 
 TEST(CpuVsReference, Pointwise) {

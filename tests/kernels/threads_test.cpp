@@ -1,7 +1,7 @@
-// (c) The OpenMP kernels give bit-identical results for 1, 2 and 3 threads: every output
-// element is owned by one thread and summed in a fixed order. Covers every kernel except the
-// matmul products, which are the GEMM library's own (attention's sgemm calls run inside our
-// parallel region, one per thread, so attention is covered).
+// (c) The OpenMP kernels, fp32 and bf16, give bit-identical results for 1, 2 and 3 threads:
+// every output element is owned by one thread and summed in a fixed order. Covers every kernel
+// except the matmul products, which are the GEMM library's own (attention's GEMM calls run
+// inside our parallel region, one per thread, so attention is covered).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -9,8 +9,17 @@
 #include <functional>
 #include <random>
 
+#include "bf16_check.h"
 #include "kernel_check.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/bf16/attention.h"
+#include "kernels/cpu/bf16/crossentropy.h"
+#include "kernels/cpu/bf16/encoder.h"
+#include "kernels/cpu/bf16/gemm.h"
+#include "kernels/cpu/bf16/layernorm.h"
+#include "kernels/cpu/bf16/matmul.h"
+#include "kernels/cpu/bf16/optimizer.h"
+#include "kernels/cpu/bf16/pointwise.h"
 #include "kernels/cpu/crossentropy.h"
 #include "kernels/cpu/encoder.h"
 #include "kernels/cpu/layernorm.h"
@@ -186,6 +195,63 @@ TEST_F(ThreadInvariance, RandomStreams) {
     VecF normal(5000);
     normal_fill(normal.data(), RngStream{77, 0, 2, RngOp::Init}, 0.02f, 4, 0, 5000);
     return std::vector{mask, bytes(normal)};
+  });
+}
+
+// The bf16 kernels: the same ownership rules, so the same invariance. Attention's GEMMs run one
+// per thread inside our parallel region (on whichever GEMM path this CPU uses); the matmuls'
+// own products are the GEMM library's, so only their bias gradient is covered.
+TEST_F(ThreadInvariance, Bf16Kernels) {
+  using test::to_bf16;
+  const std::int64_t nP = B * NH * T * T, OC = 3 * C, n = N * C;
+  const auto r = [&](std::int64_t k, double lo = -1, double hi = 1) {
+    return to_bf16(test::random_bf16_vec(gen, sz(k), lo, hi));
+  };
+  const auto x = r(n, -2, 2), w = r(C), b = r(C), dout = r(n), qkv = r(N * 3 * C);
+  const auto wte = r(V * C), wpe = r(T * C), logits = r(N * V, -4, 4), dmm = r(N * OC);
+  const auto tokens = test::random_ids(gen, sz(N), V);
+  std::vector<std::uint8_t> mask(sz(n));
+  dropout_mask_fill(mask.data(), RngStream{4, 2, 3, RngOp::MlpResidDropout}, 0.2f, 0, 0, 1, n);
+  const VecF grads = rand(n), p0 = rand(n);
+  const auto L = cpu::bf16::QkvLayout::head_interleaved(C, NH);
+  expect_thread_invariant("bf16", [&] {
+    test::VecB ln(sz(n)), dx(sz(n), Bf16{0}), P(sz(nP)), att(sz(n)), dP(sz(nP));
+    test::VecB dqkv(qkv.size()), emb(sz(n)), g(sz(n)), res(sz(n), Bf16{0x3F80}), dbr(sz(n));
+    test::VecB d(sz(n)), dlogits(logits.size()), dxm(sz(N * C)), pb(sz(n));
+    VecF mean(sz(N)), rstd(sz(N)), dw(sz(C), 0.0f), db(sz(C), 0.0f), dwte(wte.size(), 0.0f);
+    VecF dwpe(wpe.size(), 0.0f), losses(sz(N)), lse(sz(N)), dwm(sz(OC * C), 0.0f);
+    VecF dbm(sz(OC), 0.5f), p = p0, m(sz(n), 0.0f), v(sz(n), 0.0f);
+    double loss = 0;
+    cpu::bf16::layernorm_forward(ln.data(), mean.data(), rstd.data(), x.data(), w.data(),
+                                 b.data(), N, C);
+    cpu::bf16::layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(),
+                                  w.data(), mean.data(), rstd.data(), N, C);
+    cpu::bf16::attention_probs_forward(P.data(), qkv.data(), L, B, T, C, NH);
+    cpu::bf16::attention_av_forward(att.data(), P.data(), qkv.data(), L, B, T, C, NH);
+    cpu::bf16::attention_av_backward(dP.data(), dqkv.data(), dout.data(), P.data(), qkv.data(),
+                                     L, B, T, C, NH);
+    cpu::bf16::attention_softmax_backward(dP.data(), dP.data(), P.data(), B, NH, T);
+    cpu::bf16::attention_scores_backward(dqkv.data(), dP.data(), qkv.data(), L, B, T, C, NH);
+    cpu::bf16::encoder_forward(emb.data(), tokens.data(), wte.data(), wpe.data(), B, T, C, V);
+    cpu::bf16::encoder_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C, V);
+    cpu::bf16::gelu_forward(g.data(), x.data(), n);
+    cpu::bf16::gelu_backward(g.data(), dout.data(), x.data(), n);
+    cpu::bf16::residual_backward(res.data(), dbr.data(), dout.data(), n);
+    cpu::bf16::dropout_forward(d.data(), x.data(), mask.data(), 0.2f, n);
+    cpu::bf16::crossentropy_forward(&loss, losses.data(), lse.data(), logits.data(),
+                                    tokens.data(), 0.01, N, V);
+    cpu::bf16::crossentropy_backward(dlogits.data(), logits.data(), lse.data(), tokens.data(),
+                                     0.01, N, V);
+    cpu::bf16::matmul_nt_backward(dxm.data(), dwm.data(), dbm.data(), dmm.data(), ln.data(),
+                                  qkv.data(), N, C, OC);
+    cpu::AdamWScalars sc;
+    sc.lr = 1e-3f, sc.beta1 = 0.9f, sc.beta2 = 0.95f, sc.eps = 1e-8f;
+    cpu::bf16::adamw_update(p.data(), pb.data(), m.data(), v.data(), grads.data(), n, sc);
+    return std::vector{bytes(ln), bytes(mean), bytes(rstd), bytes(dx), bytes(dw), bytes(db),
+                       bytes(P), bytes(att), bytes(dP), bytes(dqkv), bytes(emb), bytes(dwte),
+                       bytes(dwpe), bytes(g), bytes(res), bytes(dbr), bytes(d), bytes(losses),
+                       bytes(lse), bytes(std::vector{loss}), bytes(dlogits), bytes(dbm),
+                       bytes(p), bytes(pb)};
   });
 }
 

@@ -102,7 +102,7 @@ TEST(ModelJson, BadFilesNameFileAndPath) {
       {R"({"layers": "4", "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 256})",
        "layers: expected an integer, got \"4\""},
       {R"({"layers": 4, "hidden": -64, "heads": 4, "seq_len": 64, "vocab": 256})",
-       "hidden: expected an integer in [1, 1048576], got -64"},
+       "hidden: expected an integer in [1, 131072], got -64"},
       {R"({"layers": 4, "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 256, "dropout": 0.1})",
        "dropout: unknown field; expected one of: name, layers, hidden, heads, seq_len, vocab, ffn"},
       {R"({"layers": 4, "hidden": 64, "heads": 5, "seq_len": 64, "vocab": 256})",
@@ -143,6 +143,32 @@ TEST(ModelArithmetic, TensorParallelShardsTheRightTensors) {
   // (4C) and the two biases after the row-parallel matmuls (2C).
   EXPECT_EQ(unit_params(m, 1, t), (12 * C * C + 7 * C) / t + 6 * C);
   EXPECT_EQ(unit_params(m, 0, t), m.vocab * C / t + m.seq_len * C);
+}
+
+TEST(ModelArithmetic, TpRowRangesCoverEveryRowOnceAndUnitParamsCountTheLargestShard) {
+  // An uneven vocabulary: 50257 rows over tp 4 are 12564, 12564, 12564, 12565 rows.
+  ModelSpec m = model_preset("gpt3-350m");
+  m.vocab = 50257;
+  const std::int64_t C = m.hidden;
+  for (std::int64_t t : {1, 2, 3, 4, 8}) {
+    std::int64_t next = 0, largest = 0;
+    for (std::int64_t r = 0; r < t; ++r) {
+      const RowRange rows = tp_rows(m.vocab, t, r);
+      EXPECT_EQ(rows.begin, next) << "tp " << t << " rank " << r;
+      EXPECT_GE(rows.size(), m.vocab / t);
+      EXPECT_LE(rows.size(), m.vocab / t + 1);
+      largest = std::max(largest, rows.size());
+      next = rows.end;
+    }
+    EXPECT_EQ(next, m.vocab) << "tp " << t;
+    // The embedding's wte is sharded, wpe replicated; the head's lm_head_w sharded.
+    EXPECT_EQ(unit_params(m, 0, t), largest * C + m.seq_len * C) << "tp " << t;
+    EXPECT_EQ(unit_params(m, m.layers + 1, t), largest * C + 2 * C) << "tp " << t;
+  }
+  // Heads divide by tp: qkv rows split at head boundaries (3 * head_dim rows per head).
+  const RowRange qkv = tp_rows(3 * C, 4, 1);
+  EXPECT_EQ(qkv.begin % (3 * m.head_dim()), 0);
+  EXPECT_EQ(qkv.size(), 3 * C / 4);
 }
 
 TEST(ModelArithmetic, BlockFlopsMatchHandCount) {

@@ -92,6 +92,7 @@ TEST(PlanJson, RoundTripsEveryField) {
   // Through a file, with the atomic writer.
   const auto dir =
       std::filesystem::temp_directory_path() / ("eth_plan_io_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
   const std::string path = (dir / "p.json").string();
   save_plan(p, path);
   EXPECT_EQ(load_plan(path), p);

@@ -258,15 +258,15 @@ TEST(ValidatePlan, TpDividesFfn) {
   EXPECT_EQ(validate(tp_plan(m, 2)), Violations{});
 }
 
-TEST(ValidatePlan, TpDividesVocabOnlyWhereTheStageHoldsEmbeddingOrHead) {
+TEST(ValidatePlan, VocabNeedNotDivideByTpButMustGiveEveryRankARow) {
+  // The vocabulary is cut in floor-division row ranges, so an odd vocabulary is fine.
   const ModelSpec m{"m", 2, 64, 4, 16, 251, 256};  // units 0..3; 251 is odd
-  EXPECT_EQ(
-      validate(tp_plan(m, 2)),
-      (Violations{{"pipelines[0].stages[0].tp",
-                   "expected a divisor of the model's vocab (251), since the stage holds unit 0 "
-                   "(embedding) and unit 3 (LM head), sharded by vocabulary; got 2"}}));
-  // Three stages: only the first (embedding) and the last (head) shard the vocabulary.
-  Plan p = tp_plan(m, 2);
+  EXPECT_EQ(validate(tp_plan(m, 2)), Violations{});
+  EXPECT_EQ(validate(tp_plan(m, 4)), Violations{});
+  // A vocabulary smaller than tp would leave a rank without a row, where the stage holds the
+  // embedding or the head; a middle stage holds neither.
+  const ModelSpec small{"m", 2, 64, 4, 16, 1, 256};
+  Plan p = tp_plan(small, 2);
   StagePlan st = p.pipelines[0].stages[0];
   p.pipelines[0].stages.clear();
   const std::int64_t ranges[3][2] = {{0, 0}, {1, 2}, {3, 3}};
@@ -277,14 +277,13 @@ TEST(ValidatePlan, TpDividesVocabOnlyWhereTheStageHoldsEmbeddingOrHead) {
     st.devices = {devices[s][0], devices[s][1]};
     p.pipelines[0].stages.push_back(st);
   }
-  EXPECT_EQ(
-      validate(p),
-      (Violations{{"pipelines[0].stages[0].tp",
-                   "expected a divisor of the model's vocab (251), since the stage holds unit 0 "
-                   "(embedding), sharded by vocabulary; got 2"},
-                  {"pipelines[0].stages[2].tp",
-                   "expected a divisor of the model's vocab (251), since the stage holds unit 3 "
-                   "(LM head), sharded by vocabulary; got 2"}}));
+  EXPECT_EQ(validate(p),
+            (Violations{{"pipelines[0].stages[0].tp",
+                         "expected at most the model's vocab (1), since the stage holds unit 0 "
+                         "(embedding), sharded by vocabulary (one row per rank at least); got 2"},
+                        {"pipelines[0].stages[2].tp",
+                         "expected at most the model's vocab (1), since the stage holds unit 3 "
+                         "(LM head), sharded by vocabulary (one row per rank at least); got 2"}}));
 }
 
 TEST(ValidatePlan, RecomputeUnitWithOthersIsRedundant) {

@@ -1,6 +1,6 @@
 // Metis's formats: what ETH writes reads back equal; a hand-made file with a missing field is
-// refused by name; the shared peers' inputs (ETH_SHARED_DIR/peers/metis-inputs) read, with
-// parameter and activation counts that match the model's formulas.
+// refused by name; the peer run's inputs (bench/data/metis-inputs, ETH_METIS_INPUTS_DIR) read,
+// with parameter and activation counts that match the model's formulas.
 #include "profile/metis_format.h"
 
 #include <gtest/gtest.h>
@@ -16,8 +16,7 @@
 namespace eth {
 namespace {
 
-const std::filesystem::path kPeers =
-    std::filesystem::path(ETH_SHARED_DIR) / "peers" / "metis-inputs";
+const std::filesystem::path kPeers = ETH_METIS_INPUTS_DIR;
 
 ClusterSpec three_type_cluster() {
   ClusterSpec c;

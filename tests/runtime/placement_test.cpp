@@ -70,12 +70,70 @@ TEST(Placement, RefusesDevicesOutsideTheClusterAndUncoveredUnits) {
   EXPECT_NE(e.find("unit 4"), std::string::npos) << e;
 }
 
-TEST(Placement, RefusesTensorParallelismClearly) {
-  Plan plan = test::make_plan(test::small3(), 8, {{2, 6, {{0, 1}, {2, 4}}}});
-  plan.pipelines[0].stages[1].tp = 2;
-  plan.pipelines[0].stages[1].devices = {1, 2};
-  const std::string e = error_of([&] { check_runnable(plan, test::cpu_cluster(4), 3, "p.json"); });
-  EXPECT_NE(e.find("pipelines[0].stages[1].tp: tensor parallelism (tp 2) is not supported"),
+TEST(Placement, TensorParallelPlansRunAndEveryTpRankHasItsCoordinates) {
+  const Plan plan =
+      test::make_plan(test::small3(), 8, {{2, 6, {{0, 1, 1, {}, 2}, {2, 4, 2, {}, 2}}}});
+  EXPECT_NO_THROW(check_runnable(plan, test::cpu_cluster(6), 6, "p.json", 6));
+  const std::vector<RankPlace> places = place_ranks(plan);
+  ASSERT_EQ(places.size(), 6u);
+  // Stage 1 holds devices 2..5 as dp groups of tp consecutive ids: (dp 0: 2, 3), (dp 1: 4, 5).
+  EXPECT_EQ(places[4].stage, 1);
+  EXPECT_EQ(places[4].dp_rank, 1);
+  EXPECT_EQ(places[4].tp_rank, 0);
+  EXPECT_EQ(places[3].dp_rank, 0);
+  EXPECT_EQ(places[3].tp_rank, 1);
+}
+
+// Two nodes of 4 cpu devices, or one of each type.
+ClusterSpec two_nodes(const std::string& second_type) {
+  ClusterSpec c = test::cpu_cluster(4);
+  c.nodes.push_back(NodeSpec{second_type, 4});
+  c.device_types.emplace(second_type, *find_device_type_preset(second_type));
+  return c;
+}
+
+TEST(Placement, RefusesTpThatDoesNotDivideHeadsOrFfn) {
+  // small3 has 2 heads (tp 4 does not divide them) and ffn 48; then 4 heads and ffn 50.
+  Plan plan = test::make_plan(test::small3(), 8, {{2, 6, {{0, 4, 1, {}, 4}}}});
+  EXPECT_EQ(error_of([&] { check_runnable(plan, test::cpu_cluster(4), 4, "p.json"); }),
+            "[plan] p.json: pipelines[0].stages[0].tp: expected a divisor of the model's heads "
+            "(2), got 4");
+  plan.model.heads = 4;
+  plan.model.ffn = 50;
+  EXPECT_EQ(error_of([&] { check_runnable(plan, test::cpu_cluster(4), 4, "p.json"); }),
+            "[plan] p.json: pipelines[0].stages[0].tp: expected a divisor of the model's ffn size "
+            "(50), got 4");
+}
+
+TEST(Placement, RefusesATpGroupSpreadOverTwoNodes) {
+  // A stage may span nodes with its dp replicas (span_nodes), never with a tp group: devices
+  // 2, 3 | 4, 5 are two tp groups split across nodes 0 (0..3) and 1 (4..7).
+  Plan plan = test::make_plan(test::small3(), 8, {{2, 2, {{0, 4, 1, {}, 2}}}});
+  plan.pipelines[0].stages[0].devices = {3, 4};
+  plan.pipelines[0].stages[0].span_nodes = true;
+  ClusterSpec cluster = two_nodes("cpu");
+  const std::string e = error_of([&] { check_runnable(plan, cluster, 2, "p.json"); });
+  EXPECT_EQ(e.rfind("[plan] p.json: pipelines[0].stages[0].devices[1]: device 4 is on node 1 but "
+                    "its tp group (dp replica 0, devices 3..4) starts on node 0",
+                    0),
+            0u)
+      << e;
+  // dp replicas on two nodes, each tp group inside one: runnable.
+  plan.pipelines[0].stages[0].dp = 2;
+  plan.pipelines[0].stages[0].devices = {2, 3, 4, 5};
+  plan.pipelines[0].micro_batch_size = 2;
+  plan.pipelines[0].local_batch = 2;
+  EXPECT_NO_THROW(check_runnable(plan, cluster, 4, "p.json"));
+}
+
+TEST(Placement, RefusesATpGroupOfMixedDeviceTypes) {
+  Plan plan = test::make_plan(test::small3(), 8, {{2, 2, {{0, 4, 1, {}, 2}}}});
+  plan.pipelines[0].stages[0].devices = {3, 4};
+  plan.pipelines[0].stages[0].span_nodes = true;
+  const std::string e =
+      error_of([&] { check_runnable(plan, two_nodes("cpu-slow"), 2, "p.json"); });
+  EXPECT_NE(e.find("pipelines[0].stages[0].devices[1]: device 4 (node 1) has type cpu-slow, but "
+                   "the stage's device_type is cpu"),
             std::string::npos)
       << e;
 }

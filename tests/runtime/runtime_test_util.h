@@ -24,13 +24,15 @@ inline ModelSpec small3() { return ModelSpec{"small3", 3, 16, 2, 8, 32, 48}; }
 struct StageSpec {
   std::int64_t first = 0, last = 0, dp = 1;
   RecomputeSet recompute{};
+  std::int64_t tp = 1;
 };
 struct PipeSpec {
   std::int64_t mbs = 1, local = 1;
   std::vector<StageSpec> stages;
 };
 
-// Devices are numbered in pipeline, stage, replica order; gbs is the sum of the local batches.
+// Devices are numbered in pipeline, stage, replica, tp rank order; gbs is the sum of the local
+// batches.
 inline Plan make_plan(const ModelSpec& m, std::int64_t seq, const std::vector<PipeSpec>& pipes) {
   Plan p;
   p.model = m;
@@ -46,10 +48,11 @@ inline Plan make_plan(const ModelSpec& m, std::int64_t seq, const std::vector<Pi
       StagePlan st;
       st.device_type = "cpu";
       st.dp = ss.dp;
+      st.tp = ss.tp;
       st.first_unit = ss.first;
       st.last_unit = ss.last;
       st.recompute = ss.recompute;
-      for (std::int64_t d = 0; d < ss.dp; ++d) st.devices.push_back(next++);
+      for (std::int64_t d = 0; d < ss.dp * ss.tp; ++d) st.devices.push_back(next++);
       pp.stages.push_back(st);
     }
     p.pipelines.push_back(pp);
@@ -89,7 +92,10 @@ struct RunResult {
   bool replicas_agree = true;
 };
 
+// On one OpenMP thread (results do not depend on the count): on a shared 2-core machine the
+// barriers of a second thread can turn milliseconds into seconds.
 inline RunResult run_single(const TrainConfig& c, std::int64_t steps) {
+  const OneThread one_thread;
   Trainer t(c);
   RunResult r;
   for (std::int64_t i = 0; i < steps; ++i) {
@@ -113,7 +119,8 @@ struct DistRun {
 };
 
 // Runs `steps` steps of `plan` on plan.num_devices() threads. Every unit's state is read from
-// its holder in pipeline 0 at dp rank 0; the test checks elsewhere that replicas agree.
+// its holders in pipeline 0 at dp rank 0 (each tp rank's rows put in their place); the test
+// checks elsewhere that replicas agree.
 inline RunResult run_plan(const TrainConfig& c, const Plan& plan, std::int64_t steps,
                           const DistRun& opt = {}) {
   DistTrainConfig dc;
@@ -130,11 +137,21 @@ inline RunResult run_plan(const TrainConfig& c, const Plan& plan, std::int64_t s
   LocalWorld world(static_cast<int>(plan.num_devices()), opt.comm);
   std::mutex mu;
   struct Copy {
-    const ParamLayout* layout;
     std::vector<float> params, adam_v;
-    std::int64_t first = 0, last = 0;
+    std::int64_t first = 0, last = 0, tp = 1, tp_rank = 0;
   };
   std::vector<Copy> copies;
+  // Copies a rank's rows of every tensor of `layout` from `src` into the whole-model `dst`.
+  auto place = [&full](const ParamLayout& layout, const float* src, float* dst) {
+    for (const UnitSlot& u : layout.units()) {
+      const UnitSlot& whole = full.unit(u.unit);
+      for (std::size_t i = 0; i < u.tensors.size(); ++i) {
+        const TensorSlot& t = u.tensors[i];
+        std::copy_n(src + u.offset + t.offset, t.desc.numel(),
+                    dst + whole.offset + whole.tensors[i].offset + t.rows.begin * t.row_size());
+      }
+    }
+  };
   auto errors = run_on_threads(world, [&](Communicator comm) {
     omp_set_num_threads(1);
     DistributedTrainer t(dc, comm, opt.resume);
@@ -146,35 +163,28 @@ inline RunResult run_plan(const TrainConfig& c, const Plan& plan, std::int64_t s
       }
     }
     if (opt.save_dir) t.save_checkpoint(*opt.save_dir);
+    const ParamLayout& layout = t.state().layout();
     std::lock_guard lock(mu);
-    copies.push_back(Copy{&t.state().layout(), {}, {}});
     const std::size_t mine = static_cast<std::size_t>(t.state().numel());
-    copies.back().params.assign(t.state().params(), t.state().params() + mine);
-    copies.back().adam_v.assign(t.state().adam_v(), t.state().adam_v() + mine);
-    copies.back().layout = nullptr;
-    copies.back().first = t.state().layout().first_unit();
-    copies.back().last = t.state().layout().last_unit();
+    copies.push_back(Copy{{t.state().params(), t.state().params() + mine},
+                          {t.state().adam_v(), t.state().adam_v() + mine},
+                          layout.first_unit(), layout.last_unit(), layout.tp(), layout.tp_rank()});
     if (t.place().pipeline != 0 || t.place().dp_rank != 0) return;
-    for (const UnitSlot& u : t.state().layout().units()) {
-      const std::int64_t dst = full.unit(u.unit).offset;
-      std::copy_n(t.state().params() + u.offset, u.numel, r.params.data() + dst);
-      std::copy_n(t.state().grads() + u.offset, u.numel, r.grads.data() + dst);
-      std::copy_n(t.state().adam_m() + u.offset, u.numel, r.adam_m.data() + dst);
-      std::copy_n(t.state().adam_v() + u.offset, u.numel, r.adam_v.data() + dst);
-    }
+    place(layout, t.state().params(), r.params.data());
+    place(layout, t.state().grads(), r.grads.data());
+    place(layout, t.state().adam_m(), r.adam_m.data());
+    place(layout, t.state().adam_v(), r.adam_v.data());
   });
   for (std::size_t i = 0; i < errors.size(); ++i) {
     if (errors[i]) std::rethrow_exception(errors[i]);
   }
+  // Every holder's rows equal pipeline 0's, bitwise.
   for (const Copy& cp : copies) {
-    const ParamLayout mine(plan.model, cp.first, cp.last);
-    for (const UnitSlot& u : mine.units()) {
-      const std::int64_t dst = full.unit(u.unit).offset;
-      for (std::int64_t i = 0; i < u.numel; ++i) {
-        const auto a = static_cast<std::size_t>(u.offset + i), b = static_cast<std::size_t>(dst + i);
-        if (cp.params[a] != r.params[b] || cp.adam_v[a] != r.adam_v[b]) r.replicas_agree = false;
-      }
-    }
+    const ParamLayout mine(plan.model, cp.first, cp.last, cp.tp, cp.tp_rank);
+    std::vector<float> p(r.params), v(r.adam_v);
+    place(mine, cp.params.data(), p.data());
+    place(mine, cp.adam_v.data(), v.data());
+    if (p != r.params || v != r.adam_v) r.replicas_agree = false;
   }
   return r;
 }

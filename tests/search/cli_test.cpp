@@ -71,12 +71,13 @@ TEST(PlanCli, TextOutputAndCompare) {
 }
 
 TEST(PlanCli, BadInputExitCodes) {
-  EXPECT_EQ(run("plan --cluster 350m-910b2-910b4 --model gpt3-350m --gbs 8 --method fast").code, 2);
+  // A bad command line is exit 1 (docs/exit-codes.md), bad input exit 2.
+  EXPECT_EQ(run("plan --cluster 350m-910b2-910b4 --model gpt3-350m --gbs 8 --method fast").code, 1);
   // A 70B model on four devices cannot fit: exit 2 with the overflowing device named.
   const CliRun r = run("plan --cluster 350m-910b2-910b4 --model gpt3-70b --gbs 8 --tp 1,2");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("overflows stage"), std::string::npos) << r.out;
-  EXPECT_EQ(run("plan --model gpt3-350m --gbs 8").code, 2);  // no cluster
+  EXPECT_EQ(run("plan --model gpt3-350m --gbs 8").code, 1);  // no cluster: a usage error
 }
 
 }  // namespace

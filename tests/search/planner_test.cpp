@@ -111,6 +111,29 @@ TEST(Planner, EveryMethodGivesAValidPlanAndEthIsNeverSlowerThanLayer) {
   }
 }
 
+// The pure family alone (the paper's TypeSplit-HPP): every pipeline holds one device type, the
+// optimized search finds the exhaustive search's optimum of that smaller space, and full eth,
+// whose space contains it, is never slower.
+TEST(Planner, PureOnlyKeepsEveryPipelineOnOneType) {
+  const ClusterSpec c = cluster_of(R"({"device_type": "fast", "devices": 4},
+      {"device_type": "slow", "devices": 4})");
+  PlannerOptions pure = small_options();
+  pure.pure_only = true;
+  PlannerOptions exhaustive = pure;
+  exhaustive.cpc = exhaustive.ses = exhaustive.oso = exhaustive.dpo = false;
+  for (std::int64_t gbs : {16, 45}) {
+    const PlannerResult p = run(PlanMethod::Eth, c, gbs, pure);
+    EXPECT_EQ(p.family, "pure");
+    for (const auto& pipe : p.plan.pipelines) {
+      for (const auto& s : pipe.stages) EXPECT_EQ(s.device_type, pipe.stages[0].device_type);
+    }
+    const PlannerResult b = run(PlanMethod::Eth, c, gbs, exhaustive);
+    EXPECT_DOUBLE_EQ(p.best_objective_ms, b.best_objective_ms) << "gbs " << gbs;
+    const PlannerResult full = run(PlanMethod::Eth, c, gbs, small_options());
+    EXPECT_LE(full.prediction.iteration_ms, p.prediction.iteration_ms) << "gbs " << gbs;
+  }
+}
+
 TEST(Planner, OptimizedSearchAtAlphaZeroEqualsExhaustiveSearch) {
   const std::string clusters[] = {
       R"({"device_type": "fast", "devices": 2}, {"device_type": "slow", "devices": 2})",
@@ -264,6 +287,46 @@ TEST(Planner, BadOptionsNameTheFlag) {
   o = small_options();
   o.micro_batch_sizes = {0};
   EXPECT_NE(message(8, o).find("--micro-batch-sizes"), std::string::npos);
+}
+
+// The partition limit bounds the search's time: when it binds the plan is the best of what was
+// visited, no better than the full search's, and the result says which limit bound.
+TEST(Planner, PartitionLimitIsReportedWhenItBinds) {
+  const ClusterSpec c = cluster_of(R"({"device_type": "fast", "devices": 4},
+      {"device_type": "mid", "devices": 4}, {"device_type": "slow", "devices": 4})");
+  const ModelSpec model = small_model();
+  const ProfileDb db = profile_for(model, c);
+  const PlannerResult full = plan_training(PlanMethod::Eth, model, c, db, 32, model.seq_len,
+                                           small_options());
+  EXPECT_TRUE(full.stats.limits.empty());
+  EXPECT_FALSE(full.plan.search.contains("limits_reached"));
+  PlannerOptions o = small_options();
+  o.max_partitions = 3;
+  const PlannerResult cut = plan_training(PlanMethod::Eth, model, c, db, 32, model.seq_len, o);
+  EXPECT_EQ(cut.stats.limits.at("max_partitions"), 3);
+  EXPECT_EQ(cut.plan.search.at("limits_reached").at("max_partitions"), 3);
+  EXPECT_GE(cut.best_objective_ms, full.best_objective_ms);
+  expect_valid(cut.plan, c, db, 32);
+}
+
+// With more devices than the global batch has samples, no cover of the cluster fits the
+// pipeline limit (each pipeline takes a sample): the refusal names that limit and its count.
+TEST(Planner, RefusalNamesTheSearchLimitThatBound) {
+  const ClusterSpec c = cluster_of(R"({"device_type": "fast", "devices": 64},
+      {"device_type": "slow", "devices": 64})");
+  const ModelSpec model = ModelSpec{"small", 2, 256, 8, 128, 1024, 1024};
+  const ProfileDb db = profile_for(model, c);
+  try {
+    plan_training(PlanMethod::Eth, model, c, db, 2, model.seq_len, small_options());
+    FAIL() << "128 devices, 4 units, tp <= 4: at least 8 pipelines, and gbs 2 allows 2";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("no eth plan within the search limits"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("partitions need more than 2 pipelines (every pipeline takes at least one "
+                       "sample of the global batch of 2)"),
+              std::string::npos)
+        << msg;
+  }
 }
 
 TEST(Planner, PaperPresetsPlanAndEthBeatsBaselines) {

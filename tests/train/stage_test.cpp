@@ -27,17 +27,7 @@ StageComputeConfig whole(const ModelSpec& m, std::int64_t B, RecomputeSet rc, fl
   return c;
 }
 
-MicroBatch micro_batch(const std::vector<std::int32_t>& tokens,
-                       const std::vector<std::int32_t>& targets, std::int64_t B, std::int64_t T) {
-  MicroBatch mb;
-  mb.step = 5;
-  mb.first_sample = 40;
-  mb.size = B;
-  mb.tokens = tokens.data();
-  mb.targets = targets.data();
-  mb.loss_scale = 1.0 / static_cast<double>(B * T);
-  return mb;
-}
+using test::micro_batch;
 
 // The model's loss as a function of every parameter, differentiated numerically in double.
 // With dropout on: masks are fixed by (seed, step, sample, unit, operator), so the loss is a
@@ -210,6 +200,52 @@ TEST(StageCompute, PartialMicroBatchUsesOnlyItsSamples) {
   EXPECT_EQ(big.forward(0, st.params(), mb, nullptr, nullptr), one.loss);
   big.backward(0, st.params(), grads.data(), mb, nullptr, nullptr);
   EXPECT_EQ(0, std::memcmp(grads.data(), one.grads.data(), grads.size() * 4));
+}
+
+// A tp group that is never asked to communicate: sizing a tp stage needs only its size.
+class IdleGroup final : public TpGroup {
+ public:
+  explicit IdleGroup(int n) : n_(n) {}
+  int size() const override { return n_; }
+  void allreduce_sum(std::span<float>) override { ADD_FAILURE() << "unexpected collective"; }
+  void allreduce_sum(std::span<double>) override { ADD_FAILURE() << "unexpected collective"; }
+  void allreduce_max(std::span<float>) override { ADD_FAILURE() << "unexpected collective"; }
+  void allreduce_max(std::span<double>) override { ADD_FAILURE() << "unexpected collective"; }
+
+ private:
+  int n_;
+};
+
+// What a tp rank allocates per micro-batch follows the memory model's split (model/arithmetic.h
+// activation_bytes_16bit, Korthikanti et al.): every recompute class (Q/K/V, the attention
+// matrices, the GELU output) and the head's logits are divided by tp, the rest is a replicated
+// part plus a part divided by tp (the attention output and the GELU input).
+TEST(StageCompute, TpRankActivationsScaleAsTheMemoryModelSays) {
+  const ModelSpec m{"tp", 2, 16, 4, 8, 32, 24};
+  auto bytes = [&](std::int64_t tp, std::int64_t u) {
+    IdleGroup g(static_cast<int>(tp));
+    StageComputeConfig c = whole(m, 2, {}, 0.1f);
+    c.tp = tp;
+    StageCompute<CpuKernels> sc(m, c, tp > 1 ? &g : nullptr);
+    return sc.activation_bytes(u);
+  };
+  const std::int64_t block = 1, head = m.num_units() - 1;
+  const ActivationBytes b1 = bytes(1, block), b2 = bytes(2, block), b4 = bytes(4, block);
+  for (std::size_t op = 0; op < b1.op.size(); ++op) {
+    EXPECT_GT(b1.op[op], 0) << op;
+    EXPECT_EQ(b2.op[op] * 2, b1.op[op]) << op;
+    EXPECT_EQ(b4.op[op] * 4, b1.op[op]) << op;
+  }
+  // other(t) = R + S/t: S = 2 (other(1) - other(2)), and R + S/4 predicts tp 4.
+  const double S = 2 * (b1.other - b2.other), R = b1.other - S;
+  EXPECT_GT(S, 0);
+  EXPECT_EQ(b4.other, R + S / 4);
+  // S is the attention output (N x C) and the GELU input (N x F), fp32.
+  const double N = 2.0 * m.seq_len;
+  EXPECT_EQ(S, 4 * N * (m.hidden + m.ffn));
+  EXPECT_EQ(b2.unit_input, b1.unit_input);  // a unit's input is whole on every rank
+  // The head's logits are the rank's vocabulary columns.
+  EXPECT_EQ(bytes(1, head).other - bytes(4, head).other, 4 * N * (m.vocab - m.vocab / 4));
 }
 
 TEST(MeasureProfile, GivesAMeasuredCpuEntryWithTheAllocatedBytes) {

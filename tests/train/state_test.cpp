@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "model/arithmetic.h"
+#include "train/checkpoint.h"
 #include "train/model_state.h"
 #include "train/optimizer.h"
 #include "train_test_util.h"
@@ -49,6 +50,98 @@ TEST(ModelState, InitDependsOnlyOnSeedUnitAndTensor) {
   other.init(12);
   EXPECT_NE(
       0, std::memcmp(stage.params(), other.params(), static_cast<std::size_t>(stage.numel()) * 4));
+}
+
+// An uneven vocabulary (31 rows) and 4 heads: tp 2 and 4 shard every block tensor evenly and
+// the embedding / LM head in floor-division row ranges.
+ModelSpec tp_model() { return ModelSpec{"tp", 2, 16, 4, 8, 31, 24}; }
+
+TEST(ParamLayout, TpRanksHoldTheirRowsAndUnitParamsCountsTheLargest) {
+  const ModelSpec m = tp_model();
+  const ParamLayout whole(m, 0, m.num_units() - 1);
+  for (std::int64_t tp : {1, 2, 4}) {
+    for (std::int64_t u = 0; u < m.num_units(); ++u) {
+      std::int64_t largest = 0;
+      std::vector<std::int64_t> rows_seen(whole.unit(u).tensors.size(), 0);
+      for (std::int64_t r = 0; r < tp; ++r) {
+        const ParamLayout shard(m, u, u, tp, r);
+        const UnitSlot& s = shard.unit(u);
+        largest = std::max(largest, s.numel);
+        for (std::size_t i = 0; i < s.tensors.size(); ++i) {
+          const TensorSlot& t = s.tensors[i];
+          const TensorSlot& w = whole.unit(u).tensors[i];
+          EXPECT_EQ(t.full_shape(), w.desc.shape) << t.desc.name;
+          if (t.desc.split == TpSplit::Replicated) {
+            EXPECT_EQ(t.desc.shape, w.desc.shape) << t.desc.name;
+            continue;
+          }
+          EXPECT_EQ(t.rows.begin, rows_seen[i]) << t.desc.name << " tp " << tp;  // contiguous
+          rows_seen[i] = t.rows.end;
+        }
+      }
+      for (std::size_t i = 0; i < rows_seen.size(); ++i) {
+        const TensorSlot& w = whole.unit(u).tensors[i];
+        if (w.desc.split == TpSplit::Sharded) {
+          EXPECT_EQ(rows_seen[i], w.full_rows) << w.desc.name;
+        }
+      }
+      // What the memory model charges a device is what its largest rank allocates.
+      EXPECT_EQ(largest, unit_params(m, u, tp)) << "unit " << u << " tp " << tp;
+    }
+  }
+}
+
+TEST(ModelState, TpShardsInitToTheirRowsOfTheWholeModel) {
+  const ModelSpec m = tp_model();
+  ModelState whole(m, 0, m.num_units() - 1);
+  whole.init(5);
+  for (std::int64_t tp : {2, 4}) {
+    for (std::int64_t r = 0; r < tp; ++r) {
+      ModelState shard(m, 0, m.num_units() - 1, tp, r);
+      shard.init(5);
+      for (const UnitSlot& u : shard.layout().units()) {
+        for (std::size_t i = 0; i < u.tensors.size(); ++i) {
+          const TensorSlot& t = u.tensors[i];
+          const float* want = whole.params() + whole.layout().unit(u.unit).offset +
+                              whole.layout().unit(u.unit).tensors[i].offset +
+                              t.rows.begin * t.row_size();
+          EXPECT_EQ(0, std::memcmp(shard.params() + u.offset + t.offset, want,
+                                   static_cast<std::size_t>(t.desc.numel()) * 4))
+              << t.desc.name << " tp " << tp << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(ModelState, TpShardsLoadTheirRowsOfAWholeCheckpoint) {
+  const auto dir = test::temp_dir("tp_ckpt");
+  const ModelSpec m = tp_model();
+  ModelState whole(m, 0, m.num_units() - 1);
+  whole.init(9);
+  for (std::int64_t i = 0; i < whole.numel(); ++i) {
+    whole.adam_m()[i] = static_cast<float>(i % 13);
+    whole.adam_v()[i] = static_cast<float>(i % 17);
+  }
+  CheckpointMeta meta;
+  meta.model = m;
+  meta.step = 3;
+  meta.schedule = meta.data = meta.run = Json::object();
+  write_checkpoint(dir / "c.safetensors", whole, meta);
+  ModelState shard(m, 1, m.num_units() - 1, 4, 3);  // the last of 4 ranks, units 1..3
+  EXPECT_EQ(load_checkpoint(dir / "c.safetensors", shard).step, 3);
+  for (const UnitSlot& u : shard.layout().units()) {
+    for (std::size_t i = 0; i < u.tensors.size(); ++i) {
+      const TensorSlot& t = u.tensors[i];
+      const std::int64_t at = whole.layout().unit(u.unit).offset +
+                              whole.layout().unit(u.unit).tensors[i].offset +
+                              t.rows.begin * t.row_size();
+      const auto bytes = static_cast<std::size_t>(t.desc.numel()) * 4;
+      EXPECT_EQ(0, std::memcmp(shard.params() + u.offset + t.offset, whole.params() + at, bytes));
+      EXPECT_EQ(0, std::memcmp(shard.adam_m() + u.offset + t.offset, whole.adam_m() + at, bytes));
+      EXPECT_EQ(0, std::memcmp(shard.adam_v() + u.offset + t.offset, whole.adam_v() + at, bytes));
+    }
+  }
 }
 
 TEST(ModelState, InitFollowsGpt2) {

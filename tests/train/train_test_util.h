@@ -17,6 +17,7 @@
 #include "data/tokenize.h"
 #include "model/model_spec.h"
 #include "test_util.h"
+#include "train/stage_compute.h"
 
 namespace eth::test {
 
@@ -37,6 +38,21 @@ inline std::vector<std::int32_t> random_tokens(std::uint64_t seed, std::size_t n
   std::vector<std::int32_t> v(n);
   for (auto& x : v) x = static_cast<std::int32_t>(d(gen));
   return v;
+}
+
+// A micro-batch of B samples at step 5 starting at global sample 40 (keys its dropout masks),
+// its loss the mean over its B * T tokens.
+inline MicroBatch micro_batch(const std::vector<std::int32_t>& tokens,
+                              const std::vector<std::int32_t>& targets, std::int64_t B,
+                              std::int64_t T) {
+  MicroBatch mb;
+  mb.step = 5;
+  mb.first_sample = 40;
+  mb.size = B;
+  mb.tokens = tokens.data();
+  mb.targets = targets.data();
+  mb.loss_scale = 1.0 / static_cast<double>(B * T);
+  return mb;
 }
 
 inline std::filesystem::path synthetic_file(const std::filesystem::path& dir, std::int64_t tokens,

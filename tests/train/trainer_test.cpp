@@ -163,6 +163,16 @@ TEST(Checkpoint, DamagedFilesAreRefusedByName) {
   EXPECT_NE(e.find("unit5.lm_head_w.adam_v"), std::string::npos) << e;  // the last tensor
 
   s = bytes;
+  const auto ver = s.find("\"version\":\"2\"");
+  ASSERT_NE(ver, std::string::npos);
+  s[ver + 11] = '1';  // a version 1 file: qkv rows in the old [q; k; v] order
+  write(s);
+  e = load_error();
+  EXPECT_NE(e.find("__metadata__.version: version 1 checkpoints store qkv_w/qkv_b as"),
+            std::string::npos)
+      << e;
+
+  s = bytes;
   s[7] = 0x7f;  // header length field absurd
   write(s);
   EXPECT_NE(load_error().find("header length"), std::string::npos);

@@ -4,7 +4,9 @@
 // grace period; whoever stays silent is named as the rank that never arrived. Not thread-safe
 // beyond MPI_THREAD_FUNNELED.
 #include <algorithm>
+#include <array>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <thread>
@@ -55,13 +57,19 @@ std::chrono::milliseconds diagnose_grace(std::chrono::milliseconds timeout) {
 }
 
 // Polls `req` until complete or `deadline`. A large message moves in many fragments, each
-// needing both sides to poll, so the first 5 ms poll flat out: yielding or sleeping between
-// polls there made an 8 MiB transfer 100x slower on a loaded host; only when this host runs
-// more ranks than cores do they yield, as the peer needs the core. A longer wait is a real wait
-// (a pipeline bubble, a slow peer): it then polls for 50 us out of every 250 us, leaving most of
-// the core to the other ranks when oversubscribed. Each MPI_Test also progresses non-blocking
-// collectives.
-bool poll(MPI_Request& req, MPI_Status& status, Clock::time_point deadline, bool oversubscribed) {
+// needing both sides to poll, so the first 5 ms poll without sleeping (sleeping there made an
+// 8 MiB transfer 100x slower on a loaded host). When the machine's ranks fill its cores they
+// yield between polls: a rank spinning on the core its peer needs (the scheduler put them
+// together, or another job holds the other core) made every fragment wait for a time slice; 2
+// ranks on 2 cores at load 3 moved 8 MiB in 32 ms spinning, 0.93 ms yielding, and 128 KiB between
+// two namespace hosts in 12 ms against 0.11 ms. A yield costs nothing when no one else wants
+// the core. A longer wait with more ranks than cores is a real wait (a pipeline bubble, a slow
+// peer): it then polls for 50 us out of every 250 us, leaving most of the core to the other
+// ranks. With a core per rank it keeps polling: sleeping there stalls a long collective whose
+// peer came late (a 14 MB all-reduce of 2 ranks on 2 cores took 25-70 ms sleeping, 14 ms not;
+// eth train --trace). Each MPI_Test also progresses non-blocking collectives.
+bool poll(MPI_Request& req, MPI_Status& status, Clock::time_point deadline, bool oversubscribed,
+          bool crowded) {
   using std::chrono::microseconds;
   Clock::time_point burst_end = Clock::now() + std::chrono::milliseconds(5);
   for (;;) {
@@ -70,7 +78,7 @@ bool poll(MPI_Request& req, MPI_Status& status, Clock::time_point deadline, bool
     if (flag) return true;
     const Clock::time_point now = Clock::now();
     if (now >= deadline) return false;
-    if (now >= burst_end) {
+    if (now >= burst_end && crowded) {
       std::this_thread::sleep_for(microseconds(200));
       burst_end = Clock::now() + microseconds(50);
     } else if (oversubscribed) {
@@ -79,10 +87,18 @@ bool poll(MPI_Request& req, MPI_Status& status, Clock::time_point deadline, bool
   }
 }
 
+// Host name of each world rank (MPI_Get_processor_name), shared by every communicator of the
+// session; empty when the job runs on one host, where naming it would say nothing.
+using HostNames = std::shared_ptr<const std::vector<std::string>>;
+
 class MpiImpl : public CommImpl, public std::enable_shared_from_this<MpiImpl> {
  public:
-  MpiImpl(MPI_Comm comm, CommOptions options, bool oversubscribed)
-      : comm_(comm), options_(options), oversubscribed_(oversubscribed) {
+  MpiImpl(MPI_Comm comm, CommOptions options, bool oversubscribed, bool crowded, HostNames hosts)
+      : comm_(comm),
+        options_(options),
+        oversubscribed_(oversubscribed),
+        crowded_(crowded),
+        hosts_(std::move(hosts)) {
     ETH_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     ETH_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     ETH_MPI_CHECK(MPI_Comm_size(comm_, &size_));
@@ -114,12 +130,14 @@ class MpiImpl : public CommImpl, public std::enable_shared_from_this<MpiImpl> {
   const std::vector<int>& world_ranks() const override { return world_; }
   const CommOptions& options() const override { return options_; }
   bool oversubscribed() const { return oversubscribed_; }
+  bool crowded() const { return crowded_; }
 
   std::shared_ptr<CommImpl> split(int color, int key) override;
   std::shared_ptr<CommImpl> create_group(const std::vector<int>& ranks) override;
   Request isend(std::span<const std::byte> data, int dest, int tag) override;
   Request irecv(std::span<std::byte> data, int src, int tag) override;
-  Request iallreduce_sum(void* data, std::size_t count, DType type, std::string what) override;
+  Request iallreduce(void* data, std::size_t count, DType type, ReduceOp op,
+                     std::string what) override;
   Request ibroadcast(std::span<std::byte> data, int root, std::string what) override;
   Request ibarrier() override;
   Request igather(const void* in, void* out, std::size_t count, DType type) override;
@@ -138,7 +156,9 @@ class MpiImpl : public CommImpl, public std::enable_shared_from_this<MpiImpl> {
 
   MPI_Comm comm_;
   CommOptions options_;
-  bool oversubscribed_;  // more ranks on this host than cores
+  bool oversubscribed_;  // at least as many ranks on this machine as cores
+  bool crowded_;         // more ranks on this machine than cores
+  HostNames hosts_;
   int rank_ = 0;
   int size_ = 0;
   std::vector<int> world_;
@@ -169,7 +189,8 @@ class MpiRequest : public RequestImpl {
     if (!failed_.empty()) throw CommError(failed_);
     if (done_) return;
     MPI_Status status;
-    if (poll(req_, status, Clock::now() + owner_->options().timeout, owner_->oversubscribed())) {
+    if (poll(req_, status, Clock::now() + owner_->options().timeout, owner_->oversubscribed(),
+             owner_->crowded())) {
       finish(status);
       return;
     }
@@ -236,7 +257,7 @@ std::shared_ptr<CommImpl> MpiImpl::split(int color, int key) {
   MPI_Comm out = MPI_COMM_NULL;
   ETH_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &out));
   if (out == MPI_COMM_NULL) return nullptr;
-  return std::make_shared<MpiImpl>(out, options_, oversubscribed_);
+  return std::make_shared<MpiImpl>(out, options_, oversubscribed_, crowded_, hosts_);
 }
 
 std::shared_ptr<CommImpl> MpiImpl::create_group(const std::vector<int>& ranks) {
@@ -271,7 +292,7 @@ std::shared_ptr<CommImpl> MpiImpl::create_group(const std::vector<int>& ranks) {
   ETH_MPI_CHECK(MPI_Comm_create_group(comm_, sub, kTagCreate, &out));
   ETH_MPI_CHECK(MPI_Group_free(&sub));
   ETH_MPI_CHECK(MPI_Group_free(&all));
-  return std::make_shared<MpiImpl>(out, options_, oversubscribed_);
+  return std::make_shared<MpiImpl>(out, options_, oversubscribed_, crowded_, hosts_);
 }
 
 Request MpiImpl::isend(std::span<const std::byte> data, int dest, int tag) {
@@ -292,10 +313,11 @@ Request MpiImpl::irecv(std::span<std::byte> data, int src, int tag) {
           " (tag " + std::to_string(tag) + ")"));
 }
 
-Request MpiImpl::iallreduce_sum(void* data, std::size_t count, DType type, std::string what) {
+Request MpiImpl::iallreduce(void* data, std::size_t count, DType type, ReduceOp op,
+                           std::string what) {
   MPI_Request req = MPI_REQUEST_NULL;
-  ETH_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(count), mpi_type(type), MPI_SUM,
-                               comm_, &req));
+  ETH_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(count), mpi_type(type),
+                               op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_, &req));
   return collective(req, std::move(what));
 }
 
@@ -396,10 +418,63 @@ void MpiImpl::throw_timeout(const std::string& what, const std::vector<int>& pee
                             const std::string& note) {
   std::vector<int> world;
   for (int p : peers) world.push_back(world_[static_cast<std::size_t>(p)]);
+  std::string where = note;
+  if (!hosts_->empty()) {
+    // Over several hosts, the host is what an operator looks at first.
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      where += std::string(where.empty() ? "" : "; ") + "rank " + std::to_string(peers[i]) +
+               " runs on host " + (*hosts_)[static_cast<std::size_t>(world[i])];
+    }
+  }
   const std::string message = timeout_message(rank_, size_, world_[static_cast<std::size_t>(rank_)],
-                                              what, options_.timeout, peers, world, note);
+                                              what, options_.timeout, peers, world, where);
   mark_broken(message);
   throw CommTimeout(message, what, peers, world);
+}
+
+}  // namespace
+
+namespace {
+
+// Every rank's host name, or none when all ranks share this host (one allgather at start-up).
+HostNames host_names(MPI_Comm world, int ranks_on_host) {
+  int size = 0;
+  ETH_MPI_CHECK(MPI_Comm_size(world, &size));
+  int one_host = ranks_on_host == size ? 1 : 0;
+  ETH_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &one_host, 1, MPI_INT, MPI_MIN, world));
+  if (one_host) return std::make_shared<const std::vector<std::string>>();
+  std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0');
+  int len = 0;
+  ETH_MPI_CHECK(MPI_Get_processor_name(mine.data(), &len));
+  std::vector<char> all(mine.size() * static_cast<std::size_t>(size));
+  ETH_MPI_CHECK(MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
+                              MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world));
+  std::vector<std::string> names;
+  for (int r = 0; r < size; ++r) names.emplace_back(all.data() + r * MPI_MAX_PROCESSOR_NAME);
+  return std::make_shared<const std::vector<std::string>>(std::move(names));
+}
+
+// Ranks running on this machine's kernel (same boot id), whatever MPI thinks a host is: hosts
+// made of network namespaces or containers on one machine share its cores, but Open MPI sees
+// each as a node of its own, and its ranks would spin as if each had the cores to itself.
+// 0 when the boot id cannot be read (MPI's count stands).
+int ranks_on_this_machine(MPI_Comm world) {
+  constexpr int kLen = 40;  // a boot id is 36 characters
+  std::array<char, kLen> mine{};
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    if (std::fgets(mine.data(), kLen, f) == nullptr) mine.fill('\0');
+    std::fclose(f);
+  }
+  int size = 0;
+  ETH_MPI_CHECK(MPI_Comm_size(world, &size));
+  std::vector<char> all(static_cast<std::size_t>(kLen) * static_cast<std::size_t>(size));
+  ETH_MPI_CHECK(MPI_Allgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, world));
+  if (mine[0] == '\0') return 0;
+  int same = 0;
+  for (int r = 0; r < size; ++r) {
+    same += std::equal(mine.begin(), mine.end(), all.begin() + r * kLen) ? 1 : 0;
+  }
+  return same;
 }
 
 }  // namespace
@@ -433,8 +508,11 @@ Communicator MpiSession::world(CommOptions options) const {
   ETH_MPI_CHECK(MPI_Comm_size(host, &ranks_on_host));
   ETH_MPI_CHECK(MPI_Comm_free(&host));
   const unsigned cores = std::thread::hardware_concurrency();
-  const bool oversubscribed = cores > 0 && static_cast<unsigned>(ranks_on_host) > cores;
-  return Communicator(std::make_shared<MpiImpl>(dup, options, oversubscribed));
+  const int ranks_here = std::max(ranks_on_host, ranks_on_this_machine(dup));
+  const bool oversubscribed = cores > 0 && static_cast<unsigned>(ranks_here) >= cores;
+  const bool crowded = cores > 0 && static_cast<unsigned>(ranks_here) > cores;
+  return Communicator(std::make_shared<MpiImpl>(dup, options, oversubscribed, crowded,
+                                                host_names(dup, ranks_on_host)));
 }
 
 void MpiSession::abort_job(int exit_code) {

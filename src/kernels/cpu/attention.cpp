@@ -1,6 +1,7 @@
 // Causal attention kernels. The products run per (batch, head) as sgemm calls over row blocks
 // of the lower triangle: rows [r0, r1) of a T x T matrix only need columns [0, r1), which skips
-// most of the masked half (62% of the full product at T = 256 with 64-row blocks).
+// most of the masked half (62% of the full product at T = 256 with 64-row blocks). Head h's
+// q, k, v sit at columns h*3hs + {0, hs, 2hs} of each token's 3C row (head-interleaved).
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -34,8 +35,8 @@ void attention_scores_forward(float* scores, const float* qkv, std::int64_t B, s
 #pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < B * NH; ++bh) {
     const std::int64_t b = bh / NH, h = bh % NH;
-    const float* q = qkv + b * T * ld + h * hs;
-    const float* k = q + C;
+    const float* q = qkv + b * T * ld + h * 3 * hs;
+    const float* k = q + hs;
     float* s = scores + bh * T * T;
     for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
       const std::int64_t r1 = std::min(T, r0 + kRowBlock);
@@ -53,10 +54,10 @@ void attention_scores_backward(float* dqkv, const float* dscores, const float* q
 #pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < B * NH; ++bh) {
     const std::int64_t b = bh / NH, h = bh % NH;
-    const float* q = qkv + b * T * ld + h * hs;
-    const float* k = q + C;
-    float* dq = dqkv + b * T * ld + h * hs;
-    float* dk = dq + C;
+    const float* q = qkv + b * T * ld + h * 3 * hs;
+    const float* k = q + hs;
+    float* dq = dqkv + b * T * ld + h * 3 * hs;
+    float* dk = dq + hs;
     const float* ds = dscores + bh * T * T;
     for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
       const std::int64_t r1 = std::min(T, r0 + kRowBlock);
@@ -116,7 +117,7 @@ void attention_av_forward(float* out, const float* Pd, const float* qkv, std::in
 #pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < B * NH; ++bh) {
     const std::int64_t b = bh / NH, h = bh % NH;
-    const float* v = qkv + b * T * ld + 2 * C + h * hs;
+    const float* v = qkv + b * T * ld + h * 3 * hs + 2 * hs;
     const float* p = Pd + bh * T * T;
     float* o = out + b * T * C + h * hs;
     for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
@@ -135,11 +136,11 @@ void attention_av_backward(float* dPd, float* dqkv, const float* dout, const flo
 #pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < B * NH; ++bh) {
     const std::int64_t b = bh / NH, h = bh % NH;
-    const float* v = qkv + b * T * ld + 2 * C + h * hs;
+    const float* v = qkv + b * T * ld + h * 3 * hs + 2 * hs;
     const float* p = Pd + bh * T * T;
     const float* dy = dout + b * T * C + h * hs;
     float* dp = dPd + bh * T * T;
-    float* dv = dqkv + b * T * ld + 2 * C + h * hs;
+    float* dv = dqkv + b * T * ld + h * 3 * hs + 2 * hs;
     for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
       const std::int64_t r1 = std::min(T, r0 + kRowBlock);
       // dPd[r0:r1, 0:r1] = dout[r0:r1] V[0:r1]^T

@@ -1,9 +1,12 @@
-// Token + position embedding, forward and backward, OpenMP over tokens / channel blocks.
+// Token + position embedding, forward and backward, fp32 and bf16 storage (one template each;
+// cpu/storage.h), OpenMP over tokens / channel blocks. Gradients are always fp32.
 #include "kernels/cpu/encoder.h"
 
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/cpu/bf16/encoder.h"
+#include "kernels/cpu/storage.h"
 
 namespace eth::cpu {
 namespace {
@@ -16,23 +19,24 @@ void check_tokens(const std::int32_t* tokens, std::int64_t n, std::int64_t V) {
 
 constexpr std::int64_t kChannelBlock = 64;
 
-}  // namespace
-
-void encoder_forward(float* out, const std::int32_t* tokens, const float* wte, const float* wpe,
-                     std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t V) {
+// A: the output activation, P: the tables (float or Bf16); the sum is fp32, rounded once.
+template <typename A, typename P>
+void forward(A* out, const std::int32_t* tokens, const P* wte, const P* wpe, std::int64_t B,
+             std::int64_t T, std::int64_t C, std::int64_t V) {
   check_tokens(tokens, B * T, V);
 #pragma omp parallel for schedule(static)
   for (std::int64_t n = 0; n < B * T; ++n) {
-    const float* e = wte + static_cast<std::int64_t>(tokens[n]) * C;
-    const float* p = wpe + (n % T) * C;
-    float* o = out + n * C;
+    const P* e = wte + static_cast<std::int64_t>(tokens[n]) * C;
+    const P* p = wpe + (n % T) * C;
+    A* o = out + n * C;
 #pragma omp simd
-    for (std::int64_t c = 0; c < C; ++c) o[c] = e[c] + p[c];
+    for (std::int64_t c = 0; c < C; ++c) o[c] = narrow<A>(widen(e[c]) + widen(p[c]));
   }
 }
 
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens,
-                      std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t V) {
+template <typename A>
+void backward(float* dwte, float* dwpe, const A* dout, const std::int32_t* tokens,
+              std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t V) {
   check_tokens(tokens, B * T, V);
   const std::int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
   // Several tokens may share a row of dwte, so rows cannot be split between threads; channel
@@ -43,14 +47,38 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const std::in
     for (std::int64_t n = 0; n < B * T; ++n) {
       float* we = dwte + static_cast<std::int64_t>(tokens[n]) * C;
       float* wp = dwpe + (n % T) * C;
-      const float* d = dout + n * C;
+      const A* d = dout + n * C;
 #pragma omp simd
       for (std::int64_t c = c0; c < c1; ++c) {
-        we[c] += d[c];
-        wp[c] += d[c];
+        we[c] += widen(d[c]);
+        wp[c] += widen(d[c]);
       }
     }
   }
+}
+
+}  // namespace
+
+void encoder_forward(float* out, const std::int32_t* tokens, const float* wte, const float* wpe,
+                     std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t V) {
+  forward(out, tokens, wte, wpe, B, T, C, V);
+}
+
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens,
+                      std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t V) {
+  backward(dwte, dwpe, dout, tokens, B, T, C, V);
+}
+
+void bf16::encoder_forward(Bf16* out, const std::int32_t* tokens, const Bf16* wte,
+                           const Bf16* wpe, std::int64_t B, std::int64_t T, std::int64_t C,
+                           std::int64_t V) {
+  forward(out, tokens, wte, wpe, B, T, C, V);
+}
+
+void bf16::encoder_backward(float* dwte, float* dwpe, const Bf16* dout,
+                            const std::int32_t* tokens, std::int64_t B, std::int64_t T,
+                            std::int64_t C, std::int64_t V) {
+  backward(dwte, dwpe, dout, tokens, B, T, C, V);
 }
 
 }  // namespace eth::cpu

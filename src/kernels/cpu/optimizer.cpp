@@ -1,19 +1,23 @@
-// AdamW and the sum of squares. See optimizer.h.
+// AdamW (fp32, and fused with the bf16 copy: one template) and the sum of squares. See
+// optimizer.h and bf16/optimizer.h.
 #include "kernels/cpu/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/bf16/optimizer.h"
+
 namespace eth::cpu {
 
 namespace {
 constexpr std::int64_t kBlock = 4096;  // elements per partial sum and per OpenMP chunk
 constexpr std::int64_t kLanes = 8;     // running sums per block (one AVX-512 vector of doubles)
-}  // namespace
 
-void adamw_update(float* p, float* m, float* v, const float* grads, std::int64_t n,
-                  const AdamWScalars& s) {
+// AdamW on fp32 masters and moments; with kCopy, also the bf16 compute copy of the new weights.
+template <bool kCopy>
+void adamw(float* p, Bf16* copy, float* m, float* v, const float* grads, std::int64_t n,
+           const AdamWScalars& s) {
   const float b1 = s.beta1, b2 = s.beta2, eps = s.eps, lr = s.lr, decay = s.decay;
   const float c1 = 1.0f - b1, c2 = 1.0f - b2, bc1 = s.bias_corr1, bc2 = s.bias_corr2;
   const float gs = s.grad_scale;
@@ -31,9 +35,23 @@ void adamw_update(float* p, float* m, float* v, const float* grads, std::int64_t
       m[i] = mi;
       v[i] = vi;
       const float mhat = mi / bc1, vhat = vi / bc2;
-      p[i] -= lr * mhat / (std::sqrt(vhat) + eps) + decay * p[i];
+      const float pi = p[i] - (lr * mhat / (std::sqrt(vhat) + eps) + decay * p[i]);
+      p[i] = pi;
+      if constexpr (kCopy) copy[i] = bf16_from_float(pi);
     }
   }
+}
+
+}  // namespace
+
+void adamw_update(float* p, float* m, float* v, const float* grads, std::int64_t n,
+                  const AdamWScalars& s) {
+  adamw<false>(p, nullptr, m, v, grads, n, s);
+}
+
+void bf16::adamw_update(float* p, Bf16* p_bf16, float* m, float* v, const float* grads,
+                        std::int64_t n, const AdamWScalars& s) {
+  adamw<true>(p, p_bf16, m, v, grads, n, s);
 }
 
 double sum_squares(const float* x, std::int64_t n) {

@@ -2,9 +2,11 @@
 // in pointwise.h, P x V) so each saved tensor can be dropped and recomputed; templated on the
 // scalar so tests run it in double. The obviously-correct twin of cpu/attention.h.
 //
-// qkv (B,T,3C) holds per token [q | k | v], each C = NH * hs wide; head h is columns
-// [h*hs, (h+1)*hs) of each. Causal: query t sees keys t2 <= t. Masked entries (t2 > t) of every
-// (B,NH,T,T) tensor are written as 0, so buffers are always fully defined.
+// qkv (B,T,3C) is head-interleaved: per token, head h's q, k and v (hs = C / NH wide each) are
+// columns h*3hs + [0, hs), [hs, 2hs) and [2hs, 3hs), so the columns of heads [h0, h1) are one
+// contiguous range (a tensor-parallel shard is a row range of qkv_w). The attention output
+// (B,T,C) holds head h at columns [h*hs, (h+1)*hs). Causal: query t sees keys t2 <= t. Masked
+// entries (t2 > t) of every (B,NH,T,T) tensor are written as 0, so buffers are always defined.
 #pragma once
 
 #include <cmath>
@@ -26,13 +28,13 @@ void attention_scores_forward(Real* scores, const Real* qkv, std::int64_t B, std
     for (std::int64_t h = 0; h < NH; ++h) {
       for (std::int64_t t = 0; t < T; ++t) {
         Real* row = scores + ((b * NH + h) * T + t) * T;
-        const Real* q = qkv + (b * T + t) * 3 * C + h * hs;
+        const Real* q = qkv + (b * T + t) * 3 * C + h * 3 * hs;
         for (std::int64_t t2 = 0; t2 < T; ++t2) {
           if (t2 > t) {
             row[t2] = 0;
             continue;
           }
-          const Real* k = qkv + (b * T + t2) * 3 * C + C + h * hs;
+          const Real* k = qkv + (b * T + t2) * 3 * C + h * 3 * hs + hs;
           Real acc = 0;
           for (std::int64_t i = 0; i < hs; ++i) acc += q[i] * k[i];
           row[t2] = acc * scale;
@@ -53,14 +55,16 @@ void attention_scores_backward(Real* dqkv, const Real* dscores, const Real* qkv,
   const Real scale = Real(1) / std::sqrt(static_cast<Real>(hs));
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t t = 0; t < T; ++t) {
-      for (std::int64_t c = 0; c < 2 * C; ++c) dqkv[(b * T + t) * 3 * C + c] = 0;
+      for (std::int64_t h = 0; h < NH; ++h) {
+        for (std::int64_t c = 0; c < 2 * hs; ++c) dqkv[(b * T + t) * 3 * C + h * 3 * hs + c] = 0;
+      }
     }
     for (std::int64_t h = 0; h < NH; ++h) {
       for (std::int64_t t = 0; t < T; ++t) {
         for (std::int64_t t2 = 0; t2 <= t; ++t2) {
           const Real g = dscores[((b * NH + h) * T + t) * T + t2] * scale;
-          const std::int64_t q = (b * T + t) * 3 * C + h * hs;
-          const std::int64_t k = (b * T + t2) * 3 * C + C + h * hs;
+          const std::int64_t q = (b * T + t) * 3 * C + h * 3 * hs;
+          const std::int64_t k = (b * T + t2) * 3 * C + h * 3 * hs + hs;
           for (std::int64_t i = 0; i < hs; ++i) {
             dqkv[q + i] += g * qkv[k + i];
             dqkv[k + i] += g * qkv[q + i];
@@ -116,7 +120,7 @@ void attention_av_forward(Real* out, const Real* Pd, const Real* qkv, std::int64
         for (std::int64_t i = 0; i < hs; ++i) {
           Real acc = 0;
           for (std::int64_t t2 = 0; t2 <= t; ++t2) {
-            const Real v = qkv[(b * T + t2) * 3 * C + 2 * C + h * hs + i];
+            const Real v = qkv[(b * T + t2) * 3 * C + h * 3 * hs + 2 * hs + i];
             acc += Pd[((b * NH + h) * T + t) * T + t2] * v;
           }
           out[(b * T + t) * C + h * hs + i] = acc;
@@ -142,7 +146,7 @@ void attention_av_backward(Real* dPd, Real* dqkv, const Real* dout, const Real* 
           Real acc = 0;
           if (t2 <= t) {
             for (std::int64_t i = 0; i < hs; ++i) {
-              const Real v = qkv[(b * T + t2) * 3 * C + 2 * C + h * hs + i];
+              const Real v = qkv[(b * T + t2) * 3 * C + h * 3 * hs + 2 * hs + i];
               acc += dout[(b * T + t) * C + h * hs + i] * v;
             }
           }
@@ -155,7 +159,7 @@ void attention_av_backward(Real* dPd, Real* dqkv, const Real* dout, const Real* 
           for (std::int64_t t = t2; t < T; ++t) {
             acc += Pd[((b * NH + h) * T + t) * T + t2] * dout[(b * T + t) * C + h * hs + i];
           }
-          dqkv[(b * T + t2) * 3 * C + 2 * C + h * hs + i] = acc;
+          dqkv[(b * T + t2) * 3 * C + h * 3 * hs + 2 * hs + i] = acc;
         }
       }
     }

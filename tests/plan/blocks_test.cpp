@@ -1,7 +1,7 @@
 // Gradient blocks: the byte and collective counts of the three aggregation modes worked out by
 // hand on small asymmetric plans, and the properties every derivation must have (each element
 // in exactly one block, one holder per pipeline per dp replica) over random plans.
-#include "cost/blocks.h"
+#include "plan/blocks.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Gradient collectives of the three aggregation schemes (DESIGN.md section 5) and their counts.
 // Segments come from the union of all pipelines' stage boundaries; tp chunks from the lcm of the
 // degrees holding a segment. Timing of the collectives is the predictor's business, not this.
-#include "cost/blocks.h"
+#include "plan/blocks.h"
 
 #include <algorithm>
 #include <map>

@@ -1,0 +1,39 @@
+// bf16 matrix products with bias through bf16::gemm (oneDNN bf16 matmul or fp32 compute):
+// activations and the weights' compute copy in bf16, parameter gradients in fp32. Same contracts
+// and storage forms as cpu/matmul.h: "nt" for weights stored (OC, C) (qkv_w, fc_w, lm_head_w),
+// "nn" for weights stored transposed (C, OC) (proj_w, fcproj_w). Every product accumulates in
+// fp32; a bf16 output is rounded once, after the bias. Defined in cpu/matmul.cpp beside the fp32
+// kernels (the bias gradient is one template for both).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/bf16.h"
+
+namespace eth::cpu::bf16 {
+
+// out = inp W^T + bias
+//   out (N,OC), inp (N,C), weight (OC,C), bias (OC) or nullptr
+void matmul_nt_forward(Bf16* out, const Bf16* inp, const Bf16* weight, const Bf16* bias,
+                       std::int64_t N, std::int64_t C, std::int64_t OC);
+
+// dinp = dout W (=); dweight += dout^T inp and dbias += column sums of dout (if dbias), in fp32.
+//   dinp (N,C), dweight (OC,C) fp32, dbias (OC) fp32 or nullptr, dout (N,OC), inp (N,C),
+//   weight (OC,C)
+void matmul_nt_backward(Bf16* dinp, float* dweight, float* dbias, const Bf16* dout,
+                        const Bf16* inp, const Bf16* weight, std::int64_t N, std::int64_t C,
+                        std::int64_t OC);
+
+// out = inp W + bias
+//   out (N,OC), inp (N,C), weight (C,OC), bias (OC) or nullptr
+void matmul_nn_forward(Bf16* out, const Bf16* inp, const Bf16* weight, const Bf16* bias,
+                       std::int64_t N, std::int64_t C, std::int64_t OC);
+
+// dinp = dout W^T (=); dweight += inp^T dout and dbias += column sums of dout (if dbias), fp32.
+//   dinp (N,C), dweight (C,OC) fp32, dbias (OC) fp32 or nullptr, dout (N,OC), inp (N,C),
+//   weight (C,OC)
+void matmul_nn_backward(Bf16* dinp, float* dweight, float* dbias, const Bf16* dout,
+                        const Bf16* inp, const Bf16* weight, std::int64_t N, std::int64_t C,
+                        std::int64_t OC);
+
+}  // namespace eth::cpu::bf16

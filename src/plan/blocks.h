@@ -1,0 +1,91 @@
+// Gradient blocks for asymmetric gradient aggregation (DESIGN.md section 5): pipelines cut the
+// model in different places, so a unit's gradient lives on different devices per pipeline.
+// Derives the collectives of the device-wise, tensor-wise and block-wise schemes and their byte
+// and collective counts. A property of the plan (which device holds which gradient elements),
+// so it lives here: the runtime runs these collectives and the predictor and simulator price
+// them, and the runtime needs no cost model for it. No timing here (cost/predictor.h).
+//
+// How to use: `derive_blocks(plan, 2.0)` for the merged block-wise collectives plus the stats of
+// all three modes, or `aggregation_collectives(plan, mode)` for any mode's collectives in the
+// order every rank issues them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "model/model_spec.h"
+#include "plan/plan.h"
+
+namespace eth {
+
+enum class AggregationMode : std::uint8_t { Block, Tensor, Device };
+std::string_view aggregation_mode_name(AggregationMode m);  // "block", "tensor", "device"
+std::optional<AggregationMode> parse_aggregation_mode(std::string_view name);
+
+// Which gradient elements of a unit range a piece covers.
+//   Sharded:    chunk `tp_chunk` of `num_tp_chunks` of every tp-sharded tensor (rows
+//               [c*R/n, (c+1)*R/n) of a tensor with R rows, floor division).
+//   Replicated: the tp-replicated tensors (norms, biases added after a row-parallel matmul).
+//   Whole:      every element of the unsharded units (device-wise, zero-padded buffers).
+enum class GradPart : std::uint8_t { Sharded, Replicated, Whole };
+
+struct GradPiece {
+  std::int64_t first_unit = 0;  // inclusive
+  std::int64_t last_unit = 0;   // inclusive
+  GradPart part = GradPart::Whole;
+  std::int64_t tp_chunk = 0;       // Sharded only
+  std::int64_t num_tp_chunks = 1;  // Sharded only: lcm of the tp degrees holding the range
+  // Tensor-wise pieces name one tensor: index into unit_tensors(model, first_unit)
+  // (first_unit == last_unit then). -1: every tensor of `part` in the range.
+  std::int64_t tensor = -1;
+  std::int64_t elements = 0;
+};
+
+// One collective (a SUM all-reduce) over `holders`: global device ids, ascending, one per
+// pipeline per intra-stage dp replica holding the pieces (device-wise: every device of the plan).
+// A holder is ready once its last backward has passed the lowest unit of the pieces it holds.
+// Tp-replicated tensors join from tp rank 0 of each stage (the representative); the other tp
+// ranks receive the result within their tp group, which is not part of this cost.
+struct GradBlock {
+  std::vector<GradPiece> pieces;  // in layout order; block-wise: pieces with the same holders
+  std::vector<std::int64_t> holders;
+  std::int64_t elements = 0;  // sum over pieces
+  std::int64_t lowest_unit() const;
+  std::int64_t highest_unit() const;
+};
+
+// Counts only collectives with two or more holders: a group of one has nothing to reduce.
+struct AggregationStats {
+  double bytes_per_device_max = 0;  // bytes the busiest device feeds into collectives
+  double bytes_total = 0;           // sum over collectives of elements * bytes * group size
+  std::int64_t collectives = 0;     // collectives issued per iteration
+  std::int64_t communicators = 0;   // distinct holder groups
+};
+
+struct BlockPlan {
+  std::vector<GradBlock> blocks;  // merged by identical holder group, in one global order
+  AggregationStats device_wise;
+  AggregationStats tensor_wise;
+  AggregationStats block_wise;
+  const AggregationStats& stats(AggregationMode m) const;
+};
+
+// Global device id of (dp replica, tp rank) of a stage: `devices` lists tp * dp ids as dp groups
+// of tp consecutive ids, so this is devices[dp_rank * tp + tp_rank].
+std::int64_t stage_device(const StagePlan& s, std::int64_t dp_rank, std::int64_t tp_rank);
+
+// The collectives of one mode, in the one global order every rank issues them: descending unit
+// order (the order the last backward finishes the units), within a unit range tp chunk 0..n-1
+// then the replicated part; block-wise merges every piece into the first block with the same
+// holder group. Includes groups of one holder (they keep the layout complete); their
+// collectives are free. ETH_CHECKs that every pipeline covers all units.
+std::vector<GradBlock> aggregation_collectives(const Plan& plan, AggregationMode mode);
+
+// `bytes_per_element` is 2 for 16-bit gradients (the cost model) and 4 for the fp32 runtime.
+AggregationStats aggregation_stats(const std::vector<GradBlock>& collectives,
+                                   double bytes_per_element);
+BlockPlan derive_blocks(const Plan& plan, double bytes_per_element);
+
+}  // namespace eth

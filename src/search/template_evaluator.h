@@ -1,0 +1,524 @@
+// Internal to search/: the lower bounds and exact unit splits of pipeline templates, per
+// micro-batch size, with the CPC cache (docs/planner.md, "Search optimizations"). The partition
+// search (search_engine.cpp) asks it for the options of each template a partition holds. Not a
+// public API: planner.h is.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "core/error.h"
+#include "model/arithmetic.h"
+#include "search/data_balance.h"
+#include "search/engine.h"
+
+namespace eth::search {
+
+// C = sum over boundaries of 2 x (bytes / bandwidth + latency) of a template (search_engine.cpp).
+double template_comm_ms(const Context& ctx, const PipelineTemplate& t, double boundary_bytes);
+
+// Lower-bound and exact per-micro-batch options of templates, with the CPC cache.
+class TemplateEvaluator {
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+
+ public:
+  // `set` may grow while the evaluator lives (templates interned during generation).
+  TemplateEvaluator(Context& ctx, const TemplateSet& set, CostTables& tables)
+      : ctx_(ctx), set_(set), tables_(tables) {}
+
+  std::size_t num_sizes() const { return ctx_.opt.micro_batch_sizes.size(); }
+
+  // The lower-bound options of the sizes that pass the memory floor.
+  const std::vector<MicroBatchOption>& bound_options(int tpl) { return bounds_entry(tpl).present; }
+  // Per size index: the lower-bound option, or none when the profile or the memory floor rules
+  // the size out (then no split of that size fits either).
+  const std::optional<MicroBatchOption>& bound_at(int tpl, std::size_t mi) {
+    return bounds_entry(tpl).per_size[mi];
+  }
+
+  // The exact option of one size (none: no split fits) and its split, computed once with CPC.
+  struct SizeResult {
+    bool done = false;
+    std::optional<MicroBatchOption> option;
+    UnitSplit split;
+    std::optional<double> bottleneck;  // the program's first phase, once run (refine)
+  };
+  bool size_done(int tpl, std::size_t mi) const {
+    if (static_cast<std::size_t>(tpl) >= exact_.size()) return false;
+    const auto& v = exact_[static_cast<std::size_t>(tpl)];
+    return !v.empty() && v[mi].done;
+  }
+  // A cached result (size_done must hold), not counted as a cache hit.
+  const SizeResult& peek(int tpl, std::size_t mi) const {
+    return exact_[static_cast<std::size_t>(tpl)][mi];
+  }
+  const SizeResult& exact_at(int tpl, std::size_t mi) {
+    grow();
+    auto& v = exact_[static_cast<std::size_t>(tpl)];
+    if (ctx_.opt.cpc) {
+      if (v.empty()) v.resize(num_sizes());
+      if (v[mi].done) {
+        ++ctx_.stats.cache_hits;
+        return v[mi];
+      }
+      v[mi] = compute(tpl, mi, v[mi].bottleneck);
+      return v[mi];
+    }
+    uncached_ = compute(tpl, mi, std::nullopt);
+    return uncached_;
+  }
+
+  // With CPC and DPO: runs the first phase of the size's program (its bottleneck) unless known,
+  // which tightens current_bound; without DPO the whole split (exact_at).
+  void refine(int tpl, std::size_t mi) {
+    grow();
+    auto& v = exact_[static_cast<std::size_t>(tpl)];
+    if (v.empty()) v.resize(num_sizes());
+    SizeResult& r = v[mi];
+    if (r.done || r.bottleneck) return;
+    if (!ctx_.opt.dpo || !bound_at(tpl, mi)) {
+      r = compute(tpl, mi, std::nullopt);
+      return;
+    }
+    const std::vector<StageSlot> slots =
+        template_slots(ctx_, tables_, set_.at(tpl), ctx_.opt.micro_batch_sizes[mi]);
+    if (slots.empty()) {
+      r = compute(tpl, mi, std::nullopt);
+      return;
+    }
+    const double b = split_units_bottleneck(slots, ctx_.num_units(), scratch_);
+    ++ctx_.stats.unit_splits;
+    if (b == kInf) {
+      ++ctx_.stats.rejected_options["no_fit"];
+      r.done = true;
+      return;
+    }
+    r.bottleneck = b;
+  }
+  bool refined(int tpl, std::size_t mi) const {
+    if (static_cast<std::size_t>(tpl) >= exact_.size()) return false;
+    const auto& v = exact_[static_cast<std::size_t>(tpl)];
+    return !v.empty() && v[mi].bottleneck.has_value();
+  }
+  // The best lower bound known for a size not done: the exact bottleneck once refined
+  // (sum_ms then at least that bottleneck), else bound_at. bound_at must hold.
+  MicroBatchOption current_bound(int tpl, std::size_t mi) {
+    MicroBatchOption o = *bound_at(tpl, mi);
+    if (refined(tpl, mi)) {
+      const double b = *exact_[static_cast<std::size_t>(tpl)][mi].bottleneck;
+      o.max_ms = std::max(o.max_ms, b);
+      o.sum_ms = std::max(o.sum_ms, b);
+    }
+    return o;
+  }
+
+  // Every size's exact option that fits, and its split.
+  struct Exact {
+    std::vector<MicroBatchOption> options;
+    std::vector<UnitSplit> splits;
+  };
+  Exact exact(int tpl) {
+    Exact out;
+    for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
+      const SizeResult& r = exact_at(tpl, mi);
+      if (!r.option) continue;
+      out.options.push_back(*r.option);
+      out.splits.push_back(r.split);
+    }
+    return out;
+  }
+
+ private:
+  struct Bounds {
+    std::vector<std::optional<MicroBatchOption>> per_size;
+    std::vector<MicroBatchOption> present;
+  };
+
+  // Per size passing the memory floor: sum = sum_u min over the template's (type, tp) of the
+  // unit's F + B + comm; max = the largest of sum / S, the costliest unit at its cheapest, and
+  // the cheapest ceil(U / S) units together. Never above the exact option of the same size.
+  const Bounds& bounds_entry(int tpl) {
+    grow();
+    auto& slot = bounds_[static_cast<std::size_t>(tpl)];
+    if (slot) return *slot;
+    slot.emplace();
+    slot->per_size.resize(num_sizes());
+    const PipelineTemplate& t = set_.at(tpl);
+    const auto S = static_cast<double>(t.num_stages());
+    for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
+      const std::int64_t mbs = ctx_.opt.micro_batch_sizes[mi];
+      std::vector<const UnitTable*> tabs;
+      double capacity = 0;
+      bool covered = true;
+      for (const StageGroup& g : t.groups) {
+        const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
+        if (!tables_.covers(type.name, g.tp, mbs)) covered = false;
+        if (!covered) break;
+        tabs.push_back(&tables_.get(type.name, g.tp, mbs));
+        capacity += static_cast<double>(g.count) * type.capacity_bytes;
+      }
+      if (!covered) continue;
+      std::vector<const std::vector<double>*> least;
+      for (const UnitTable* tab : tabs) least.push_back(&least_unit_bytes(*tab));
+      double sum = 0, unit_max = 0, floor_bytes = 0;
+      std::vector<double> unit_min;
+      for (std::int64_t u = 0; u < ctx_.num_units(); ++u) {
+        const auto ui = static_cast<std::size_t>(u);
+        double c = kInf, mem = kInf;
+        for (std::size_t k = 0; k < tabs.size(); ++k) {
+          c = std::min(c, tabs[k]->compute_ms[ui]);
+          mem = std::min(mem, (*least[k])[ui]);
+        }
+        sum += c;
+        unit_max = std::max(unit_max, c);
+        floor_bytes += mem;
+        unit_min.push_back(c);
+      }
+      // The memory floor: the template's memory cannot hold every unit at least once, or its
+      // stages, in order, cannot reach the last unit.
+      if (floor_bytes > capacity || !stages_can_reach(t, mbs)) continue;
+      // Some stage holds at least ceil(U / S) units: the bottleneck is at least the sum of that
+      // many of the cheapest units.
+      std::sort(unit_min.begin(), unit_min.end());
+      const auto most =
+          static_cast<std::size_t>((ctx_.num_units() + t.num_stages() - 1) / t.num_stages());
+      const double crowded = std::accumulate(
+          unit_min.begin(), unit_min.begin() + static_cast<std::ptrdiff_t>(most), 0.0);
+      const double comm = template_comm_ms(ctx_, t, tabs.front()->boundary_bytes);
+      const SpeedBound speed = speed_bound(t, mbs);
+      if (speed.max_ms == kInf) continue;  // the stages together cannot hold the model's work
+      const double known = std::max({sum / S, unit_max, crowded, speed.max_ms});
+      const double count = count_bound(t, mbs, known);
+      if (count == kInf) continue;  // the stages together cannot hold every unit
+      // Shaved by 1e-12 so rounding never lifts a bound above the exact value it bounds.
+      const double shave = 1.0 - 1e-12;
+      slot->per_size[mi] =
+          MicroBatchOption{mbs, (std::max(sum, speed.sum_ms) + comm) * shave,
+                           std::max(known, count) * shave};
+      slot->present.push_back(*slot->per_size[mi]);
+    }
+    return *slot;
+  }
+
+  void grow() {
+    const auto n = static_cast<std::size_t>(set_.size());
+    if (bounds_.size() < n) bounds_.resize(n);
+    if (exact_.size() < n) exact_.resize(n);
+  }
+
+  // Per table and unit: its static bytes plus its least held bytes (any candidate set).
+  const std::vector<double>& least_unit_bytes(const UnitTable& tab) {
+    auto [it, inserted] = least_bytes_.try_emplace(&tab);
+    if (!inserted) return it->second;
+    for (std::size_t u = 0; u + 1 < tab.static_prefix.size(); ++u) {
+      double held = kInf;
+      for (const auto& h : tab.held_prefix) held = std::min(held, h[u + 1] - h[u]);
+      it->second.push_back(tab.static_prefix[u + 1] - tab.static_prefix[u] + held);
+    }
+    return it->second;
+  }
+
+  // Work weights: the model FLOPs of each unit for one sample (0 for the embedding).
+  const std::vector<double>& unit_work() {
+    if (work_.empty()) {
+      for (std::int64_t u = 0; u < ctx_.num_units(); ++u) {
+        work_.push_back(unit_forward_flops(ctx_.model, u, 1, ctx_.seq_len));
+      }
+    }
+    return work_;
+  }
+
+  // Per table: the least time per unit of work over the units with work (nothing recomputed),
+  // so a range's time is at least this times its work.
+  double time_per_work(const UnitTable& tab) {
+    auto [it, inserted] = time_per_work_.emplace(&tab, kInf);
+    if (!inserted) return it->second;
+    const auto& w = unit_work();
+    for (std::size_t u = 0; u < w.size(); ++u) {
+      if (w[u] > 0) it->second = std::min(it->second, tab.compute_ms[u] / w[u]);
+    }
+    return it->second;
+  }
+
+  // For one table, capacity and in-flight count q: per start unit i, the end of the longest
+  // range [i, reach[i]) that fits one device with its least-memory recompute set (any candidate
+  // set), and the most work any fitting range holds. Ranges that fit only shrink to ranges that
+  // fit, so two pointers.
+  struct RangeFit {
+    double max_work = 0;
+    std::size_t max_units = 0;  // the most units of any fitting range
+    std::vector<std::size_t> reach;
+  };
+  const RangeFit& range_fit(const UnitTable& tab, double capacity, std::int64_t q) {
+    auto& per_q = range_fit_[std::make_pair(&tab, capacity)];
+    const auto qi = static_cast<std::size_t>(q);
+    if (per_q.size() <= qi) per_q.resize(qi + 1);
+    if (per_q[qi]) return *per_q[qi];
+    RangeFit& out = per_q[qi].emplace();
+    const auto& w = unit_work();
+    const std::size_t U = w.size();
+    auto fits = [&](std::size_t i, std::size_t j) {  // units [i, j), j > i
+      double ws = 0;
+      for (std::size_t u = i; u < j; ++u) ws = std::max(ws, tab.workspace[u]);
+      double held = kInf;
+      for (const auto& h : tab.held_prefix) held = std::min(held, h[j] - h[i]);
+      return tab.static_prefix[j] - tab.static_prefix[i] + ws + static_cast<double>(q) * held <=
+             capacity;
+    };
+    double cur = 0;
+    std::size_t j = 0;
+    out.reach.resize(U);
+    for (std::size_t i = 0; i < U; ++i) {
+      if (j < i) {
+        j = i;
+        cur = 0;
+      }
+      while (j < U && fits(i, j + 1)) cur += w[j++];
+      out.reach[i] = j;
+      out.max_work = std::max(out.max_work, cur);
+      out.max_units = std::max(out.max_units, j - i);
+      if (j > i) cur -= w[i];
+    }
+    return out;
+  }
+  double memory_work(const UnitTable& tab, double capacity, std::int64_t q) {
+    return range_fit(tab, capacity, q).max_work;
+  }
+
+  // Per table: the sum of its k cheapest units (nothing recomputed), k = 0..U.
+  const std::vector<double>& cheapest_sums(const UnitTable& tab) {
+    auto [it, inserted] = cheapest_.try_emplace(&tab);
+    if (!inserted) return it->second;
+    std::vector<double> c = tab.compute_ms;
+    std::sort(c.begin(), c.end());
+    it->second.push_back(0.0);
+    for (double v : c) it->second.push_back(it->second.back() + v);
+    return it->second;
+  }
+
+  // A bound on the bottleneck from whole units: a split within tau gives stage s at least one
+  // and at most min(K_s(tau), N_s) units (K_s(tau): the most units whose cheapest times on its
+  // table sum to at most tau; N_s: the most units any fitting range of it holds, range_fit), a
+  // group of g stages of one table at most the m cheapest units with sum <= g x tau, and the
+  // stages hold all U units. Returns the largest tau found (galloping and bisecting up from
+  // `known`, itself a bound) at which those counts still fall short of U, so the bottleneck
+  // exceeds it; +infinity when even sum_s N_s < U.
+  double count_bound(const PipelineTemplate& t, std::int64_t mbs, double known) {
+    const std::int64_t S = t.num_stages();
+    const auto U = static_cast<std::size_t>(ctx_.num_units());
+    struct Group {
+      const std::vector<double>* sums;
+      std::vector<std::size_t> most;    // N_s of its stages, ascending
+      std::vector<std::size_t> prefix;  // prefix sums of `most`
+    };
+    std::vector<Group> groups;
+    std::size_t held = 0;
+    double hi = 0, lo = known;
+    std::int64_t s = 0;
+    for (const StageGroup& g : t.groups) {
+      const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
+      const UnitTable& tab = tables_.get(type.name, g.tp, mbs);
+      Group grp{&cheapest_sums(tab), {}, {0}};
+      for (std::int64_t k = 0; k < g.count; ++k, ++s) {
+        grp.most.push_back(range_fit(tab, type.capacity_bytes, S - s).max_units);
+        if (grp.most.back() == 0) return kInf;  // a stage that holds no unit at all
+        held += grp.most.back();
+      }
+      // In-flight counts fall along the group, so N_s rarely needs sorting.
+      if (!std::is_sorted(grp.most.begin(), grp.most.end())) {
+        std::sort(grp.most.begin(), grp.most.end());
+      }
+      for (std::size_t m : grp.most) grp.prefix.push_back(grp.prefix.back() + m);
+      const auto& p = *grp.sums;
+      const auto n = std::min(static_cast<std::size_t>(g.count), U);
+      // The group's stages hold distinct units, one at least each: its slowest stage holds a
+      // unit no cheaper than the n-th cheapest.
+      lo = std::max(lo, (p[n] - p[n - 1]) * (1.0 - 1e-12));
+      hi = std::max(hi, p.back());
+      groups.push_back(std::move(grp));
+    }
+    if (held < U) return kInf;
+    auto units_within = [&](double tau) {
+      std::size_t n = 0;
+      for (const Group& g : groups) {
+        const auto& p = *g.sums;
+        const auto k = static_cast<std::size_t>(
+            std::upper_bound(p.begin(), p.end(), tau) - p.begin() - 1);
+        if (k == 0) return std::size_t{0};  // every stage holds at least one unit
+        // sum_s min(k, N_s) over the group's stages.
+        const auto below = static_cast<std::size_t>(
+            std::upper_bound(g.most.begin(), g.most.end(), k) - g.most.begin());
+        std::size_t cap = g.prefix[below] + k * (g.most.size() - below);
+        // Distinct units in |g| stages of at most tau each: at most the m cheapest with
+        // sum <= |g| x tau.
+        const double all = tau * static_cast<double>(g.most.size());
+        const auto m = static_cast<std::size_t>(
+            std::upper_bound(p.begin(), p.end(), all) - p.begin() - 1);
+        n += std::min(cap, m);
+      }
+      return n;
+    };
+    if (units_within(lo) >= U) return lo;  // no better than what is known
+    // Gallop up from lo, then bisect a few times: any tau found short of U is a valid bound,
+    // so precision only costs tightness.
+    const double base = lo;
+    for (double step = 0.05; base > 0 && base * (1.0 + step) < hi; step *= 2) {
+      const double probe = base * (1.0 + step);
+      if (units_within(probe) >= U) {
+        hi = probe;
+        break;
+      }
+      lo = probe;
+    }
+    for (int it = 0; it < 6; ++it) {
+      const double mid = lo + (hi - lo) / 2;
+      (units_within(mid) >= U ? hi : lo) = mid;
+    }
+    return lo;
+  }
+
+  // Bounds from stage speeds and memory. Stage s (a_s = time_per_work, M_s = memory_work at
+  // its in-flight count) spends at least a_s x its work and holds at most M_s work; the stages
+  // hold all the work W. So (1) the bottleneck is at least the smallest tau with
+  // sum_s min(tau / a_s, M_s) >= W (a split within tau gives stage s at most that much), and
+  // (2) the sum of stage times is at least the fractional knapsack filling the fastest stages
+  // first up to M_s. Both +infinity when sum_s M_s < W (no split fits).
+  struct SpeedBound {
+    double max_ms = 0, sum_ms = 0;
+  };
+  SpeedBound speed_bound(const PipelineTemplate& t, std::int64_t mbs) {
+    const auto& w = unit_work();
+    const double total = std::accumulate(w.begin(), w.end(), 0.0);
+    if (total <= 0) return {};
+    const std::int64_t S = t.num_stages();
+    struct StageCap {
+      double a, m;  // time per work, most work held
+    };
+    std::vector<StageCap> caps;
+    std::int64_t s = 0;
+    for (const StageGroup& g : t.groups) {
+      const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
+      const UnitTable& tab = tables_.get(type.name, g.tp, mbs);
+      const double a = time_per_work(tab);
+      for (std::int64_t k = 0; k < g.count; ++k, ++s) {
+        caps.push_back({a, memory_work(tab, type.capacity_bytes, S - s)});
+      }
+    }
+    SpeedBound out;
+    // (2): fastest stages first.
+    std::sort(caps.begin(), caps.end(),
+              [](const StageCap& x, const StageCap& y) { return x.a < y.a; });
+    double left = total;
+    for (const StageCap& c : caps) {
+      const double take = std::min(left, c.m);
+      out.sum_ms += c.a * take;
+      left -= take;
+      if (left <= 0) break;
+    }
+    if (left > 0) return {kInf, kInf};
+    // (1): f(tau) = sum_s min(tau / a_s, M_s); stage s saturates at tau_s = a_s M_s.
+    std::sort(caps.begin(), caps.end(), [](const StageCap& x, const StageCap& y) {
+      return x.a * x.m < y.a * y.m;
+    });
+    double saturated = 0, rate = 0;  // work of saturated stages; sum of 1 / a_s of the others
+    for (const StageCap& c : caps) rate += c.a > 0 ? 1.0 / c.a : kInf;
+    if (rate == kInf) return {0, 0};
+    for (const StageCap& c : caps) {
+      const double tau_s = c.a * c.m;
+      // Below tau_s, f(tau) = saturated + tau * rate.
+      if (rate > 0 && saturated + tau_s * rate >= total) {
+        out.max_ms = (total - saturated) / rate;
+        return out;
+      }
+      saturated += c.m;
+      rate -= 1.0 / c.a;
+      if (rate < 0) rate = 0;
+    }
+    out.max_ms = caps.back().a * caps.back().m;
+    return out;
+  }
+
+  // A necessary condition for any split to fit: stage after stage, each takes the longest range
+  // that fits from where the previous one ended (least-memory recompute set, its in-flight
+  // count; possibly none). Fitting is inherited by sub-ranges, so an ending boundary of any
+  // fitting split is never past the greedy one: if the greedy cannot reach the last unit, no
+  // split fits.
+  bool stages_can_reach(const PipelineTemplate& t, std::int64_t mbs) {
+    const std::int64_t S = t.num_stages();
+    const auto U = static_cast<std::size_t>(ctx_.num_units());
+    std::size_t reach = 0;
+    std::int64_t s = 0;
+    for (const StageGroup& g : t.groups) {
+      const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
+      const UnitTable& tab = tables_.get(type.name, g.tp, mbs);
+      for (std::int64_t k = 0; k < g.count; ++k, ++s) {
+        reach = range_fit(tab, type.capacity_bytes, S - s).reach[reach];
+        if (reach >= U) return true;
+      }
+    }
+    return false;
+  }
+
+  SizeResult compute(int tpl, std::size_t mi, std::optional<double> bottleneck) {
+    SizeResult out;
+    out.done = true;
+    const PipelineTemplate& t = set_.at(tpl);
+    const std::int64_t S = t.num_stages(), mbs = ctx_.opt.micro_batch_sizes[mi];
+    // With SES the memory floor answers without a split (the exhaustive search splits anyway).
+    if (ctx_.opt.ses && !bound_at(tpl, mi)) {
+      ++ctx_.stats.rejected_options["memory_floor"];
+      return out;
+    }
+    const std::vector<StageSlot> slots = template_slots(ctx_, tables_, t, mbs);
+    if (slots.empty()) {
+      ++ctx_.stats.rejected_options["no_profile"];
+      return out;
+    }
+    if (ctx_.opt.dpo && bottleneck) {
+      // The first phase ran in refine() and was counted there.
+      out.split = split_units_dp(slots, ctx_.num_units(), scratch_, *bottleneck);
+      ETH_CHECK(out.split.feasible, "unit split: the second phase lost the first's split");
+    } else if (ctx_.opt.dpo) {
+      out.split = split_units_dp(slots, ctx_.num_units(), scratch_);
+    } else if (num_unit_splits(ctx_.num_units(), S) > ctx_.opt.max_enumerated_splits) {
+      ++ctx_.stats.rejected_options["enumeration_limit"];
+      return out;
+    } else {
+      out.split = split_units_enumerate(slots, ctx_.num_units());
+    }
+    if (!bottleneck) ++ctx_.stats.unit_splits;
+    if (!out.split.feasible) {
+      ++ctx_.stats.rejected_options["no_fit"];
+      return out;
+    }
+    if (ctx_.opt.v_intra &&
+        out.split.max_ms > (1.0 + *ctx_.opt.v_intra) * out.split.sum_ms / static_cast<double>(S)) {
+      ++ctx_.stats.rejected_options["v_intra"];
+      return out;
+    }
+    const double comm = template_comm_ms(ctx_, t, slots.front().table->boundary_bytes);
+    out.option = MicroBatchOption{mbs, out.split.sum_ms + comm, out.split.max_ms};
+    return out;
+  }
+
+  Context& ctx_;
+  const TemplateSet& set_;
+  CostTables& tables_;
+  SplitScratch scratch_;
+  std::vector<std::optional<Bounds>> bounds_;
+  std::vector<double> work_;
+  std::map<const UnitTable*, double> time_per_work_;
+  std::map<const UnitTable*, std::vector<double>> least_bytes_;
+  std::map<const UnitTable*, std::vector<double>> cheapest_;
+  std::map<std::pair<const UnitTable*, double>, std::vector<std::optional<RangeFit>>> range_fit_;
+  std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
+  SizeResult uncached_;                         // the last result without CPC
+};
+
+}  // namespace eth::search

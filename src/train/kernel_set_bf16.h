@@ -1,0 +1,89 @@
+// The mixed-precision kernel set, in the style of kernel_set.h: bf16 activations and weight
+// copies, fp32 parameter gradients, statistics, master weights and AdamW moments
+// (kernels/README.md, "Precision"). Unlike CpuKernels and RefKernels it has no single `Real`:
+// StageCompute instantiates on it once it distinguishes the four element types below.
+//
+// What StageCompute (train/stage_compute.{h,cpp}) changes to instantiate on it:
+//   - `Real` splits into K::Act (saved activations, the workspace gradients, x_in/x_out and
+//     dx_in/dx_out), K::Param (the `params` pointer: the compute copy), K::Grad (`grads`) and
+//     K::Stat (ln mean/rstd, lse, losses); CpuKernels and RefKernels<R> define all four as
+//     their Real. Zero fills use `Act{}` (R(0) does not build for Bf16).
+//   - attention_probs() calls K::attention_probs_forward(P, qkv, B, T, C, NH) instead of
+//     scores + in-place softmax; CpuKernels and RefKernels get that entry as a two-line wrapper
+//     over their scores and softmax kernels (same results as today).
+//   - `template class StageCompute<CpuBf16Kernels>;` beside the two existing instantiations.
+// Everything else (the kernel sequence, recompute, slots, the byte tally by sizeof) is
+// unchanged. The optimizer, ModelState and the runtime's changes are in the README section.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/bf16.h"
+#include "kernels/cpu/bf16/attention.h"
+#include "kernels/cpu/bf16/crossentropy.h"
+#include "kernels/cpu/bf16/encoder.h"
+#include "kernels/cpu/bf16/layernorm.h"
+#include "kernels/cpu/bf16/matmul.h"
+#include "kernels/cpu/bf16/optimizer.h"
+#include "kernels/cpu/bf16/pointwise.h"
+
+namespace eth {
+
+struct CpuBf16Kernels {
+  using Act = Bf16;    // every activation and activation gradient
+  using Param = Bf16;  // the weights the kernels read: the compute copy of the fp32 masters
+  using Grad = float;  // parameter gradients: accumulated over micro-batches, reduced in fp32
+  using Stat = float;  // layer-norm mean and rstd, cross-entropy lse and losses
+
+  // Where a head's q, k, v sit in the qkv matmul's output. It must be the fp32 kernels' layout
+  // (cpu/attention.h), or the two precisions would be two different models of one checkpoint;
+  // test_kernels (Bf16KernelSet) checks that. Head-interleaved ([q_h; k_h; v_h] per head), the
+  // layout tensor parallelism needs (#10): a tp rank's heads are one column range.
+  static cpu::bf16::QkvLayout qkv_layout(std::int64_t C, std::int64_t NH) {
+    return cpu::bf16::QkvLayout::head_interleaved(C, NH);
+  }
+
+  static constexpr auto encoder_forward = &cpu::bf16::encoder_forward;
+  static constexpr auto encoder_backward = &cpu::bf16::encoder_backward;
+  static constexpr auto layernorm_forward = &cpu::bf16::layernorm_forward;
+  static constexpr auto layernorm_backward = &cpu::bf16::layernorm_backward;
+  static constexpr auto matmul_nt_forward = &cpu::bf16::matmul_nt_forward;
+  static constexpr auto matmul_nt_backward = &cpu::bf16::matmul_nt_backward;
+  static constexpr auto matmul_nn_forward = &cpu::bf16::matmul_nn_forward;
+  static constexpr auto matmul_nn_backward = &cpu::bf16::matmul_nn_backward;
+
+    // Attention with the fp32 set's signatures (the layout is implied by qkv_layout).
+  static void attention_probs_forward(Bf16* P, const Bf16* qkv, std::int64_t B, std::int64_t T,
+                                      std::int64_t C, std::int64_t NH) {
+    cpu::bf16::attention_probs_forward(P, qkv, qkv_layout(C, NH), B, T, C, NH);
+  }
+  static constexpr auto attention_softmax_backward = &cpu::bf16::attention_softmax_backward;
+  static void attention_scores_backward(Bf16* dqkv, const Bf16* dscores, const Bf16* qkv,
+                                        std::int64_t B, std::int64_t T, std::int64_t C,
+                                        std::int64_t NH) {
+    cpu::bf16::attention_scores_backward(dqkv, dscores, qkv, qkv_layout(C, NH), B, T, C, NH);
+  }
+  static void attention_av_forward(Bf16* out, const Bf16* Pd, const Bf16* qkv, std::int64_t B,
+                                   std::int64_t T, std::int64_t C, std::int64_t NH) {
+    cpu::bf16::attention_av_forward(out, Pd, qkv, qkv_layout(C, NH), B, T, C, NH);
+  }
+  static void attention_av_backward(Bf16* dPd, Bf16* dqkv, const Bf16* dout, const Bf16* Pd,
+                                    const Bf16* qkv, std::int64_t B, std::int64_t T,
+                                    std::int64_t C, std::int64_t NH) {
+    cpu::bf16::attention_av_backward(dPd, dqkv, dout, Pd, qkv, qkv_layout(C, NH), B, T, C, NH);
+  }
+
+  static constexpr auto gelu_forward = &cpu::bf16::gelu_forward;
+  static constexpr auto gelu_backward = &cpu::bf16::gelu_backward;
+  static constexpr auto residual_forward = &cpu::bf16::residual_forward;
+  static constexpr auto residual_backward = &cpu::bf16::residual_backward;
+  static constexpr auto dropout_forward = &cpu::bf16::dropout_forward;
+  static constexpr auto dropout_backward = &cpu::bf16::dropout_backward;
+  static constexpr auto crossentropy_forward = &cpu::bf16::crossentropy_forward;
+  static constexpr auto crossentropy_backward = &cpu::bf16::crossentropy_backward;
+
+  // The optimizer's fused step: fp32 masters and moments, and the compute copy in one pass.
+  static constexpr auto adamw_update = &cpu::bf16::adamw_update;
+};
+
+}  // namespace eth

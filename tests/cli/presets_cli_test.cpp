@@ -1,0 +1,92 @@
+// Presets round-trip: every entry `eth clusters|models|devices --format json` prints is a valid
+// file for the matching option (--cluster, --model, a cluster file's "device_types"), read back
+// to the very preset; and one of each, written to a file, plans exactly as the preset name does.
+#include <gtest/gtest.h>
+
+#include "cli/cli_run.h"
+#include "cluster/cluster_spec.h"
+#include "core/json_file.h"
+#include "model/model_spec.h"
+#include "test_util.h"
+
+namespace eth {
+namespace {
+
+namespace fs = std::filesystem;
+
+class PresetsCli : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = test::scratch("presets_cli", "roundtrip"); }
+  void TearDown() override { fs::remove_all(dir_); }
+  Json list(const std::string& what) {
+    const test::EthRun r = test::eth_cli(what + " --format json", dir_);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return Json::parse(r.out);
+  }
+  fs::path dir_;
+};
+
+TEST_F(PresetsCli, EveryPrintedPresetReadsBackAsItself) {
+  const Json clusters = list("clusters");
+  ASSERT_EQ(clusters.size(), cluster_presets().size());
+  for (std::size_t i = 0; i < clusters.size(); ++i) {
+    const auto path = test::write(dir_ / "cluster.json", clusters[i].dump(2));
+    EXPECT_EQ(load_cluster(path), cluster_presets()[i].spec) << clusters[i].dump();
+  }
+  const Json models = list("models");
+  ASSERT_EQ(models.size(), model_presets().size());
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    const auto path = test::write(dir_ / "model.json", models[i].dump(2));
+    EXPECT_EQ(load_model(path), model_presets()[i]) << models[i].dump();
+  }
+  const Json devices = list("devices");
+  ASSERT_EQ(devices.size(), device_type_presets().size());
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const DeviceType& preset = device_type_presets()[i];
+    const Json cluster = {{"nodes", {{{"device_type", preset.name}, {"devices", 2}}}},
+                          {"device_types", {{preset.name, devices[i]}}}};
+    const auto path = test::write(dir_ / "cluster.json", cluster.dump(2));
+    EXPECT_EQ(load_cluster(path).type(preset.name), preset) << devices[i].dump();
+  }
+}
+
+// Edited copies are checked like any file: a "devices" count that disagrees is refused.
+TEST_F(PresetsCli, PrintedCountsMustAgree) {
+  Json c = list("clusters")[0];
+  c["devices"] = c["devices"].get<std::int64_t>() + 1;
+  const auto cpath = test::write(dir_ / "cluster.json", c.dump());
+  EXPECT_NE(test::error_of([&] { load_cluster(cpath); }).find("devices: expected the number of "
+                                                              "devices the nodes hold"),
+            std::string::npos);
+  Json m = list("models")[0];
+  m["layers"] = 2;
+  const auto mpath = test::write(dir_ / "model.json", m.dump());
+  EXPECT_NE(test::error_of([&] { load_model(mpath); }).find("params: expected the model's "
+                                                            "parameter count"),
+            std::string::npos);
+}
+
+TEST_F(PresetsCli, AFileCopyPlansLikeThePreset) {
+  const Json clusters = list("clusters");
+  Json cpu2;
+  for (const auto& c : clusters) {
+    if (c["name"] == "cpu-2") cpu2 = c;
+  }
+  Json tiny;
+  for (const auto& m : list("models")) {
+    if (m["name"] == "tiny") tiny = m;
+  }
+  const auto c = test::write(dir_ / "c.json", cpu2.dump());
+  const auto m = test::write(dir_ / "m.json", tiny.dump());
+  const test::EthRun a = test::eth_cli("plan --format json --cluster cpu-2 --model tiny --gbs 8", dir_);
+  const test::EthRun b = test::eth_cli("plan --format json --cluster " + c + " --model " + m +
+                                           " --gbs 8", dir_);
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  Json ja = Json::parse(a.out), jb = Json::parse(b.out);
+  EXPECT_EQ(ja["pipelines"], jb["pipelines"]);
+  EXPECT_EQ(ja["cluster"], jb["cluster"]);
+}
+
+}  // namespace
+}  // namespace eth
