@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/output.h"
 #include "model/recompute.h"
 #include "plan/plan.h"
@@ -50,7 +52,12 @@ struct TrainArgs {
   bool pin = false;  // each rank on one core of this host (local rank i on core i mod cores)
   std::string trace;        // Chrome trace of the run (rank 0 writes it)
   std::string trace_steps;  // which steps; empty: a few after the first
+  std::string stop_file;    // checked by rank 0 after each checkpoint: stop there if it exists
 };
+
+// Declares every flag of `eth train` on `sub`, bound to `*a` (eth train, and eth launch --elastic
+// reading the arguments it passes on).
+void add_train_options(CLI::App* sub, TrainArgs* a);
 
 RecomputeSet parse_recompute_list(const std::string& text);
 std::string fmt_sci(double v);
