@@ -41,7 +41,8 @@ std::vector<CLI::Option*> add_planner_options(CLI::App* sub, PlannerArgs& a, boo
                               "Drop a template's micro-batch option when its bottleneck stage "
                               "exceeds the mean stage time by more than this fraction")
                   ->check(CLI::Range(0.0, 1e6)));
-  o.push_back(sub->add_flag("--no-cpc", a.no_cpc, "Do not cache unit splits of identical pipelines"));
+  o.push_back(
+      sub->add_flag("--no-cpc", a.no_cpc, "Do not cache unit splits of identical pipelines"));
   o.push_back(sub->add_flag("--no-ses", a.no_ses, "Do not skip candidates by their lower bound"));
   o.push_back(
       sub->add_flag("--no-oso", a.no_oso, "Visit candidates in generation order, not by bound"));

@@ -18,14 +18,18 @@ SurvivingCluster surviving_cluster(const ClusterSpec& full, const std::set<std::
   s.cluster.nodes.clear();
   s.lost.assign(lost.begin(), lost.end());
   std::int64_t id = 0;
-  for (const NodeSpec& node : full.nodes) {
+  for (std::size_t k = 0; k < full.nodes.size(); ++k) {
+    const NodeSpec& node = full.nodes[k];
     NodeSpec kept{node.device_type, 0};
     for (std::int64_t i = 0; i < node.devices; ++i, ++id) {
       if (lost.count(id) != 0) continue;
       ++kept.devices;
       s.original.push_back(id);
     }
-    if (kept.devices > 0) s.cluster.nodes.push_back(kept);
+    if (kept.devices > 0) {
+      s.cluster.nodes.push_back(kept);
+      s.original_node.push_back(static_cast<std::int64_t>(k));
+    }
   }
   if (s.original.empty()) {
     throw InputError("elastic", "lost devices", "", "every device of cluster " + full.name +

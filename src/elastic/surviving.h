@@ -22,6 +22,7 @@ struct SurvivingCluster {
   // devices, a node with none left is dropped, device types and links are unchanged.
   ClusterSpec cluster;
   std::vector<std::int64_t> original;  // device id in `cluster` -> device id in the full cluster
+  std::vector<std::int64_t> original_node;  // node index in `cluster` -> node in the full one
   std::vector<std::int64_t> lost;      // full-cluster ids removed, ascending
 };
 

@@ -36,6 +36,8 @@ void expect_consistent(const ClusterSpec& full, const std::set<std::int64_t>& lo
       EXPECT_EQ(s.cluster.device(d).node == s.cluster.device(e).node,
                 full.device(o).node == full.device(oe).node);
     }
+    EXPECT_EQ(s.original_node.at(static_cast<std::size_t>(s.cluster.device(d).node)),
+              full.device(o).node);
   }
 }
 
