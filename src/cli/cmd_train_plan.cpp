@@ -36,18 +36,6 @@
 
 namespace eth::cli {
 
-namespace {
-
-// Everything a rank needs, resolved and checked once before any rank starts.
-struct PlanRun {
-  Plan plan;
-  ClusterSpec cluster;  // emulated_slowdown already overridden by --emulate
-  DistTrainConfig config;
-  std::optional<ProfileDb> profile;  // for the prediction, emulated types included
-  std::optional<std::filesystem::path> resume;
-  CommOptions comm;
-};
-
 void apply_emulation(ClusterSpec& cluster, const std::vector<std::string>& specs) {
   for (const std::string& spec : specs) {
     const auto eq = spec.find('=');
@@ -73,6 +61,18 @@ void apply_emulation(ClusterSpec& cluster, const std::vector<std::string>& specs
     it->second.emulated_slowdown = factor;
   }
 }
+
+namespace {
+
+// Everything a rank needs, resolved and checked once before any rank starts.
+struct PlanRun {
+  Plan plan;
+  ClusterSpec cluster;  // emulated_slowdown already overridden by --emulate
+  DistTrainConfig config;
+  std::optional<ProfileDb> profile;  // for the prediction, emulated types included
+  std::optional<std::filesystem::path> resume;
+  CommOptions comm;
+};
 
 PlanRun prepare(const TrainArgs& a) {
   PlanRun r;

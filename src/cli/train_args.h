@@ -76,6 +76,10 @@ void check_train_memory(const TrainConfig& cfg);
 void check_plan_train_memory(const Plan& plan, const TrainConfig& cfg, int ranks_here,
                              bool checkpoints);
 
+// --emulate TYPE=FACTOR: sets the factors on `cluster`'s types; InputError naming --emulate for a
+// malformed spec or a type the cluster lacks.
+void apply_emulation(ClusterSpec& cluster, const std::vector<std::string>& specs);
+
 // `eth train --plan`: cmd_train_plan.cpp.
 int run_train_plan(const TrainArgs& a);
 
