@@ -285,24 +285,8 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   Summary summary;
   StepStats last;
   std::string checkpoint;
-  const auto t0 = std::chrono::steady_clock::now();
-  while (t.next_step() < end) {
-    maybe_fail_before_step(world.rank(), world.size(), t.next_step());
-    last = t.step();
-    const std::vector<RankTimes> times = t.gather_times();  // collective
-    if (!std::isfinite(last.loss)) {
-      throw InputError("train", "--lr", "",
-                       "the loss became " + std::to_string(last.loss) + " at step " +
-                           std::to_string(last.step) + "; try a smaller learning rate");
-    }
-    const bool periodic = a.checkpoint_every > 0 && t.next_step() % a.checkpoint_every == 0;
-    if (!a.checkpoint_dir.empty() && (periodic || t.next_step() >= end)) {
-      maybe_fail_in_checkpoint(world.rank(), world.size(), t.next_step(), a.checkpoint_dir);
-      checkpoint = t.save_checkpoint(a.checkpoint_dir).string();  // collective
-      if (t.next_step() < end && stop_requested(a, world)) end = t.next_step();
-    }
-    if (!lead) continue;
-    summary.step_s.push_back(last.seconds);
+  const auto log_step = [&](const StepStats& step, const std::vector<RankTimes>& times) {
+    summary.step_s.push_back(step.seconds);
     summary.ranks.push_back(times);
     if (log) {
       Json ranks = Json::array();
@@ -314,15 +298,36 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
         j["stage"] = places[i].stage;
         ranks.push_back(j);
       }
-      log.write_line(Json{{"step", last.step},
-                          {"loss", last.loss},
-                          {"lr", last.lr},
-                          {"grad_norm", last.grad_norm},
-                          {"tokens_per_s", last.tokens_per_s},
-                          {"seconds", last.seconds},
+      log.write_line(Json{{"step", step.step},
+                          {"loss", step.loss},
+                          {"lr", step.lr},
+                          {"grad_norm", step.grad_norm},
+                          {"tokens_per_s", step.tokens_per_s},
+                          {"seconds", step.seconds},
                           {"ranks", ranks}}
                          .dump());
     }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (t.next_step() < end) {
+    maybe_fail_before_step(world.rank(), world.size(), t.next_step());
+    last = t.step();
+    const std::vector<RankTimes> times = t.gather_times();  // collective
+    if (!std::isfinite(last.loss)) {
+      throw InputError("train", "--lr", "",
+                       "the loss became " + std::to_string(last.loss) + " at step " +
+                           std::to_string(last.step) + "; try a smaller learning rate");
+    }
+    // The step's log line before its checkpoint: a step logged is a step done, even when the
+    // run dies writing the checkpoint (eth launch --elastic counts the steps redone from it).
+    if (lead) log_step(last, times);
+    const bool periodic = a.checkpoint_every > 0 && t.next_step() % a.checkpoint_every == 0;
+    if (!a.checkpoint_dir.empty() && (periodic || t.next_step() >= end)) {
+      maybe_fail_in_checkpoint(world.rank(), world.size(), t.next_step(), a.checkpoint_dir);
+      checkpoint = t.save_checkpoint(a.checkpoint_dir).string();  // collective
+      if (t.next_step() < end && stop_requested(a, world)) end = t.next_step();
+    }
+    if (!lead) continue;
     if (a.print_every > 0 && (last.step % a.print_every == 0 || t.next_step() >= end)) {
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
