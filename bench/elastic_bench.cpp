@@ -2,16 +2,23 @@
 // families (predicted, analytic profile): the eth plan of the whole cluster, then the planning
 // time after losing one device, one node, and a quarter of one device type, with the new plan's
 // predicted iteration time beside the old one. The planner's time is measured here (wall and CPU
-// seconds, with the CPU model and load); iteration times are the predictor's.
-// Usage: elastic_bench [--format text|json]. Asserts nothing.
+// seconds, with the CPU model and load); iteration times are the predictor's. Then, measured on
+// this machine: `eth launch --elastic` on a four-rank tiny plan whose rank 3 is SIGKILLed at step
+// 12, three times, with the recovery's detection, planning and relaunch times and the time from
+// the rank's death to the resumed run's first step (the supervisor's own log, elastic.jsonl).
+// Usage: elastic_bench [--format json]. Asserts nothing.
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -97,6 +104,85 @@ std::vector<Loss> losses(const ClusterSpec& c) {
   return out;
 }
 
+// tiny on two fast and two slow devices (the elastic_launch test's plan).
+const char* kTinyPlan = R"({"format": "eth-plan", "version": 1, "model": "tiny", "gbs": 8,
+ "seq_len": 16, "cluster": {"name": "fast-slow", "nodes": [
+   {"device_type": "fast", "devices": 2}, {"device_type": "slow", "devices": 2}],
+   "inter_node_bandwidth_gbps": 80, "device_types": {
+   "fast": {"tflops": 0.19, "memory_gb": 8, "intra_node_bandwidth_gbps": 80},
+   "slow": {"tflops": 0.095, "memory_gb": 4, "intra_node_bandwidth_gbps": 80}}},
+ "pipelines": [
+  {"micro_batch_size": 2, "local_batch": 6, "stages": [
+    {"device_type": "fast", "devices": [0], "units": [0, 2]},
+    {"device_type": "fast", "devices": [1], "units": [3, 5]}]},
+  {"micro_batch_size": 1, "local_batch": 2, "stages": [
+    {"device_type": "slow", "devices": [2], "units": [0, 3]},
+    {"device_type": "slow", "devices": [3], "units": [4, 5]}]}]})";
+
+int shell(const std::string& cmd) {
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+// One elastic run killed at step 12: the recovery event of its log, or an error text.
+Json measure_recovery(const std::filesystem::path& dir, int run) {
+  namespace fs = std::filesystem;
+  const fs::path ckpt = dir / ("ckpt-" + std::to_string(run));
+  const fs::path log = dir / ("elastic-" + std::to_string(run) + ".jsonl");
+  const std::string env =
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
+      "ETH_TEST_KILL_RANK=3:12:kill@4 ";
+  const int code = shell(env + ETH_BINARY_PATH + " launch --plan " + (dir / "plan.json").string() +
+                         " --elastic --checkpoint-dir " + ckpt.string() +
+                         " --checkpoint-every 5 --elastic-log " + log.string() + " -- --data " +
+                         (dir / "data.bin").string() +
+                         " --steps 20 --print-every 0 --timeout 20 >/dev/null 2>" +
+                         (dir / "stderr").string());
+  if (code != 0) return Json{{"error", "eth launch --elastic exited " + std::to_string(code)}};
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const Json j = Json::parse(line);
+    if (j["event"] == "recovery") return j;
+  }
+  return Json{{"error", "no recovery in " + log.string()}};
+}
+
+Json measured_recoveries(bool print) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("eth_elastic_bench_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "plan.json") << kTinyPlan;
+  Json out = Json::array();
+  if (shell(std::string(ETH_BINARY_PATH) + " data --synthetic 20000 --out " +
+            (dir / "data.bin").string() + " >/dev/null 2>&1") != 0) {
+    fs::remove_all(dir);
+    return out;
+  }
+  if (print) {
+    std::printf("\nmeasured on this machine: eth launch --elastic, tiny on 4 ranks (2 fast + 2 "
+                "slow), rank 3 SIGKILLed at step 12, checkpoints every 5 steps\ncpu: %s, load "
+                "%.2f\n%-4s %12s %12s %12s %22s\n",
+                cpu_model().c_str(), load_average(), "run", "detect s", "plan s", "relaunch s",
+                "death -> 1st step s");
+  }
+  for (int run = 0; run < 3; ++run) {
+    Json r = measure_recovery(dir, run);
+    r["load"] = load_average();
+    out.push_back(r);
+    if (!print) continue;
+    if (r.contains("error")) {
+      std::printf("%-4d %s\n", run, r["error"].get<std::string>().c_str());
+      continue;
+    }
+    const auto num = [&](const char* k) { return r[k].is_number() ? r[k].get<double>() : -1.0; };
+    std::printf("%-4d %12.3f %12.3f %12.3f %22.3f   (load %.2f)\n", run, num("detection_s"),
+                num("planning_s"), num("restart_s"), num("failure_to_first_step_s"),
+                r["load"].get<double>());
+  }
+  fs::remove_all(dir);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -147,6 +233,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  out["measured_recoveries"] = measured_recoveries(!json);
   out["load_after"] = load_average();
   if (json) std::printf("%s\n", out.dump(2).c_str());
   return 0;

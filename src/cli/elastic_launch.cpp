@@ -421,6 +421,7 @@ int ElasticRun::run() {
   event(Json{{"event", "start"}, {"plan", plan_json(current_)}, {"lost", ids_json(lost_)},
              {"steps", target_}});
   std::optional<Json> pending;  // a recovery whose restart time the next launch measures
+  std::optional<Clock::time_point> pending_failed_at;  // when its failure showed
   for (;;) {
     std::vector<std::string> skipped;
     const std::optional<ResumePoint> from = latest_whole_checkpoint(dir_, &skipped);
@@ -434,10 +435,18 @@ int ElasticRun::run() {
       Json& r = *pending;
       r["restart_s"] =
           l.first_step_at ? Json(seconds(l.started, *l.first_step_at)) : Json(nullptr);
+      // From the failure (the dying rank's own timestamp when it gave one) to the resumed run's
+      // first logged step: what a loss costs in wall time besides the steps redone.
+      const bool whole = l.first_step_at && pending_failed_at;
+      r["failure_to_first_step_s"] =
+          whole ? Json(seconds(*pending_failed_at, *l.first_step_at)) : Json(nullptr);
       if (l.first_step_at) {
         say("restart " + std::to_string(r["restart"].get<int>()) + ": the resumed run took its "
             "first step " + fmt_num(seconds(l.started, *l.first_step_at), 2) +
-            " s after the relaunch");
+            " s after the relaunch" +
+            (whole ? ", " + fmt_num(seconds(*pending_failed_at, *l.first_step_at), 2) +
+                         " s after the failure"
+                   : std::string()));
       }
       event(r);
       pending.reset();
@@ -534,6 +543,7 @@ int ElasticRun::run() {
         current_.file + "); resuming from step " + std::to_string(resume_step) + ", " +
         std::to_string(redone) + " step(s) redone");
     pending = r;
+    pending_failed_at = o.failed_at;
   }
   std::error_code ec;
   fs::remove(stop_file_, ec);
