@@ -6,10 +6,12 @@
 // leaves no plan must stop with exit 5 and the last checkpoint loading whole.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/cli_run.h"
@@ -49,7 +51,13 @@ const char* kTightCluster = R"({"name": "tight", "nodes": [
    "slow": {"tflops": 0.095, "memory_gb": 0.0012, "intra_node_bandwidth_gbps": 80}}})";
 
 constexpr int kSteps = 30;
-const std::string kTrain = "--steps 30 --lr 1e-3 --dropout 0.1 --print-every 0 --timeout 20";
+const std::string kOptions = " --lr 1e-3 --dropout 0.1 --print-every 0 --timeout 20";
+const std::string kTrain = "--steps 30" + kOptions;
+// The returning-device run: long enough that the supervisor, which acts on a change once it has
+// read it twice 250 ms apart, sees it long before the end (a liveness margin, not a timing
+// assertion: the test fails only if ~100 steps take under half a second).
+constexpr int kLongSteps = 120;
+const std::string kLongTrain = "--steps 120" + kOptions;
 
 std::vector<Json> json_lines(const fs::path& file) {
   std::vector<Json> out;
@@ -81,6 +89,12 @@ class ElasticLaunchTest : public ::testing::Test {
     ASSERT_EQ(r.code, 0) << r.err;
     single_ = losses(shared_ / "single.jsonl");
     ASSERT_EQ(single_.size(), static_cast<std::size_t>(kSteps));
+    const auto l = test::eth_cli("train --model tiny --batch 8 --seq-len 16 --data " + data_ +
+                                     " " + kLongTrain + " --log " +
+                                     (shared_ / "single-long.jsonl").string(),
+                                 shared_);
+    ASSERT_EQ(l.code, 0) << l.err;
+    single_long_ = losses(shared_ / "single-long.jsonl");
   }
   static void TearDownTestSuite() { fs::remove_all(shared_); }
 
@@ -94,11 +108,12 @@ class ElasticLaunchTest : public ::testing::Test {
   }
 
   // eth launch --elastic with ETH_TEST_KILL_RANK=`faults`.
-  test::EthRun launch(const std::string& faults) {
+  test::EthRun launch(const std::string& faults, const std::string& elastic = "",
+                      const std::string& train = kTrain) {
     return test::eth_cli(
         "launch --plan " + plan_ + " --elastic --checkpoint-dir " + (dir_ / "ckpt").string() +
-            " --checkpoint-every 5 --elastic-log " + (dir_ / "elastic.jsonl").string() +
-            " -- --data " + data_ + " " + kTrain,
+            " --checkpoint-every 5 --elastic-log " + (dir_ / "elastic.jsonl").string() + " " +
+            elastic + " -- --data " + data_ + " " + train,
         dir_,
         "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ETH_TEST_KILL_RANK=" +
             faults);
@@ -113,10 +128,10 @@ class ElasticLaunchTest : public ::testing::Test {
   }
 
   // Every step ran (its last time) with the loss of the uninterrupted run.
-  void expect_uninterrupted_losses() const {
+  void expect_uninterrupted_losses(const std::map<std::int64_t, double>& single = single_) const {
     const auto got = losses(dir_ / "ckpt" / "train.jsonl");
-    ASSERT_EQ(got.size(), single_.size());
-    for (const auto& [step, want] : single_) {
+    ASSERT_EQ(got.size(), single.size());
+    for (const auto& [step, want] : single) {
       ASSERT_EQ(got.count(step), 1u) << "step " << step;
       EXPECT_NEAR(got.at(step), want, 1e-5 * want) << "step " << step;
     }
@@ -140,7 +155,7 @@ class ElasticLaunchTest : public ::testing::Test {
 
   static inline fs::path shared_;
   static inline std::string data_;
-  static inline std::map<std::int64_t, double> single_;
+  static inline std::map<std::int64_t, double> single_, single_long_;
   fs::path dir_;
   std::string plan_;
 };
@@ -221,6 +236,33 @@ TEST_F(ElasticLaunchTest, NoPlanForTheDevicesLeftStopsWithExit5AndTheCheckpointW
   EXPECT_EQ(stopped[0]["checkpoint_step"], 5);
   expect_whole_checkpoint(5);
   EXPECT_TRUE(events("recovery").empty());
+}
+
+TEST_F(ElasticLaunchTest, DeviceBackInTheLostDevicesFileIsTakenAtTheNextCheckpoint) {
+  const std::string lost = test::write(dir_ / "lost.txt", "3  # being serviced\n");
+  // The run starts on three devices; once it has logged two steps, device 3 comes back.
+  test::EthRun r;
+  std::thread run([&] { r = launch("", "--lost-devices " + lost, kLongTrain); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(100);
+  while (losses(dir_ / "ckpt" / "train.jsonl").size() < 2 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  test::write(dir_ / "lost.txt", "# device 3 is back\n");
+  run.join();
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto start = events("start");
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(devices(start[0]["plan"]), (std::vector<std::int64_t>{0, 1, 2}));
+  const auto rec = events("recovery");
+  ASSERT_EQ(rec.size(), 1u) << r.err;
+  EXPECT_EQ(rec[0]["cause"], "devices changed");
+  EXPECT_EQ(rec[0]["returned"], Json(std::vector<std::int64_t>{3}));
+  EXPECT_EQ(rec[0]["steps_redone"], 0);  // it stopped at a checkpoint
+  EXPECT_EQ(rec[0]["resumed_from_step"].get<std::int64_t>() % 5, 0);
+  EXPECT_LT(rec[0]["resumed_from_step"].get<std::int64_t>(), kLongSteps);
+  EXPECT_EQ(devices(rec[0]["new_plan"]), (std::vector<std::int64_t>{0, 1, 2, 3}));
+  expect_uninterrupted_losses(single_long_);
 }
 
 }  // namespace
