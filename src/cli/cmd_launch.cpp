@@ -69,6 +69,19 @@ void add_launch_command(CLI::App& app, Registry& r) {
   sub->add_option("train_args", a->train_args, "Arguments of eth train, after --");
   auto e = std::make_shared<ElasticArgs>();
   add_elastic_options(sub, *e);
+  sub->footer(
+      "--elastic: eth launch keeps the run going when devices are lost. A rank that dies or stops "
+      "answering takes its device out (written into --lost-devices when given); eth launch "
+      "re-plans on the devices left with the same model, global batch, sequence length and "
+      "planner options and resumes from the newest checkpoint that reads back whole, until "
+      "--steps. Data order and learning-rate schedule are unchanged, so the losses are those of "
+      "an uninterrupted run. Devices added to or removed from --lost-devices (or hosts to "
+      "--hostfile) are acted on at the next checkpoint. Each recovery prints the lost device, "
+      "detection, planning and relaunch times, steps redone and the old and new predicted "
+      "iteration time (--elastic-log: JSON lines). Exit 5 when no plan fits the devices left "
+      "(the last checkpoint is whole: bring devices back and run the same command again).\n"
+      "  eth launch --plan P --elastic --checkpoint-dir C --checkpoint-every 50 -- --data D "
+      "--steps N");
   r.on(sub, [a, e] {
     if (e->enabled) return run_elastic_launch(*a, *e);
     refuse_elastic_options(*e);
