@@ -263,7 +263,7 @@ void bandwidth_section(double mbit, const std::string& self, const std::string& 
               mbit, cluster.inter_node_bandwidth_gbps);
   const ProfileDb profile = emulated_profile(measured, cluster);
   PredictOptions po;
-  po.element_bytes = 4;  // the CPU runtime moves fp32
+  po.precision = Precision::Fp32;  // the profile above and the runs are fp32 (4-byte messages)
 
   std::printf("%-46s %10s %10s %10s %10s  %s\n", "what (ms)", "predicted", "best", "median",
               "pred/best", "load");
@@ -271,7 +271,7 @@ void bandwidth_section(double mbit, const std::string& self, const std::string& 
     const Plan p = two_stage_plan(mbs);
     const double bytes = static_cast<double>(mbs * p.seq_len * p.model.hidden) * 4;
     const double pred =
-        compute_stage_costs(p, cluster, profile, po.p2p_latency_ms, po.element_bytes)[0]
+        compute_stage_costs(p, cluster, profile, po.p2p_latency_ms, po.precision)[0]
             .full[0]
             .send_ms;
     const Measured meas = worker_ms(mpirun_line(2, {self, "--worker-p2p",
@@ -321,7 +321,8 @@ void bandwidth_section(double mbit, const std::string& self, const std::string& 
                             kNet + ".0/24 -- --data " + (dir / "data.bin").string() +
                             " --steps " + std::to_string(steps) + " --profile " +
                             (dir / "profile").string() +
-                            " --print-every 0 --format json --threads 1 2>/dev/null";
+                            " --print-every 0 --format json --threads 1 --precision fp32"
+                            " 2>/dev/null";  // the measured profile is fp32
     std::string out;
     const std::string label = std::string(plan_method_name(m)) + " plan, iteration";
     if (run(cmd, &out) != 0 || out.find('{') == std::string::npos) {

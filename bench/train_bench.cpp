@@ -1,37 +1,39 @@
 // train_bench: one training step of a GPT (default gpt2-small, micro-batch 4, sequence 256,
-// 2 threads) through ETH's trainer: tokens/s and achieved GFLOP/s, beside the GEMM library's own
-// GFLOP/s on the step's matmul shapes measured in the same run, peak resident memory, and (with
-// --torch) PyTorch CPU on the identical model via tools/torch_gpt2_step.py, tuned as
-// /work/shared/notes/machine-figures.md says (--install-torch installs Debian's python3-torch
-// first when it is missing). The machines are shared: --rounds alternates ETH, the GEMM baseline
-// and PyTorch so a burst of someone else's load hits all three, the best of each is reported,
-// and the load average is printed beside the figures. Prints a table (or --json). Not a test.
+// 2 threads) in four configurations measured in one run: ETH bf16 (bf16 compute, fp32 master
+// weights), ETH fp32, PyTorch fp32 and PyTorch bf16 (torch.autocast) on the identical model,
+// PyTorch configured as its CPU tuning guide recommends (tools/torch_gpt2_step.py) and installed
+// by this bench into a virtualenv under the build folder (the newest torch on PyPI). Prints the
+// CPU model and its extensions, the load average, tokens/s of each configuration, the same-run
+// ratios and the verdict of every target of issue 13 that applies to this CPU:
+//   - with bf16 instructions: ETH bf16 >= 1.6x ETH fp32 and >= 2x the faster PyTorch;
+//   - without: ETH bf16 >= 0.9x ETH fp32 with <= 0.55x its activation memory, and ETH fp32
+//     >= 1.5x the faster PyTorch.
+// The machines are shared: every round runs one step of each configuration in turn, so a burst
+// of someone else's load hits all of them; the best step of each is reported beside the ratio of
+// medians. --gemm adds the fp32 GEMM library's rate on the step's shapes. Not a test.
 #include <omp.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <csignal>
-#include <cstdlib>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "data/token_file.h"
 #include "data/tokenize.h"
+#include "kernels/cpu/bf16/gemm.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 #include "model/arithmetic.h"
+#include "torch_server.h"
 #include "train/arena.h"
 #include "train/trainer.h"
 
@@ -148,177 +150,19 @@ double load_average() {
   return ::getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
-bool torch_importable(const std::string& python) {
-  return std::system((python + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
-}
-
-// Debian's python3-torch and the OpenMP OpenBLAS it is tuned with; returns whether torch imports
-// afterwards. Needs root (the bench machines run as root).
-bool install_torch(const std::string& python) {
-  if (torch_importable(python)) return true;
-  std::fprintf(stderr, "train_bench: installing python3-torch (apt-get)...\n");
-  const int rc = std::system(
-      "DEBIAN_FRONTEND=noninteractive apt-get install -y python3-torch libopenblas0-openmp "
-      ">/tmp/eth_train_bench_apt.log 2>&1");
-  if (rc != 0) {
-    std::fprintf(stderr, "train_bench: apt-get failed, see /tmp/eth_train_bench_apt.log\n");
-  }
-  return torch_importable(python);
-}
-
-// tools/torch_gpt2_step.py --serve as a child process: one PyTorch step per step() call, so
-// that ETH's and PyTorch's steps alternate and meet the same load from the machine's other users.
-class TorchServer {
- public:
-  TorchServer() = default;
-  TorchServer(const TorchServer&) = delete;
-  TorchServer& operator=(const TorchServer&) = delete;
-  ~TorchServer() { finish(); }
-
-  // Starts the script under /bin/sh and waits for its warm-up ("ready"). False on failure, with
-  // the script's output in error().
-  bool start(const std::string& cmd) {
-    // A script that dies must not take the bench with it when we next write to its pipe.
-    std::signal(SIGPIPE, SIG_IGN);
-    int to_child[2], from_child[2];
-    if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) return fail("pipe failed");
-    pid_ = ::fork();
-    if (pid_ < 0) return fail("fork failed");
-    if (pid_ == 0) {
-      ::dup2(to_child[0], 0);
-      ::dup2(from_child[1], 1);
-      ::dup2(from_child[1], 2);
-      ::close(to_child[0]);
-      ::close(to_child[1]);
-      ::close(from_child[0]);
-      ::close(from_child[1]);
-      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(to_child[0]);
-    ::close(from_child[1]);
-    to_ = ::fdopen(to_child[1], "w");
-    from_ = ::fdopen(from_child[0], "r");
-    for (std::string line; read_line(&line);) {
-      if (line == "ready") return true;
-      output_ += line + "\n";
-    }
-    return fail("the script ended before it was ready");
-  }
-
-  // Seconds of one PyTorch step, or a negative number when the script failed.
-  double step() {
-    if (!to_ || !from_) return -1;
-    std::fputs("step\n", to_);
-    std::fflush(to_);
-    for (std::string line; read_line(&line);) {
-      if (line.empty() || line[0] != '{') {
-        output_ += line + "\n";
-        continue;
-      }
-      try {
-        return nlohmann::json::parse(line).at("step_s").get<double>();
-      } catch (const std::exception&) {
-        output_ += line + "\n";
-        return -1;
-      }
-    }
-    return -1;
-  }
-
-  // Ends the script; its summary (version, peak RSS), or {"error", "hint"}.
-  nlohmann::json finish() {
-    if (pid_ <= 0) return summary_;
-    if (to_) {
-      std::fputs("quit\n", to_);
-      std::fclose(to_);
-      to_ = nullptr;
-    }
-    for (std::string line; read_line(&line);) {
-      if (!line.empty() && line[0] == '{') {
-        try {
-          summary_ = nlohmann::json::parse(line);
-        } catch (const std::exception&) {
-          output_ += line + "\n";
-        }
-      } else {
-        output_ += line + "\n";
-      }
-    }
-    if (from_) std::fclose(from_);
-    from_ = nullptr;
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    if (!summary_.contains("torch")) summary_ = error_json();
-    return summary_;
-  }
-
-  nlohmann::json error_json() const {
-    return {{"error", output_.empty() ? "no output" : output_.substr(0, 400)},
-            {"hint", "apt-get install python3-torch libopenblas0-openmp, or --install-torch"}};
-  }
-
- private:
-  bool read_line(std::string* line) {
-    if (!from_) return false;
-    line->clear();
-    for (int c; (c = std::fgetc(from_)) != EOF;) {
-      if (c == '\n') return true;
-      line->push_back(static_cast<char>(c));
-    }
-    return !line->empty();
-  }
-  bool fail(const std::string& why) {
-    output_ += why + "\n";
-    finish();
-    return false;
-  }
-
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
-  std::string output_;
-  nlohmann::json summary_;
-};
-
-// The OpenBLAS kernel set for the PyTorch baseline, from this CPU's flags: OpenBLAS misreads
-// the CPU of some virtual machines and picks a slow generic kernel, so the bench names one, but
-// only one the CPU can run (SkylakeX needs AVX-512: on an AVX2-only CPU it dies of an illegal
-// instruction). Empty: leave OpenBLAS to its own detection.
-std::string openblas_coretype() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream words(line.substr(line.find(':') + 1));
-    std::set<std::string> flags;
-    for (std::string w; words >> w;) flags.insert(w);
-    if (flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512vl")) {
-      return "SkylakeX";
-    }
-    if (flags.count("avx2") && flags.count("fma")) return "Haswell";
-    return "";
-  }
-  return "";
-}
-
 std::string torch_command(const std::string& python, const eth::ModelSpec& m, std::int64_t batch,
                           std::int64_t seq, int threads, int warmup) {
   const std::string script = std::string(ETH_SOURCE_DIR) + "/tools/torch_gpt2_step.py";
-  const std::string coretype = openblas_coretype();
-  std::fprintf(stderr, "train_bench: PyTorch baseline with OPENBLAS_CORETYPE=%s\n",
-               coretype.empty() ? "(unset: OpenBLAS detects the CPU itself)" : coretype.c_str());
+  // The tuning guide's settings: threads = the cores used, a huge-page-friendly allocator.
   std::string env = "OMP_NUM_THREADS=" + std::to_string(threads) +
-                    (coretype.empty() ? "" : " OPENBLAS_CORETYPE=" + coretype) +
                     " GLIBC_TUNABLES=glibc.malloc.hugetlb=1";
-  if (std::filesystem::exists("/usr/lib/x86_64-linux-gnu/openblas-openmp")) {
-    env += " LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp";
-  }
   return "exec env " + env + " " + python + " -u " + script + " --layers " +
          std::to_string(m.layers) + " --hidden " + std::to_string(m.hidden) + " --heads " +
          std::to_string(m.heads) + " --ffn " + std::to_string(m.ffn) + " --vocab " +
          std::to_string(m.vocab) + " --max-seq " + std::to_string(m.seq_len) + " --batch " +
          std::to_string(batch) + " --seq " + std::to_string(seq) + " --threads " +
-         std::to_string(threads) + " --warmup " + std::to_string(warmup) + " --serve";
+         std::to_string(threads) + " --warmup " + std::to_string(warmup) +
+         " --precisions fp32,bf16 --serve";
 }
 
 double median(std::vector<double> v) {
@@ -328,41 +172,79 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double best(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
+}
+
+// One configuration's steps.
+struct Series {
+  std::string name;
+  std::vector<double> step_s;
+  double tok_s(std::int64_t tokens) const {
+    return step_s.empty() ? 0 : static_cast<double>(tokens) / best(step_s);
+  }
+};
+
+std::string list(const std::vector<double>& v, int digits) {
+  std::string out;
+  for (double x : v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.*f", digits, x);
+    out += (out.empty() ? "" : " ") + std::string(b);
+  }
+  return out;
+}
+
+struct Target {
+  std::string what;
+  double value = 0, want = 0;
+  bool at_most = false;  // value <= want (memory), else value >= want
+  bool met() const { return at_most ? value <= want : value >= want; }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"One GPT training step on the CPU: ETH beside its GEMM library and PyTorch"};
-  std::string model_name = "gpt2-small", recompute = "none", python = "/usr/bin/python3";
+  CLI::App app{"One GPT training step on the CPU: ETH bf16 and fp32 beside PyTorch fp32 and bf16"};
+  std::string model_name = "gpt2-small", recompute = "none", python;
+  std::string venv = ETH_BENCH_VENV;
   std::int64_t batch = 4, seq = 256;
   int threads = 2, steps = 3, warmup = 1, rounds = 2;
-  bool torch = false, install = false, json = false;
+  bool no_torch = false, gemm_baseline = false, json = false;
   app.add_option("--model", model_name, "Model preset or JSON file")->capture_default_str();
   app.add_option("--batch", batch, "Micro-batch = batch (one micro-batch per step)")
       ->capture_default_str();
   app.add_option("--seq", seq, "Sequence length")->capture_default_str();
-  app.add_option("--threads", threads, "OpenMP threads (ETH, the GEMM baseline and PyTorch)")
+  app.add_option("--threads", threads, "OpenMP threads (ETH and PyTorch)")->capture_default_str();
+  app.add_option("--steps", steps, "Timed steps per round of each configuration")
       ->capture_default_str();
-  app.add_option("--steps", steps, "Timed steps per round (best is reported)")
+  app.add_option("--warmup", warmup, "Untimed steps of each configuration first")
       ->capture_default_str();
-  app.add_option("--warmup", warmup, "Untimed steps first")->capture_default_str();
-  app.add_option("--rounds", rounds,
-                 "Rounds of (ETH steps, GEMM baseline, PyTorch steps); best of all rounds")
+  app.add_option("--rounds", rounds, "Rounds of alternated steps; best of all rounds")
       ->capture_default_str();
   app.add_option("--recompute", recompute, "Recompute set for ETH (see eth train)")
       ->capture_default_str();
-  app.add_flag("--torch", torch, "Also run tools/torch_gpt2_step.py (Debian python3-torch)");
-  app.add_flag("--install-torch", install,
-               "With --torch: apt-get install python3-torch libopenblas0-openmp when missing");
-  app.add_option("--python", python, "Interpreter with torch")->capture_default_str();
+  app.add_flag("--no-torch", no_torch, "Leave PyTorch out");
+  app.add_option("--torch-venv", venv,
+                 "Virtualenv with PyTorch; created (newest torch from PyPI) when it has none")
+      ->capture_default_str();
+  app.add_option("--python", python, "Use this interpreter with torch instead of the virtualenv");
+  app.add_flag("--gemm", gemm_baseline,
+               "Also time the fp32 GEMM library on the step's matmul shapes (ETH fp32's ceiling)");
   app.add_flag("--json", json, "Print one JSON object");
   CLI11_PARSE(app, argc, argv);
   if (rounds < 1 || steps < 1 || warmup < 0 || threads < 1) {
     std::cerr << "train_bench: need --rounds >= 1, --steps >= 1, --warmup >= 0, --threads >= 1\n";
     return 1;
   }
-  if (torch && install && !install_torch(python)) {
-    std::cerr << "train_bench: torch still not importable by " << python << "\n";
+  const eth::cpu::CpuFeatures& cpu = eth::cpu::cpu_features();
+  const bool native_bf16 = cpu.has_bf16_matmul();
+  if (!eth::cpu::missing_build_extensions(cpu).empty()) {
+    std::cerr << "train_bench: built for ISA extensions this CPU lacks; rebuild here\n";
+    return 1;
   }
+  const bool torch = !no_torch;
+  if (torch && python.empty()) python = bench::ensure_torch_venv(venv);
 
   omp_set_num_threads(threads);
   const eth::ModelSpec m = eth::load_model(model_name);
@@ -397,139 +279,186 @@ int main(int argc, char** argv) {
   }
   const double load_start = load_average();
   // PyTorch first: its set-up and warm-up run alone, then its steps alternate with ETH's.
-  std::unique_ptr<TorchServer> ts;
+  std::unique_ptr<bench::TorchServer> ts;
   bool torch_ok = false;
-  if (torch) {
-    ts = std::make_unique<TorchServer>();
+  if (torch && !python.empty()) {
+    ts = std::make_unique<bench::TorchServer>();
     torch_ok = ts->start(torch_command(python, m, batch, seq, threads, warmup));
   }
   const auto t_setup = Clock::now();
-  eth::Trainer trainer(cfg);
+  cfg.precision = eth::Precision::Bf16;
+  eth::Trainer bf16(cfg);
+  cfg.precision = eth::Precision::Fp32;
+  eth::Trainer fp32(cfg);
   const double setup_s = std::chrono::duration<double>(Clock::now() - t_setup).count();
-  std::vector<double> step_s, torch_s, gemm_seq_s, load_rounds;
-  double loss = 0, gemm_shape_s = 1e30;
-  for (int i = 0; i < warmup; ++i) loss = trainer.step().loss;
-  // ETH's own peak (the warm-up steps held everything a step holds), before the GEMM baseline
-  // maps its operands.
-  const double rss = peak_rss_bytes();
-  GemmBench gemm(step_gemms(m, batch * seq));
-  gemm.sequence_s();  // warm-up: oneDNN's kernels generated, operands in place
-  // Each step: ETH, then the GEMM sequence, then PyTorch, so a burst of someone else's load
-  // falls on all three alike; the best of each is reported.
+  for (int i = 0; i < warmup; ++i) {
+    bf16.step();
+    fp32.step();
+  }
+  const double rss = peak_rss_bytes();  // both trainers, after steps that held everything
+  std::unique_ptr<GemmBench> gemm;
+  if (gemm_baseline) {
+    gemm = std::make_unique<GemmBench>(step_gemms(m, batch * seq));
+    gemm->sequence_s();  // warm-up: oneDNN's kernels generated, operands in place
+  }
+  Series e16{"ETH bf16", {}}, e32{"ETH fp32", {}}, t32{"PyTorch fp32", {}}, t16{"PyTorch bf16", {}};
+  std::vector<double> gemm_s, load_rounds;
+  double loss16 = 0, loss32 = 0;
   for (int r = 0; r < rounds; ++r) {
     load_rounds.push_back(load_average());
     for (int i = 0; i < steps; ++i) {
-      const eth::StepStats st = trainer.step();
-      loss = st.loss;
-      step_s.push_back(st.seconds);
-      gemm_seq_s.push_back(gemm.sequence_s());
-      if (torch_ok) {
-        const double t = ts->step();
-        if (t < 0) {
-          torch_ok = false;
-        } else {
-          torch_s.push_back(t);
-        }
+      const eth::StepStats a = bf16.step();
+      e16.step_s.push_back(a.seconds);
+      loss16 = a.loss;
+      const eth::StepStats b = fp32.step();
+      e32.step_s.push_back(b.seconds);
+      loss32 = b.loss;
+      if (gemm) gemm_s.push_back(gemm->sequence_s());
+      for (Series* s : {&t32, &t16}) {
+        if (!torch_ok) break;
+        const double t = ts->step(s == &t32 ? "fp32" : "bf16");
+        if (t < 0) torch_ok = false;
+        else s->step_s.push_back(t);
       }
     }
-    gemm_shape_s = std::min(gemm_shape_s, gemm.per_shape_s(2));
   }
-  const double gemm_s = *std::min_element(gemm_seq_s.begin(), gemm_seq_s.end());
-  const double gemm_flops = gemm.flops();
-  const std::int64_t ncalls = gemm.calls();
   nlohmann::json torch_result;
   if (ts) torch_result = ts->finish();
-  if (!torch_s.empty() && torch_result.contains("torch")) {
-    torch_result["step_s_all"] = torch_s;  // the alternated steps (the script saw the same)
-  } else if (torch && !torch_result.contains("error")) {
-    torch_result = ts->error_json();
+  if (torch && !torch_result.contains("torch")) {
+    torch_result = ts ? ts->error_json() : nlohmann::json{{"error", "no PyTorch (see the log)"}};
   }
-  const double best = *std::min_element(step_s.begin(), step_s.end());
-  const double step_flops = 3.0 * eth::model_forward_flops(m, batch, seq);
-  const double eth_tok_s = static_cast<double>(batch * seq) / best;
-  const double eth_gflops = step_flops / best / 1e9;
-  const double gemm_gflops = gemm_flops / gemm_s / 1e9;
-  const double gemm_shape_gflops = gemm_flops / gemm_shape_s / 1e9;
-  const double torch_best =
-      torch_s.empty() ? 0 : *std::min_element(torch_s.begin(), torch_s.end());
-  const double torch_tok_s = torch_best > 0 ? static_cast<double>(batch * seq) / torch_best : 0;
-  // Step by step: ETH's i-th step beside PyTorch's i-th (they ran back to back).
-  const double median_ratio = torch_s.empty() ? 0 : median(torch_s) / median(step_s);
 
-  const double frac = eth_gflops / gemm_gflops;
+  const std::int64_t tok = batch * seq;
+  const double step_flops = 3.0 * eth::model_forward_flops(m, batch, seq);
+  const Series& torch_best = t16.tok_s(tok) > t32.tok_s(tok) ? t16 : t32;
+  const bool have_torch = !torch_best.step_s.empty();
+  const double act16 = static_cast<double>(bf16.compute().arena_bytes_total());
+  const double act32 = static_cast<double>(fp32.compute().arena_bytes_total());
+  const double bf16_over_fp32 = e16.tok_s(tok) / e32.tok_s(tok);
+  std::vector<Target> targets;
+  if (native_bf16) {
+    targets.push_back({"ETH bf16 / ETH fp32", bf16_over_fp32, 1.6, false});
+    if (have_torch) {
+      targets.push_back({"ETH bf16 / " + torch_best.name, e16.tok_s(tok) / torch_best.tok_s(tok),
+                         2.0, false});
+    }
+  } else {
+    targets.push_back({"ETH bf16 / ETH fp32", bf16_over_fp32, 0.9, false});
+    targets.push_back({"activation memory bf16 / fp32", act16 / act32, 0.55, true});
+    if (have_torch) {
+      targets.push_back({"ETH fp32 / " + torch_best.name, e32.tok_s(tok) / torch_best.tok_s(tok),
+                         1.5, false});
+    }
+  }
+  const std::string gemm_path(eth::cpu::bf16::gemm_path_name(eth::cpu::bf16::gemm_path()));
+
   if (json) {
+    nlohmann::json configs = nlohmann::json::array();
+    for (const Series* s : {&e16, &e32, &t32, &t16}) {
+      configs.push_back({{"name", s->name},
+                         {"step_s_all", s->step_s},
+                         {"step_s_best", best(s->step_s)},
+                         {"tokens_per_s", s->tok_s(tok)}});
+    }
+    nlohmann::json verdicts = nlohmann::json::array();
+    for (const Target& t : targets) {
+      verdicts.push_back({{"target", t.what},
+                          {"value", t.value},
+                          {"want", t.want},
+                          {"at_most", t.at_most},
+                          {"met", t.met()}});
+    }
     nlohmann::json j{{"model", m.name},
                      {"batch", batch},
                      {"seq", seq},
                      {"threads", threads},
                      {"rounds", rounds},
+                     {"cpu_model", cpu.model},
+                     {"cpu_extensions", cpu.extensions()},
+                     {"bf16_matmul_instructions", native_bf16},
+                     {"bf16_gemm_path", gemm_path},
                      {"gemm_library", std::string(eth::cpu::gemm_library())},
-                     {"eth_step_s", best},
-                     {"eth_step_s_all", step_s},
-                     {"eth_tokens_per_s", eth_tok_s},
-                     {"eth_gflops", eth_gflops},
-                     {"gemm_gflops", gemm_gflops},
-                     {"gemm_gflops_best_per_shape", gemm_shape_gflops},
-                     {"gemm_sequence_s_all", gemm_seq_s},
-                     {"eth_fraction_of_gemm", frac},
-                     {"peak_rss_bytes", rss},
+                     {"configs", configs},
+                     {"eth_bf16_over_fp32", bf16_over_fp32},
+                     {"eth_bf16_over_fp32_median", median(e32.step_s) / median(e16.step_s)},
+                     {"activation_bytes_bf16", act16},
+                     {"activation_bytes_fp32", act32},
+                     {"held_bytes_per_slot_bf16", bf16.compute().held_bytes_per_slot()},
+                     {"held_bytes_per_slot_fp32", fp32.compute().held_bytes_per_slot()},
+                     {"state_bytes_bf16", static_cast<double>(bf16.state().state_bytes())},
+                     {"state_bytes_fp32", static_cast<double>(fp32.state().state_bytes())},
+                     {"peak_rss_bytes_both_trainers", rss},
                      {"setup_s", setup_s},
-                     {"loss", loss},
+                     {"loss_bf16", loss16},
+                     {"loss_fp32", loss32},
+                     {"targets", verdicts},
                      {"load_average_start", load_start},
                      {"load_average_rounds", load_rounds}};
-    if (torch) {
-      j["torch"] = torch_result;
-      if (torch_tok_s > 0) {
-        j["torch_tokens_per_s"] = torch_tok_s;
-        j["eth_over_torch"] = eth_tok_s / torch_tok_s;
-        j["eth_over_torch_median"] = median_ratio;
-      }
-    }
+    if (torch) j["torch"] = torch_result;
+    if (gemm) j["gemm_fp32_gflops"] = gemm->flops() / best(gemm_s) / 1e9;
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::printf("%s, batch %lld x seq %lld, %d threads, GEMM library %s, %d round%s of %d steps\n",
+  std::printf("%s, batch %lld x seq %lld, %d threads, %d round%s of %d steps per configuration\n",
               m.name.c_str(), static_cast<long long>(batch), static_cast<long long>(seq), threads,
-              std::string(eth::cpu::gemm_library()).c_str(), rounds, rounds == 1 ? "" : "s",
-              steps);
-  std::printf(
-      "  ETH step          %8.3f s   %8.1f tok/s   %6.1f GFLOP/s (%.0f%% of the GEMM rate; "
-      "target 70%%: %s)\n",
-      best, eth_tok_s, eth_gflops, 100.0 * frac, frac >= 0.7 ? "met" : "missed");
-  std::printf(
-      "  GEMM same shapes  %8.3f s                  %6.1f GFLOP/s (the step's %lld calls back to "
-      "back; best single call per shape: %.1f GFLOP/s, ETH at %.0f%% of that)\n",
-      gemm_s, gemm_gflops, static_cast<long long>(ncalls), gemm_shape_gflops,
-      100.0 * eth_gflops / gemm_shape_gflops);
+              rounds, rounds == 1 ? "" : "s", steps);
+  std::printf("CPU %s: %s (%s bf16 matrix instructions; bf16 GEMMs %s, fp32 GEMMs %s)\n",
+              cpu.model.c_str(), cpu.extensions().c_str(), native_bf16 ? "with" : "no",
+              gemm_path.c_str(), std::string(eth::cpu::gemm_library()).c_str());
+  std::printf("load average (1 min): %.2f at start, %s at each round\n\n", load_start,
+              list(load_rounds, 2).c_str());
+  std::printf("  %-14s %9s %10s %9s   %s\n", "configuration", "best s", "tok/s", "GFLOP/s",
+              "steps (s)");
+  for (const Series* s : {&e16, &e32, &t32, &t16}) {
+    if (s->step_s.empty()) {
+      std::printf("  %-14s %9s\n", s->name.c_str(), "-");
+      continue;
+    }
+    std::printf("  %-14s %9.3f %10.1f %9.1f   %s\n", s->name.c_str(), best(s->step_s),
+                s->tok_s(tok), step_flops / best(s->step_s) / 1e9, list(s->step_s, 2).c_str());
+  }
   if (torch) {
-    if (torch_tok_s > 0) {
-      const double ratio = eth_tok_s / torch_tok_s;
-      std::printf("  PyTorch %-9s %8.3f s   %8.1f tok/s   %6.1f GFLOP/s  (peak RSS %.2f GB)\n",
-                  torch_result.value("torch", std::string("?")).c_str(), torch_best, torch_tok_s,
-                  step_flops / torch_best / 1e9,
+    if (torch_result.contains("torch")) {
+      std::printf("  PyTorch %s (%d threads, %s attention, %s AdamW, peak RSS %.2f GB)\n",
+                  torch_result.value("torch", std::string("?")).c_str(),
+                  torch_result.value("threads", 0),
+                  torch_result.value("attention", std::string("?")).c_str(),
+                  torch_result.value("adamw", std::string("?")).c_str(),
                   torch_result.value("peak_rss_bytes", 0.0) / 1e9);
-      std::printf(
-          "  ETH / PyTorch     %.2fx tokens/s, best step against best step (target 1.2x: %s); "
-          "%.2fx median against median, over %zu alternated steps each\n",
-          ratio, ratio >= 1.2 ? "met" : "missed", median_ratio, torch_s.size());
     } else {
       std::printf("  PyTorch: %s\n", torch_result.dump().c_str());
     }
   }
-  auto list = [](const std::vector<double>& v, int digits) {
-    std::string out;
-    for (double x : v) {
-      char b[32];
-      std::snprintf(b, sizeof b, "%.*f", digits, x);
-      out += (out.empty() ? "" : " ") + std::string(b);
+  if (gemm) {
+    std::printf("  fp32 GEMM library on the step's shapes: %.1f GFLOP/s (ETH fp32 at %.0f%%)\n",
+                gemm->flops() / best(gemm_s) / 1e9,
+                100.0 * (step_flops / best(e32.step_s)) / (gemm->flops() / best(gemm_s)));
+  }
+  std::printf("\nsame-run ratios (best step against best step; medians of the alternated steps "
+              "in brackets):\n");
+  std::printf("  ETH bf16 / ETH fp32        %.2fx  (%.2fx)\n", bf16_over_fp32,
+              median(e32.step_s) / median(e16.step_s));
+  if (have_torch) {
+    for (const Series* s : {&t32, &t16}) {
+      if (s->step_s.empty()) continue;
+      std::printf("  ETH bf16 / %-15s %.2fx  (%.2fx);  ETH fp32 / %s %.2fx  (%.2fx)\n",
+                  s->name.c_str(), e16.tok_s(tok) / s->tok_s(tok),
+                  median(s->step_s) / median(e16.step_s), s->name.c_str(),
+                  e32.tok_s(tok) / s->tok_s(tok), median(s->step_s) / median(e32.step_s));
     }
-    return out;
-  };
-  std::printf("  ETH steps (s):     %s\n", list(step_s, 2).c_str());
-  std::printf("  GEMM sequence (s): %s\n", list(gemm_seq_s, 2).c_str());
-  if (!torch_s.empty()) std::printf("  PyTorch steps (s): %s\n", list(torch_s, 2).c_str());
-  std::printf("  peak RSS %.2f GB (ETH), set-up %.2f s, loss %.4f\n", rss / 1e9, setup_s, loss);
-  std::printf("  load average (1 min): %.2f at start, %s at each round\n", load_start,
-              list(load_rounds, 2).c_str());
+  }
+  std::printf("  activations (arena): bf16 %.0f MB, fp32 %.0f MB (%.2fx); model state: bf16 %.0f MB, "
+              "fp32 %.0f MB\n",
+              act16 / 1e6, act32 / 1e6, act16 / act32,
+              static_cast<double>(bf16.state().state_bytes()) / 1e6,
+              static_cast<double>(fp32.state().state_bytes()) / 1e6);
+  std::printf("  peak RSS (both trainers) %.2f GB, set-up %.2f s, loss bf16 %.4f fp32 %.4f\n",
+              rss / 1e9, setup_s, loss16, loss32);
+  std::printf("\ntargets (%s bf16 instructions):\n", native_bf16 ? "CPU with" : "CPU without");
+  for (const Target& t : targets) {
+    std::printf("  %-36s %.2f%s (want %s %.2f): %s\n", t.what.c_str(), t.value,
+                t.at_most ? "" : "x", t.at_most ? "<=" : ">=", t.want, t.met() ? "met" : "MISSED");
+  }
+  if (!have_torch && torch) std::printf("  (the PyTorch targets need PyTorch: see above)\n");
   return 0;
 }

@@ -121,7 +121,7 @@ main() {
       name=$set-$method
       n=$steps
       [[ $set == text && $method == uniform ]] && n=$uniform_steps
-      quiet "$eth" plan --cluster cpu-emulated --model "$model" --gbs "$gbs" --tp 1 \
+      quiet "$eth" plan --cluster cpu-emulated --model "$model" --gbs "$gbs" \
       --method "$method" \
         --profile "$work/profile-$set" --out "$runs/plan-$name.json" >/dev/null
       note "training $name: $n steps under the $method plan on the EMULATED cluster"

@@ -15,6 +15,7 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/precision_choice.h"
 #include "cli/resources.h"
 #include "cluster/cluster_spec.h"
 #include "core/atomic_file.h"
@@ -43,6 +44,7 @@ struct ProfileOptions {
   int threads = 1;       // --measure: OpenMP threads (the `cpu` device type is one core)
   int repeats = 3;       // --measure: timed runs per unit (median kept)
   double dropout = 0;    // --measure: dropout probability (masks held and measured)
+  std::string precision;  // --measure: fp32 | bf16; empty: the CPU's default
   std::string cache = "cold";  // --measure: caches flushed before each timed op, or warm
 };
 
@@ -138,6 +140,7 @@ int run_measure(const ProfileOptions& o) {
   if (format != "text" && format != "json") {
     throw UsageError("--format", "with --measure expected text or json, got " + format);
   }
+  const PrecisionChoice precision = choose_precision(o.precision, "--precision");
   std::set<std::int64_t> seen;
   for (std::int64_t b : o.mbss) {
     if (!seen.insert(b).second) {
@@ -155,6 +158,7 @@ int run_measure(const ProfileOptions& o) {
     mo.threads = o.threads;
     mo.repeats = o.repeats;
     mo.dropout = static_cast<float>(o.dropout);
+    mo.precision = precision.precision;
     mo.cold_cache = o.cache == "cold";
     check_measure_options(mo, memory);
     runs.push_back(mo);
@@ -162,6 +166,7 @@ int run_measure(const ProfileOptions& o) {
   const std::int64_t seq = o.seq == 0 ? m.seq_len : o.seq;
   prepare_output_dir(o.out, "profile");  // before measuring: that takes minutes
 
+  std::cerr << precision.line << "\n" << std::flush;
   ProfileDb db(m);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -192,6 +197,7 @@ int run_measure(const ProfileOptions& o) {
                              {"profile", j}});
     }
     print_json(Json{{"model", m.name},
+                    {"precision", std::string(precision_name(precision.precision))},
                     {"seq", seq},
                     {"threads", o.threads},
                     {"dropout", o.dropout},
@@ -212,9 +218,10 @@ int run_measure(const ProfileOptions& o) {
            ms_cell(head.forward_ms + head.backward_ms), ms_cell(e.optimizer_ms), ms_cell(step),
            fmt_num(static_cast<double>(key.mbs * seq) / step * 1e3, 0)});
   }
-  std::cout << "measured profile of " << m.name << " (seq " << seq << ", " << o.threads
-            << " thread" << (o.threads == 1 ? "" : "s") << ", caches " << o.cache << ", dropout "
-            << o.dropout << ", device type cpu, tp 1; block = unit 1, median of " << o.repeats << "):\n\n"
+  std::cout << "measured profile of " << m.name << " (" << precision_name(precision.precision)
+            << ", seq " << seq << ", " << o.threads << " thread" << (o.threads == 1 ? "" : "s")
+            << ", caches " << o.cache << ", dropout " << o.dropout
+            << ", device type cpu, tp 1; block = unit 1, median of " << o.repeats << "):\n\n"
             << t.render() << "\nwrote " << files << " files (eth format) to " << o.out << "\n";
   return kExitOk;
 }
@@ -236,10 +243,11 @@ int run_show(const ProfileOptions& o) {
     print_json(Json{{"dir", o.show}, {"format", metis ? "metis" : "eth"}, {"entries", entries}});
     return kExitOk;
   }
-  Table t({"device type", "tp", "mbs", "source", "seq", "block fwd ms", "block bwd ms",
-           "block activation", "head fwd ms", "optimizer ms"});
+  Table t({"device type", "tp", "mbs", "source", "precision", "seq", "block fwd ms",
+           "block bwd ms", "block activation", "head fwd ms", "optimizer ms"});
   for (const auto& [key, e] : db.entries()) {
     t.add({key.device_type, std::to_string(key.tp), std::to_string(key.mbs), e.source,
+           std::string(precision_name(e.precision)),
            std::to_string(e.seq_len), block_ms(e, true), block_ms(e, false), block_act(e),
            ms_cell(e.units.back().forward_ms), ms_cell(e.optimizer_ms)});
   }
@@ -284,6 +292,11 @@ void add_profile_command(CLI::App& app, Registry& r) {
       ->check(CLI::Range(1, 1024));
   sub->add_option("--repeats", o->repeats, "--measure: timed runs per unit, median kept (3)")
       ->check(CLI::Range(1, 1000));
+  sub->add_option("--precision", o->precision,
+                  "--measure: fp32 or bf16 kernels (default: bf16 where the CPU has bf16 matrix "
+                  "instructions, fp32 otherwise); the profile records it, and eth train --plan "
+                  "--profile refuses a profile of another precision than its run")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   sub->add_option("--dropout", o->dropout,
                   "--measure: dropout probability; > 0 also holds the dropout masks (default 0)")
       ->check(CLI::Range(0.0, 0.95));
@@ -299,6 +312,10 @@ void add_profile_command(CLI::App& app, Registry& r) {
       throw UsageError("--analytic", "choose exactly one of --analytic, --measure, --show");
     }
     if (o->measure) return run_measure(*o);
+    if (!o->precision.empty()) {
+      throw UsageError("--precision", "only with --measure (analytic and Metis profiles describe "
+                                      "16-bit training, precision mixed16)");
+    }
     return o->analytic ? run_analytic(*o) : run_show(*o);
   });
 }

@@ -287,11 +287,13 @@ int run_simulate(const SimulateOptions& o) {
   PredictOptions po;
   po.aggregation = mode;
   po.overlap = !o.no_overlap;
-  if (measured) po.element_bytes = measured->element_bytes;
+  // A measured run is priced in its precision where the profile is one of ETH's runtime
+  // (refused when measured in another); analytic and Metis profiles keep their 16-bit pricing.
+  if (measured && runtime_precision(plan_precision(plan, db))) po.precision = measured->precision;
   const Prediction pred = predict(plan, cluster, db, po);
-  const auto costs = compute_stage_costs(plan, cluster, db, po.p2p_latency_ms, po.element_bytes);
-  const auto colls =
-      make_collectives(plan, cluster, mode, po.collective_latency_ms, po.element_bytes);
+  const auto costs = compute_stage_costs(plan, cluster, db, po.p2p_latency_ms, pred.precision);
+  const auto colls = make_collectives(plan, cluster, mode, po.collective_latency_ms,
+                                      pred.gradient_element_bytes);
   SimOptions so;
   so.schedule = *kind;
   so.overlap = !o.no_overlap;

@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/precision_choice.h"
 #include "cli/train_args.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -30,7 +31,10 @@ int run_train(const TrainArgs& a) {
                      "tracing records the distributed runtime: use it with --plan");
   }
   if (!a.stop_file.empty()) throw InputError("cli", "--stop-file", "", "use it with --plan");
-  const TrainConfig cfg = make_config(a);
+  const PrecisionChoice precision = choose_precision(a.precision, "--precision");
+  std::cerr << precision.line << "\n" << std::flush;
+  TrainConfig cfg = make_config(a);
+  cfg.precision = precision.precision;
   // Every output is checked before the first step: a bad --checkpoint-dir found at the end
   // would throw the whole run away.
   if (!a.checkpoint_dir.empty()) prepare_output_dir(a.checkpoint_dir, "checkpoint");
@@ -91,6 +95,7 @@ int run_train(const TrainArgs& a) {
   const double tok_s = seconds > 0 ? tokens / seconds : 0;
   if (a.format == Format::Json) {
     print_json(Json{{"model", cfg.model.name},
+                    {"precision", std::string(precision_name(cfg.precision))},
                     {"params", trainer.state().numel()},
                     {"first_step", first},
                     {"next_step", trainer.next_step()},
@@ -176,6 +181,11 @@ void add_train_options(CLI::App* sub, TrainArgs* a) {
       ->capture_default_str();
   sub->add_option("--seed", a->seed, "Seed of initialization, data order and dropout")
       ->capture_default_str();
+  sub->add_option("--precision", a->precision,
+                  "fp32, or bf16: bf16 weights copy and activations, fp32 master weights, Adam "
+                  "moments and gradients (default: bf16 where the CPU has bf16 matrix "
+                  "instructions, fp32 otherwise; checkpoints resume in either)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   sub->add_option(
       "--checkpoint-dir", a->checkpoint_dir,
       "Write step_<N>.safetensors here at the end (and every --checkpoint-every steps)");

@@ -23,6 +23,7 @@
 #include "cli/fault_injection.h"
 #include "cli/output.h"
 #include "cli/plan_inputs.h"
+#include "cli/precision_choice.h"
 #include "cli/train_args.h"
 #include "comm/local_comm.h"
 #include "comm/mpi_comm.h"
@@ -72,10 +73,13 @@ struct PlanRun {
   std::optional<ProfileDb> profile;  // for the prediction, emulated types included
   std::optional<std::filesystem::path> resume;
   CommOptions comm;
+  std::string precision_line;  // the run's first line (rank 0)
 };
 
 PlanRun prepare(const TrainArgs& a) {
   PlanRun r;
+  const PrecisionChoice precision = choose_precision(a.precision, "--precision");
+  r.precision_line = precision.line;
   r.plan = load_plan(a.plan);
   r.cluster = cluster_for_plan(r.plan, a.cluster);
   apply_emulation(r.cluster, a.emulate);
@@ -101,6 +105,7 @@ PlanRun prepare(const TrainArgs& a) {
   b.batch = a.batch == 0 ? r.plan.gbs : a.batch;
   r.config.train = make_config(b, r.plan.model);
   r.config.train.seq_len = r.plan.seq_len;
+  r.config.train.precision = precision.precision;
   r.config.plan = r.plan;
   r.config.aggregation = *parse_aggregation_mode(a.allreduce);
   for (const auto& [name, type] : r.cluster.device_types) {
@@ -108,6 +113,8 @@ PlanRun prepare(const TrainArgs& a) {
   }
   if (!a.profile.empty()) {
     r.profile = read_profile_for_cluster(a.profile, r.plan.model, r.cluster);
+    // A profile of other kernels would predict another run: refused before any rank starts.
+    plan_precision(r.plan, *r.profile, precision.precision);
   }
   // Outputs before any rank computes: a bad --checkpoint-dir found at the end would throw the
   // whole run away.
@@ -255,7 +262,7 @@ void write_trace(const PlanRun& r, const TrainArgs& a, const TraceRecorder& rec,
   info.plan = r.plan;
   info.aggregation = aggregation_mode_name(r.config.aggregation);
   info.slowdown = r.config.slowdown;
-  info.element_bytes = 4;  // the CPU runtime moves fp32 activations and gradients
+  info.precision = r.config.train.precision;
   info.steps = rec.steps();
   write_file_atomic(a.trace, measured_trace_json(all, info).dump() + "\n");
   std::size_t events = 0;
@@ -267,11 +274,12 @@ void write_trace(const PlanRun& r, const TrainArgs& a, const TraceRecorder& rec,
 }
 
 int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
+  const bool lead = world.rank() == 0;
+  if (lead) std::cerr << r.precision_line << "\n" << std::flush;
   TraceRecorder recorder({});
   DistTrainConfig config = r.config;
   if (!a.trace.empty()) config.trace = &recorder;
   DistributedTrainer t(config, world, r.resume);
-  const bool lead = world.rank() == 0;
   const std::vector<RankPlace> places = place_ranks(r.plan);
   AppendFile log;
   if (lead) {
@@ -340,16 +348,19 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
     }
   }
   if (!a.trace.empty()) write_trace(r, a, recorder, world);  // collective
+  const std::vector<RankMemory> memory = t.gather_memory();  // collective
   if (!lead) return kExitOk;
   log.close();
 
   const double measured_ms = summary.mean_step_s() * 1e3;
   std::optional<double> predicted_ms;
+  std::optional<Prediction> prediction;
   if (r.profile) {
     PredictOptions po;
     po.aggregation = r.config.aggregation;
-    po.element_bytes = 4;  // the CPU runtime moves fp32 activations and gradients
-    predicted_ms = predict(r.plan, r.cluster, *r.profile, po).iteration_ms;
+    po.precision = r.config.train.precision;  // message sizes follow the run's precision
+    prediction = predict(r.plan, r.cluster, *r.profile, po);
+    predicted_ms = prediction->iteration_ms;
   }
   if (a.format == Format::Json) {
     Json ranks = Json::array();
@@ -359,7 +370,33 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
       j["device"] = places[i].device;
       ranks.push_back(j);
     }
+    Json ranks_memory = Json::array();
+    for (std::size_t i = 0; i < memory.size(); ++i) {
+      const RankMemory& m = memory[i];
+      Json j{{"rank", i},
+             {"weights_bytes", m.weights},
+             {"gradients_bytes", m.gradients},
+             {"optimizer_state_bytes", m.optimizer_state},
+             {"activations_bytes", m.activations},
+             {"buffers_bytes", m.buffers},
+             {"peak_rss_bytes", m.peak_rss}};
+      if (prediction) {
+        // The predictor's memory of this rank's stage (one device of it).
+        const MemoryBreakdown& p =
+            prediction->pipelines[static_cast<std::size_t>(places[i].pipeline)]
+                .stages[static_cast<std::size_t>(places[i].stage)]
+                .memory;
+        j["predicted"] = Json{{"weights_bytes", p.weights},
+                              {"gradients_bytes", p.gradients},
+                              {"optimizer_state_bytes", p.optimizer_state},
+                              {"activations_bytes", p.activations},
+                              {"workspace_bytes", p.workspace},
+                              {"total_bytes", p.total()}};
+      }
+      ranks_memory.push_back(j);
+    }
     print_json(Json{{"model", r.plan.model.name},
+                    {"precision", std::string(precision_name(r.config.train.precision))},
                     {"ranks", world.size()},
                     {"aggregation", aggregation_mode_name(r.config.aggregation)},
                     {"emulated_slowdown", r.config.slowdown},
@@ -369,6 +406,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
                     {"measured_iteration_ms", measured_ms},
                     {"predicted_iteration_ms", predicted_ms ? Json(*predicted_ms) : Json(nullptr)},
                     {"rank_times", ranks},
+                    {"rank_memory", ranks_memory},
                     {"checkpoint", checkpoint.empty() ? Json(nullptr) : Json(checkpoint)}});
     return kExitOk;
   }
@@ -398,6 +436,26 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
     std::cout << "   (pass --profile DIR from `eth profile --measure` for the predicted time)";
   }
   std::cout << "\n";
+  // Memory per rank: the arenas by role and the process's peak, beside the predictor's stage.
+  std::vector<std::string> cols{"rank", "weights", "gradients", "optimizer", "activations",
+                                "buffers", "peak RSS"};
+  if (prediction) cols.push_back("predicted");
+  Table mem(cols);
+  for (std::size_t i = 0; i < memory.size(); ++i) {
+    const RankMemory& m = memory[i];
+    std::vector<std::string> row{std::to_string(i),        fmt_bytes(m.weights),
+                                 fmt_bytes(m.gradients),   fmt_bytes(m.optimizer_state),
+                                 fmt_bytes(m.activations), fmt_bytes(m.buffers),
+                                 fmt_bytes(m.peak_rss)};
+    if (prediction) {
+      row.push_back(fmt_bytes(prediction->pipelines[static_cast<std::size_t>(places[i].pipeline)]
+                                  .stages[static_cast<std::size_t>(places[i].stage)]
+                                  .memory.total()));
+    }
+    mem.add(row);
+  }
+  std::cout << "memory per rank (" << precision_name(r.config.train.precision) << "):\n"
+            << mem.render();
   if (!checkpoint.empty()) std::cout << "checkpoint: " << checkpoint << "\n";
   return kExitOk;
 }

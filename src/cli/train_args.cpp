@@ -10,7 +10,7 @@
 #include "data/sampler.h"
 #include "model/arithmetic.h"
 #include "train/checkpoint.h"
-#include "train/stage_compute.h"
+#include "train/precision_stage.h"
 
 namespace eth::cli {
 
@@ -105,20 +105,21 @@ double coarse_activation_bytes(const ModelSpec& m, std::int64_t first, std::int6
   return bytes;
 }
 
-double state_bytes(const ModelSpec& m, std::int64_t first, std::int64_t last) {
+double state_bytes(const ModelSpec& m, std::int64_t first, std::int64_t last, Precision p) {
   double params = 0;
   for (std::int64_t u = first; u <= last; ++u) params += static_cast<double>(unit_params(m, u));
-  return 16.0 * params;  // parameters, gradients, Adam m and v
+  // parameters, gradients, Adam m and v (and the bf16 compute copy): core/precision.h
+  return precision_bytes(p).per_parameter() * params;
 }
 
 // The activation arena StageCompute will map, exactly, or the coarse figure when that alone is
 // past any machine.
-double arena_bytes(const ModelSpec& m, const StageComputeConfig& sc) {
+double arena_bytes(const ModelSpec& m, const StageComputeConfig& sc, Precision p) {
   const double coarse = coarse_activation_bytes(m, sc.first_unit, sc.last_unit,
                                                 sc.max_micro_batch, sc.seq_len) *
                         static_cast<double>(sc.num_slots);
   if (coarse > kCoarseLimitBytes) return coarse;
-  return static_cast<double>(StageCompute<CpuKernels>::planned_arena_bytes(m, sc));
+  return static_cast<double>(PrecisionStage::planned_arena_bytes(p, m, sc));
 }
 
 }  // namespace
@@ -138,8 +139,8 @@ void check_train_memory(const TrainConfig& cfg) {
   sc.recompute = cfg.recompute;
   sc.dropout = cfg.dropout;
   sc.seed = cfg.seed;
-  const double state = state_bytes(m, 0, m.num_units() - 1);
-  const double arena = arena_bytes(m, sc);
+  const double state = state_bytes(m, 0, m.num_units() - 1, cfg.precision);
+  const double arena = arena_bytes(m, sc, cfg.precision);
   const double tokens = 2.0 * static_cast<double>(mb) * static_cast<double>(T) * 4;
   const double samples =
       static_cast<double>(cfg.global_batch) * static_cast<double>(sizeof(SampleRef));
@@ -175,15 +176,19 @@ void check_plan_train_memory(const Plan& plan, const TrainConfig& cfg, int ranks
       sc.recompute = st.recompute;
       sc.dropout = cfg.dropout;
       sc.seed = cfg.seed;
-      const double bytes = state_bytes(m, st.first_unit, st.last_unit) + arena_bytes(m, sc) +
-                           2.0 * static_cast<double>(sc.num_slots * sc.max_micro_batch * T) * 4;
+      const double bytes =
+          state_bytes(m, st.first_unit, st.last_unit, cfg.precision) +
+          arena_bytes(m, sc, cfg.precision) +
+          2.0 * static_cast<double>(sc.num_slots * sc.max_micro_batch * T) * 4;
       if (bytes > worst) {
         worst = bytes;
         worst_where = "pipelines[" + std::to_string(p) + "].stages[" + std::to_string(s) + "]";
       }
     }
   }
-  const double whole = checkpoints ? state_bytes(m, 0, m.num_units() - 1) * 0.75 : 0;
+  // The gather builds an fp32 state of the whole model (16 bytes per parameter, 12 of them used).
+  const double whole =
+      checkpoints ? state_bytes(m, 0, m.num_units() - 1, Precision::Fp32) * 0.75 : 0;
   const double samples = static_cast<double>(cfg.global_batch) * sizeof(SampleRef);
   check_memory(worst * ranks_here + whole + samples,
                std::to_string(ranks_here) + " ranks here, the largest " + worst_where + " at " +

@@ -32,6 +32,7 @@ struct TrainArgs {
   double grad_clip = 1.0;
   double dropout = 0;
   std::string recompute = "none";
+  std::string precision;  // fp32 | bf16; empty: bf16 where the CPU has bf16 instructions
   std::uint64_t seed = 1;
   std::string checkpoint_dir;
   std::int64_t checkpoint_every = 0;

@@ -68,11 +68,11 @@ SyncPrediction predict_sync(const Plan& plan, const ClusterIndex& cluster,
                             const std::vector<PipelineCosts>& costs,
                             const std::vector<double>& t_p, double pipeline_ms,
                             const std::vector<Seat>& seats, AggregationMode mode,
-                            const PredictOptions& opt) {
+                            const PredictOptions& opt, double element_bytes) {
   SyncPrediction sp;
   sp.mode = mode;
   const std::vector<GradBlock> blocks = aggregation_collectives(plan, mode);
-  sp.stats = aggregation_stats(blocks, opt.element_bytes);
+  sp.stats = aggregation_stats(blocks, element_bytes);
   // In-order list schedule: every device issues the collectives in the one global order, one
   // at a time; a collective starts once it is ready on every holder and every holder is done
   // with its previous one. Disjoint groups therefore run in parallel.
@@ -93,7 +93,7 @@ SyncPrediction predict_sync(const Plan& plan, const ClusterIndex& cluster,
       start = std::max(start, free_at[static_cast<std::size_t>(h)]);
     }
     const double dur = ring_allreduce_ms(
-        cluster, b.holders, static_cast<double>(b.elements) * opt.element_bytes,
+        cluster, b.holders, static_cast<double>(b.elements) * element_bytes,
         opt.collective_latency_ms);
     for (std::int64_t h : b.holders) {
       free_at[static_cast<std::size_t>(h)] = start + dur;
@@ -255,9 +255,12 @@ double ideal_iteration_ms(const Plan& plan, const ClusterSpec& cluster, const Pr
 
 Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
                    const PredictOptions& options) {
-  const std::vector<PipelineCosts> costs =
-      compute_stage_costs(plan, cluster, profile, options.p2p_latency_ms, options.element_bytes);
   Prediction out;
+  out.precision = plan_precision(plan, profile, options.precision);
+  out.activation_element_bytes = precision_bytes(out.precision).activation;
+  out.gradient_element_bytes = precision_bytes(out.precision).gradient_element;
+  const std::vector<PipelineCosts> costs =
+      compute_stage_costs(plan, cluster, profile, options.p2p_latency_ms, out.precision);
   std::vector<double> t_p;
   for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
     const PipelinePlan& pipe = plan.pipelines[p];
@@ -304,7 +307,8 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
   for (auto mode : {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
     if (!options.all_modes && mode != options.aggregation) continue;
     out.sync_all_modes.push_back(
-        predict_sync(plan, index, costs, t_p, out.pipeline_ms, seats, mode, options));
+        predict_sync(plan, index, costs, t_p, out.pipeline_ms, seats, mode, options,
+                     out.gradient_element_bytes));
     if (mode == options.aggregation) out.sync = out.sync_all_modes.back();
   }
 
@@ -323,6 +327,9 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
 
 Json prediction_to_json(const Prediction& p) {
   Json j;
+  j["precision"] = std::string(precision_name(p.precision));
+  j["activation_element_bytes"] = p.activation_element_bytes;
+  j["gradient_element_bytes"] = p.gradient_element_bytes;
   j["iteration_ms"] = p.iteration_ms;
   j["ideal_iteration_ms"] = p.ideal_iteration_ms;
   j["pipeline_ms"] = p.pipeline_ms;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,11 @@ struct PredictOptions {
   // Price all three aggregation modes into sync_all_modes (false: only `aggregation`, which the
   // planner uses to rank its finalists quickly).
   bool all_modes = true;
-  // Bytes of one gradient or activation element moved between devices: 2 for the 16-bit
-  // training the cost model describes, 4 for ETH's fp32 CPU runtime (eth train --plan).
-  double element_bytes = 2.0;
+  // The precision the plan's run trains in (eth train --plan sets its own); unset, the profile's
+  // (plan_precision, cost/stage_costs.h). It sets the bytes of each element moved
+  // (Prediction::activation_element_bytes, gradient_element_bytes), and a profile entry of
+  // another precision is refused, since its times and bytes describe other kernels.
+  std::optional<Precision> precision;
 };
 
 // Ring all-reduce of `bytes` per holder over `holders` (global ids): 2(n-1)/n * bytes / bw +
@@ -83,13 +86,19 @@ struct DevicePrediction {
 
 struct SyncPrediction {
   AggregationMode mode = AggregationMode::Block;
-  AggregationStats stats;  // at 2 bytes per element
+  AggregationStats stats;  // at Prediction::gradient_element_bytes per element
   double busy_ms = 0;      // sum over the collectives of one busiest device
   double end_ms = 0;       // when the last collective ends, iteration start = 0
   double exposed_ms = 0;   // end_ms beyond max_p T_p (the non-overlapped part)
 };
 
 struct Prediction {
+  // The precision priced and what it moves per element: activations and their gradients between
+  // stages, and gradients in the all-reduces across pipelines (core/precision.h: bf16 sends
+  // 2-byte activations but keeps gradients in fp32, 4 bytes).
+  Precision precision = Precision::Mixed16;
+  double activation_element_bytes = 2;
+  double gradient_element_bytes = 2;
   std::vector<PipelinePrediction> pipelines;
   std::vector<DevicePrediction> devices;  // ascending device id
   SyncPrediction sync;                    // the mode in PredictOptions

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 
 #include "core/error.h"
 #include "plan/blocks.h"
@@ -123,6 +124,7 @@ class ParamCache {
 
 StageStaticMemory static_memory(const StagePlan& st, const ProfileEntry& full,
                                 ParamCache& params_of) {
+  const PrecisionBytes per = precision_bytes(full.precision);
   StageStaticMemory m;
   double params = 0;
   for (std::int64_t u = st.first_unit; u <= st.last_unit; ++u) {
@@ -130,9 +132,9 @@ StageStaticMemory static_memory(const StagePlan& st, const ProfileEntry& full,
     const double act = full.units[static_cast<std::size_t>(u)].activation.total();
     m.workspace_bytes = std::max(m.workspace_bytes, act);
   }
-  m.weight_bytes = 2.0 * params;
-  m.gradient_bytes = 2.0 * params;
-  m.optimizer_bytes = 12.0 * params;
+  m.weight_bytes = per.weights * params;
+  m.gradient_bytes = per.gradients * params;
+  m.optimizer_bytes = per.optimizer_state * params;
   return m;
 }
 
@@ -143,16 +145,52 @@ double optimizer_ms(const StagePlan& st, const ProfileEntry& e, ParamCache& para
     // The profile's figure is the whole model's step at this tp: take the stage's share.
     return e.optimizer_ms * params / params_of.model(st.tp);
   }
-  return 16.0 * params / kOptimizerBytesPerS * 1e3;
+  return precision_bytes(e.precision).per_parameter() * params / kOptimizerBytesPerS * 1e3;
 }
 
 }  // namespace
 
+Precision plan_precision(const Plan& plan, const ProfileDb& profile,
+                         std::optional<Precision> wanted) {
+  std::optional<Precision> found;
+  std::string found_type;
+  for (const PipelinePlan& pipe : plan.pipelines) {
+    for (const StagePlan& st : pipe.stages) {
+      for (const auto& [key, e] : profile.entries()) {
+        if (key.device_type != st.device_type || key.tp != st.tp) continue;
+        const std::string name(precision_name(e.precision));
+        if (wanted && e.precision != *wanted) {
+          throw InputError("profile", key.device_type, "precision",
+                           "the profile of device type " + key.device_type + " (tp " +
+                               std::to_string(key.tp) + ", mbs " + std::to_string(key.mbs) +
+                               ") was measured in " + name + ", but the run trains in " +
+                               std::string(precision_name(*wanted)) +
+                               ": measure it with --precision " +
+                               std::string(precision_name(*wanted)));
+        }
+        if (found && *found != e.precision) {
+          throw InputError("profile", key.device_type, "precision",
+                           "device type " + key.device_type + " was profiled in " + name +
+                               " but " + found_type + " in " +
+                               std::string(precision_name(*found)) +
+                               "; one run trains in one precision");
+        }
+        found = e.precision;
+        found_type = key.device_type;
+      }
+    }
+  }
+  // Without entries compute_stage_costs throws its own error naming the missing key.
+  return wanted ? *wanted : found.value_or(Precision::Mixed16);
+}
+
 std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSpec& cluster,
                                                const ProfileDb& profile, double p2p_latency_ms,
-                                               double element_bytes) {
+                                               std::optional<Precision> precision) {
   ETH_CHECK(profile.model().num_units() == plan.model.num_units(),
             "profile and plan describe models with different unit counts");
+  const double element_bytes =
+      precision_bytes(plan_precision(plan, profile, precision)).activation;
   LookupCache cache(profile);
   ParamCache params_of(plan.model);
   const ClusterIndex index(cluster);

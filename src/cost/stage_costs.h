@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "cluster/cluster_spec.h"
@@ -34,11 +35,13 @@ struct StageCost {
   std::vector<double> unit_forward_ms;
 };
 
-// Memory of one device of a stage that does not depend on micro-batches in flight.
+// Memory of one device of a stage that does not depend on micro-batches in flight. Bytes per
+// parameter follow the profile entry's precision (core/precision.h: fp32 4 + 4 + 8, bf16
+// 2 + 4 + 12, the paper's 16-bit training 2 + 2 + 12), what the runtime allocates.
 struct StageStaticMemory {
-  double weight_bytes = 0;     // 16-bit weights: 2 bytes / parameter
-  double gradient_bytes = 0;   // 16-bit gradients: 2 bytes / parameter
-  double optimizer_bytes = 0;  // fp32 master weights + two Adam moments: 12 bytes / parameter
+  double weight_bytes = 0;     // the weights the kernels read (fp32, or the 16-bit copy)
+  double gradient_bytes = 0;   // parameter gradients
+  double optimizer_bytes = 0;  // fp32 master weights (where separate) + two Adam moments
   // Transient scratch: the largest full (nothing recomputed) activation footprint of one unit of
   // the stage at the full micro-batch share. Backward of a unit materializes its recomputed
   // activations and the gradients of its activations, both bounded by that footprint, one unit
@@ -52,20 +55,28 @@ struct PipelineCosts {
   std::vector<StageCost> last;  // the last micro-batch (partial or not)
   std::vector<StageStaticMemory> memory;
   // Per stage: optimizer step of one device: the stage's share (by parameters at the stage's
-  // tp) of the profile's whole-model optimizer_ms, or, where the profile gives none (0),
-  // 16 B/param / kOptimizerBytesPerS (Adam's fp32 state streamed once).
+  // tp) of the profile's whole-model optimizer_ms, or, where the profile gives none (0), the
+  // precision's bytes per parameter / kOptimizerBytesPerS (the state streamed once).
   std::vector<double> optimizer_ms;
 };
 
 inline constexpr double kOptimizerBytesPerS = 1.0e12;
 
+// The precision a plan is priced in: `wanted` when given, else the precision of the profile
+// entries of the plan's (device type, tp) pairs. Throws InputError naming the device type when
+// an entry the plan uses is of another precision than `wanted`, or (without `wanted`) when the
+// plan's device types were profiled in different precisions: their times, activation bytes and
+// state describe different kernels, which one run cannot mix.
+Precision plan_precision(const Plan& plan, const ProfileDb& profile,
+                         std::optional<Precision> wanted = std::nullopt);
+
 // One entry per pipeline of the plan, one element per stage in each vector. Throws InputError
-// (naming the profile key) when the profile lacks a needed entry.
-// `element_bytes` is the size of one activation element on the wire: 2 for the 16-bit training
-// the cost model describes, 4 for ETH's fp32 CPU runtime.
+// (naming the profile key) when the profile lacks a needed entry, and what plan_precision
+// throws. Activation messages between stages cost the precision's activation bytes per element
+// (2 in bf16 and the paper's 16-bit training, 4 in fp32).
 std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSpec& cluster,
                                                const ProfileDb& profile,
                                                double p2p_latency_ms = kDefaultP2pLatencyMs,
-                                               double element_bytes = 2.0);
+                                               std::optional<Precision> precision = std::nullopt);
 
 }  // namespace eth

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/precision.h"
 #include "model/arithmetic.h"
 #include "model/model_spec.h"
 
@@ -21,7 +22,7 @@ namespace eth {
 struct UnitProfile {
   double forward_ms = 0;   // one micro-batch, forward
   double backward_ms = 0;  // one micro-batch, backward, nothing recomputed
-  std::int64_t params = 0; // parameters held per tp rank (memory: 16 bytes each, see cost/)
+  std::int64_t params = 0; // parameters held per tp rank (bytes each: the entry's precision)
   ActivationBytes activation;  // bytes held per micro-batch, per operator class
   // Extra backward time when recomputing each class (indexed by RecomputeOp; Unit = a full
   // forward of the unit).
@@ -43,6 +44,10 @@ struct ProfileEntry {
   ProfileKey key;
   std::int64_t seq_len = 0;
   std::string source;  // "analytic", "metis", "measured"
+  // What was measured (or modelled): the bytes of its activations and the state the memory model
+  // charges per parameter (core/precision.h). Analytic and Metis profiles describe the paper's
+  // 16-bit GPU training (Mixed16); `eth profile --measure` records fp32 or bf16.
+  Precision precision = Precision::Mixed16;
   std::vector<UnitProfile> units;  // one per model unit
   double optimizer_ms = 0;  // whole-model optimizer step on this device at this tp (Metis field)
   bool operator==(const ProfileEntry&) const = default;

@@ -4,6 +4,8 @@
 #include "profile/profile_io.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "cluster/cluster_spec.h"
@@ -106,6 +108,7 @@ Json profile_entry_to_json(const ModelSpec& m, const ProfileEntry& e) {
               {"micro_batch_size", e.key.mbs},
               {"seq_len", e.seq_len},
               {"source", e.source},
+              {"precision", std::string(precision_name(e.precision))},
               {"optimizer_ms", e.optimizer_ms},
               {"units", units}};
 }
@@ -113,10 +116,11 @@ Json profile_entry_to_json(const ModelSpec& m, const ProfileEntry& e) {
 ProfileEntry parse_profile_entry(const JsonCursor& c, const ModelSpec& m) {
   c.require_object();
   c.allow_only({"format", "version", "model", "device_type", "tp", "micro_batch_size", "seq_len",
-                "source", "optimizer_ms", "units"});
+                "source", "precision", "optimizer_ms", "units"});
   if (c.at("format").as_string() != kProfileFormat) c.at("format").fail("\"eth-profile\"");
-  if (c.at("version").as_int() != kProfileFormatVersion) {
-    c.at("version").fail("version " + std::to_string(kProfileFormatVersion));
+  const std::int64_t version = c.at("version").as_int();
+  if (version != 1 && version != kProfileFormatVersion) {
+    c.at("version").fail("version 1 or " + std::to_string(kProfileFormatVersion));
   }
   const ModelSpec file_model = parse_model(c.at("model"));
   if (file_model != m) {
@@ -134,6 +138,14 @@ ProfileEntry parse_profile_entry(const JsonCursor& c, const ModelSpec& m) {
   e.source = c.at("source").as_string();
   if (e.source != "analytic" && e.source != "metis" && e.source != "measured") {
     c.at("source").fail("one of analytic, metis, measured");
+  }
+  if (version == 1) {
+    if (auto pr = c.find("precision")) pr->fail_detail("version 1 files have no precision");
+    e.precision = e.source == "measured" ? Precision::Fp32 : Precision::Mixed16;
+  } else {
+    const auto p = parse_precision(c.at("precision").as_string());
+    if (!p) c.at("precision").fail("one of fp32, bf16, mixed16");
+    e.precision = *p;
   }
   e.optimizer_ms = read_ms(c.at("optimizer_ms"));
   JsonCursor units = c.at("units");
@@ -172,6 +184,7 @@ ProfileDb read_profile_dir(const std::filesystem::path& dir, const ModelSpec& m)
                      "expected profile files <device_type>_tp<T>_mbs<B>.json, found none");
   }
   ProfileDb db(m);
+  std::map<std::string, std::pair<Precision, std::filesystem::path>> precision_of;  // by type
   for (const auto& f : files) {
     const Json j = read_json_file(f, "profile");
     const JsonCursor c(j, JsonOrigin{"profile", f.string(), ""});
@@ -180,6 +193,15 @@ ProfileDb read_profile_dir(const std::filesystem::path& dir, const ModelSpec& m)
       throw InputError(
           "profile", f.string(), "",
           "file name disagrees with its content: expected " + profile_file_name(e.key));
+    }
+    // One device type, one precision: lookups interpolate between its entries.
+    const auto [it, first] = precision_of.try_emplace(e.key.device_type, e.precision, f);
+    if (!first && it->second.first != e.precision) {
+      throw InputError("profile", f.string(), "precision",
+                       "is " + std::string(precision_name(e.precision)) + " but " +
+                           it->second.second.filename().string() + " of the same device type is " +
+                           std::string(precision_name(it->second.first)) +
+                           "; measure every micro-batch size in one precision");
     }
     db.add(std::move(e));
   }

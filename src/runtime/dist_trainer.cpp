@@ -1,6 +1,8 @@
 // One rank of distributed training. See dist_trainer.h.
 #include "runtime/dist_trainer.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cmath>
 
@@ -65,7 +67,7 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
       sampler_(training_sampler_config(cfg_.train, seq_len_, data_.size())),
       state_(cfg_.plan.model, stage_of(cfg_.plan, place_).first_unit,
              stage_of(cfg_.plan, place_).last_unit, stage_of(cfg_.plan, place_).tp,
-             place_.tp_rank) {
+             place_.tp_rank, cfg_.train.precision) {
   if (cfg_.train.steps < 1) throw InputError("train", "--steps", "", "expected >= 1");
   const StagePlan& st = stage_of(cfg_.plan, place_);
   // The tp group of this rank's stage replica, created once, before the gradient groups, by
@@ -80,6 +82,7 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   }
   StageRunnerConfig rc;
   rc.seq_len = seq_len_;
+  rc.precision = cfg_.train.precision;
   rc.dropout = cfg_.train.dropout;
   rc.seed = cfg_.train.seed;
   rc.slowdown = slowdown_;
@@ -131,7 +134,7 @@ StepStats DistributedTrainer::step() {
   in.loss_scale = 1.0 / static_cast<double>(cfg_.plan.gbs * seq_len_);
   state_.zero_grads();
   if (tp_group_) tp_group_->reset();
-  double loss = runner_->run(state_.params(), state_.grads(), in, times_, sync_.get());
+  double loss = runner_->run(state_, in, times_, sync_.get());
   if (tp_group_) tp_stats_ = tp_group_->stats();
 
   const auto t_sync = Clock::now();
@@ -187,6 +190,32 @@ std::vector<RankTimes> DistributedTrainer::gather_times() const {
   std::vector<RankTimes> out;
   for (std::size_t i = 0; i + 5 <= all.size(); i += 5) {
     out.push_back(RankTimes{all[i], all[i + 1], all[i + 2], all[i + 3], all[i + 4]});
+  }
+  return out;
+}
+
+RankMemory DistributedTrainer::memory() const {
+  RankMemory m;
+  const ModelState::RoleBytes state = state_.role_bytes();
+  m.weights = state.weights;
+  m.gradients = state.gradients;
+  m.optimizer_state = state.optimizer_state;
+  m.activations = static_cast<double>(runner_->compute().arena_bytes_total());
+  m.buffers = runner_->message_buffer_bytes() + sync_->bytes();
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  m.peak_rss = static_cast<double>(ru.ru_maxrss) * 1024.0;
+  return m;
+}
+
+std::vector<RankMemory> DistributedTrainer::gather_memory() const {
+  const RankMemory me = memory();
+  const std::vector<double> mine{me.weights,     me.gradients, me.optimizer_state,
+                                 me.activations, me.buffers,   me.peak_rss};
+  const std::vector<double> all = world_.gather(mine);
+  std::vector<RankMemory> out;
+  for (std::size_t i = 0; i + 6 <= all.size(); i += 6) {
+    out.push_back(RankMemory{all[i], all[i + 1], all[i + 2], all[i + 3], all[i + 4], all[i + 5]});
   }
   return out;
 }

@@ -33,6 +33,17 @@
 
 namespace eth {
 
+// What one rank holds: its buffers by role, from the sizes it allocated, and its process's peak
+// resident memory (every buffer, the libraries, MPI; under the threads backend all ranks share
+// one process, so each reports the same figure).
+struct RankMemory {
+  double weights = 0, gradients = 0, optimizer_state = 0;  // ModelState::role_bytes
+  double activations = 0;  // the stage's activation arena: micro-batch slots and workspace
+  double buffers = 0;      // activation-message buffers and gradient-aggregation buffers
+  double peak_rss = 0;     // getrusage(RUSAGE_SELF) maximum resident set
+  double arenas() const { return weights + gradients + optimizer_state + activations; }
+};
+
 struct DistTrainConfig {
   // model, data, steps, lr, adamw, dropout, seed, shuffle as in single-process training;
   // global_batch and seq_len must be the plan's (0 takes them from the plan); micro_batch and
@@ -72,6 +83,10 @@ class DistributedTrainer {
   const RankTimes& last_times() const { return times_; }
   // Every rank's RankTimes of the last step, in rank order, on rank 0 (empty elsewhere).
   std::vector<RankTimes> gather_times() const;
+  // This rank's memory now (after a step its peak: nothing grows after the first).
+  RankMemory memory() const;
+  // Collective: every rank's memory(), in rank order, on rank 0 (empty elsewhere).
+  std::vector<RankMemory> gather_memory() const;
 
   // Collective: the owners of the units (every tp rank of pipeline 0's stage replica 0) send
   // their shards to rank 0, which joins them into whole tensors and writes

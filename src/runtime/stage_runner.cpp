@@ -77,7 +77,8 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   sc.tp = st.tp;
   sc.tp_rank = place.tp_rank;
   sc.on_recompute = recompute_hook(st.recompute.empty() ? nullptr : cfg.trace);
-  compute_ = std::make_unique<StageCompute<CpuKernels>>(plan.model, sc, tp_group);
+  compute_ = std::make_unique<PrecisionStage>(cfg.precision, plan.model, sc, tp_group);
+  sample_bytes_ = static_cast<std::size_t>(width_) * compute_->activation_element_bytes();
   // Ranks of every tp rank of every replica of every stage of this pipeline, looked up once.
   for (const StagePlan& other : pipe_.stages) {
     auto& replicas = peers_.emplace_back();
@@ -88,7 +89,7 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
       }
     }
   }
-  const auto activations = static_cast<std::size_t>(max_chunk_ * width_);
+  const auto activations = static_cast<std::size_t>(max_chunk_) * sample_bytes_;
   if (place.stage > 0) x_in_.resize(activations);
   if (place.stage + 1 < S) dx_out_.resize(activations);
   // Emulation: while an op sleeps out its stretch, drive the pending sends, so a neighbour
@@ -106,6 +107,12 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
 }
 
 StageRunner::~StageRunner() = default;
+
+double StageRunner::message_buffer_bytes() const {
+  std::size_t b = x_in_.size() + dx_out_.size();
+  for (const auto& buf : send_pool_) b += buf->data.size();
+  return static_cast<double>(b);
+}
 
 Chunk StageRunner::chunk(std::int64_t stage, std::int64_t replica, std::int64_t mb) const {
   const std::int64_t b = std::min(pipe_.micro_batch_size, pipe_.local_batch - mb * pipe_.micro_batch_size);
@@ -127,13 +134,13 @@ StageRunner::SendBuffer& StageRunner::acquire_send_buffer() {
     }
   }
   auto b = std::make_unique<SendBuffer>();
-  b->data.resize(static_cast<std::size_t>(max_chunk_ * width_));
+  b->data.resize(static_cast<std::size_t>(max_chunk_) * sample_bytes_);
   send_pool_.push_back(std::move(b));
   return *send_pool_.back();
 }
 
-void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk& mine, float* dst,
-                          int tag, RankTimes& times) {
+void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk& mine,
+                          std::byte* dst, int tag, RankTimes& times) {
   TraceScope trace(cfg_.trace, from_stage < place_.stage ? TraceKind::RecvActivation
                                                          : TraceKind::RecvGradient, mb, from_stage);
   const auto t0 = Clock::now();
@@ -143,8 +150,8 @@ void StageRunner::receive(std::int64_t from_stage, std::int64_t mb, const Chunk&
   for (std::int64_t r = 0; r < from.dp; ++r) {
     const Chunk ov = overlap(chunk(from_stage, r, mb), mine);
     if (ov.size == 0) continue;
-    std::span<float> part(dst + (ov.begin - mine.begin) * width_,
-                          static_cast<std::size_t>(ov.size * width_));
+    std::span<std::byte> part(dst + static_cast<std::size_t>(ov.begin - mine.begin) * sample_bytes_,
+                              static_cast<std::size_t>(ov.size) * sample_bytes_);
     requests.push_back(world_.irecv(part, peer(from_stage, r, sender_tp), tag));
   }
   wait_all(requests);
@@ -160,8 +167,9 @@ void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_
   for (std::int64_t r = 0; r < to.dp; ++r) {
     const Chunk ov = overlap(mine, chunk(to_stage, r, mb));
     if (ov.size == 0) continue;
-    std::span<const float> part(buf.data.data() + (ov.begin - mine.begin) * width_,
-                                static_cast<std::size_t>(ov.size * width_));
+    std::span<const std::byte> part(
+        buf.data.data() + static_cast<std::size_t>(ov.begin - mine.begin) * sample_bytes_,
+        static_cast<std::size_t>(ov.size) * sample_bytes_);
     // The receivers whose tp rank maps to this one (receive's rule, seen from the sender).
     for (std::int64_t j = place_.tp_rank; j < to.tp; j += my_tp) {
       pending.push_back(world_.isend(part, peer(to_stage, r, j), tag));
@@ -169,8 +177,9 @@ void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_
   }
 }
 
-double StageRunner::run(const float* params, float* grads, const StepInput& in,
-                        RankTimes& times, GradSync* sync) {
+double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times,
+                        GradSync* sync) {
+  float* grads = state.grads();
   const std::int64_t s = place_.stage;
   const std::int64_t T = cfg_.seq_len;
   const std::int64_t m = pipe_.micro_batch_size;
@@ -221,7 +230,7 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
         act_out = s + 1 < S ? &acquire_send_buffer() : nullptr;
         TraceScope trace(cfg_.trace, TraceKind::Forward, a.microbatch);
         EmulatedOp op(emulator_);
-        loss += compute_->forward(slot, params, mb, s > 0 ? x_in_.data() : nullptr,
+        loss += compute_->forward(slot, state, mb, s > 0 ? x_in_.data() : nullptr,
                                   act_out ? act_out->data.data() : nullptr);
         times.compute_s += op.finish();
         break;
@@ -239,7 +248,7 @@ double StageRunner::run(const float* params, float* grads, const StepInput& in,
         grad_out = s > 0 ? &acquire_send_buffer() : nullptr;
         TraceScope trace(cfg_.trace, TraceKind::Backward, a.microbatch);
         EmulatedOp op(emulator_);
-        compute_->backward(slot, params, grads, mb, s + 1 < S ? dx_out_.data() : nullptr,
+        compute_->backward(slot, state, mb, s + 1 < S ? dx_out_.data() : nullptr,
                            grad_out ? grad_out->data.data() : nullptr,
                            sync != nullptr && a.microbatch == last_mb ? post_ready : nullptr);
         times.compute_s += op.finish();

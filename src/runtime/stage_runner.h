@@ -26,15 +26,16 @@
 #include "runtime/placement.h"
 #include "runtime/trace_recorder.h"
 #include "schedule/schedule.h"
-#include "train/kernel_set.h"
 #include "train/model_state.h"
-#include "train/stage_compute.h"
+#include "train/precision_stage.h"
 #include "train/tp_group.h"
 
 namespace eth {
 
 struct StageRunnerConfig {
   std::int64_t seq_len = 0;  // T
+  // fp32 or bf16: the stage's kernels, and the activation messages' element size (4 or 2).
+  Precision precision = Precision::Fp32;
   float dropout = 0;
   std::uint64_t seed = 1;
   double slowdown = 1.0;  // emulated: every forward and backward takes this many times longer
@@ -68,26 +69,29 @@ class StageRunner {
   StageRunner(const StageRunner&) = delete;
   StageRunner& operator=(const StageRunner&) = delete;
 
-  // Runs the program once: gradients accumulate into `grads` (zero them first). Returns the sum
-  // of this rank's scaled head losses (0 unless the stage holds the head). Adds into `times`.
-  // With `sync`, the rank's last backward posts each gradient collective as soon as it has
-  // passed the collective's units (GradSync::start_ready), overlapping the rest of it.
-  double run(const float* params, float* grads, const StepInput& in, RankTimes& times,
-             GradSync* sync = nullptr);
+  // Runs the program once with the weights of `state` (its precision is the runner's): gradients
+  // accumulate into state.grads() (zero them first). Returns the sum of this rank's scaled head
+  // losses (0 unless the stage holds the head). Adds into `times`. With `sync`, the rank's last
+  // backward posts each gradient collective as soon as it has passed the collective's units
+  // (GradSync::start_ready), overlapping the rest of it.
+  double run(ModelState& state, const StepInput& in, RankTimes& times, GradSync* sync = nullptr);
 
   const Schedule& schedule() const { return schedule_; }
-  const StageCompute<CpuKernels>& compute() const { return *compute_; }
+  const PrecisionStage& compute() const { return *compute_; }
+  // Bytes of the activation messages' buffers: the receive buffers and the send pool (which
+  // grows to the sends in flight at once, then is reused).
+  double message_buffer_bytes() const;
 
  private:
   struct SendBuffer {
-    std::vector<float> data;
+    std::vector<std::byte> data;  // max_chunk_ * width_ activation elements
     std::vector<Request> pending;
   };
   Chunk chunk(std::int64_t stage, std::int64_t replica, std::int64_t mb) const;
   int peer(std::int64_t stage, std::int64_t replica, std::int64_t tp_rank) const;
   SendBuffer& acquire_send_buffer();
-  void receive(std::int64_t from_stage, std::int64_t mb, const Chunk& mine, float* dst, int tag,
-               RankTimes& times);
+  void receive(std::int64_t from_stage, std::int64_t mb, const Chunk& mine, std::byte* dst,
+               int tag, RankTimes& times);
   void send(const SendBuffer& buf, std::int64_t to_stage, std::int64_t mb, const Chunk& mine,
             int tag, std::vector<Request>& pending);
 
@@ -98,12 +102,13 @@ class StageRunner {
   Emulator emulator_;  // carries each op's lateness into the next (emulation.h)
   const PipelinePlan& pipe_;
   std::int64_t pipe_begin_ = 0;  // first sample of this pipeline in the global batch
-  std::int64_t width_ = 0;       // T * C floats per sample
+  std::int64_t width_ = 0;       // T * C activation elements per sample
+  std::size_t sample_bytes_ = 0;  // width_ * the activation element size
   Schedule schedule_;
-  std::unique_ptr<StageCompute<CpuKernels>> compute_;
+  std::unique_ptr<PrecisionStage> compute_;
   std::int64_t slots_ = 1;
   std::int64_t max_chunk_ = 1;
-  std::vector<float> x_in_, dx_out_;
+  std::vector<std::byte> x_in_, dx_out_;  // one chunk of activation elements each
   std::vector<std::int32_t> tokens_, targets_;  // per slot: max_chunk_ * T
   std::vector<std::unique_ptr<SendBuffer>> send_pool_;
   std::vector<std::vector<std::vector<int>>> peers_;  // [stage][dp replica][tp rank] -> rank

@@ -369,7 +369,7 @@ Json measured_trace_json(const std::vector<RankTrace>& ranks, const TraceInfo& i
              {"plan", plan_to_json(info.plan)},
              {"aggregation", info.aggregation},
              {"emulated_slowdown", info.slowdown},
-             {"element_bytes", info.element_bytes},
+             {"precision", std::string(precision_name(info.precision))},
              {"steps", info.steps},
              {"clock", "ping-pong against rank 0, shortest of 16 round trips per rank"},
              {"ranks", rank_info}};

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/precision.h"
 #include "core/json_cursor.h"
 #include "plan/plan.h"
 
@@ -163,7 +164,7 @@ struct TraceInfo {
   Plan plan;
   std::string aggregation;                  // block | tensor | device
   std::map<std::string, double> slowdown;   // emulated device types
-  double element_bytes = 4;                 // of activations and gradients on the wire
+  Precision precision = Precision::Fp32;    // the run's: the bytes of its messages on the wire
   std::vector<std::int64_t> steps;          // recorded steps
 };
 

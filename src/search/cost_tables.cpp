@@ -45,13 +45,14 @@ UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
   t.workspace.resize(n);
   t.compute_ms.resize(n);
   const auto& sets = recompute_candidates();
+  const PrecisionBytes bytes = precision_bytes(entry.precision);
   for (std::size_t u = 0; u < n; ++u) {
     const UnitProfile& p = entry.units[u];
     t.forward_prefix[u + 1] = t.forward_prefix[u] + p.forward_ms;
     // Parameters as cost/stage_costs.cpp counts them: the model's table at this tp.
     const double params =
         static_cast<double>(unit_params(model, static_cast<std::int64_t>(u), entry.key.tp));
-    t.static_prefix[u + 1] = t.static_prefix[u] + kStaticBytesPerParam * params;
+    t.static_prefix[u + 1] = t.static_prefix[u] + bytes.per_parameter() * params;
     for (int r = 0; r < kNumRecomputeCandidates; ++r) {
       const auto ri = static_cast<std::size_t>(r);
       t.backward_prefix[ri][u + 1] =
@@ -61,8 +62,9 @@ UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
     t.workspace[u] = p.activation.total();
     t.compute_ms[u] = p.forward_ms + p.backward_ms;
   }
-  // The hidden state of one micro-batch in 16-bit: mbs x seq x hidden x 2 bytes.
-  t.boundary_bytes = 2.0 * static_cast<double>(entry.key.mbs) * static_cast<double>(seq_len) *
+  // The hidden state of one micro-batch: mbs x seq x hidden x the precision's element bytes.
+  t.boundary_bytes = bytes.activation * static_cast<double>(entry.key.mbs) *
+                     static_cast<double>(seq_len) *
                      static_cast<double>(model.hidden);
   order_recompute_candidates(t);
   return t;

@@ -1,6 +1,7 @@
 // The planner's cost tables: per (device type, tp, micro-batch size), prefix sums over the
 // model's units of forward time, backward time and held activation bytes for each candidate
-// recompute set, and of static (16 B/param) bytes, so any unit range costs O(1) to price.
+// recompute set, and of static bytes (per parameter: the entry's precision), so any unit range
+// costs O(1) to price.
 // Built once per key from a ProfileDb and then searched over; the memory arithmetic is the one
 // of cost/stage_costs.h (weights + gradients + optimizer state, workspace, in-flight
 // activations). Not a predictor: the planner's final plan is priced by cost/predictor.h.
@@ -24,9 +25,6 @@ inline constexpr int kNumRecomputeCandidates = 8;
 const std::array<RecomputeSet, kNumRecomputeCandidates>& recompute_candidates();
 inline constexpr int kFullRecompute = kNumRecomputeCandidates - 1;  // {unit}
 
-// Weights (2) + gradients (2) + fp32 master weights and two Adam moments (12), per parameter.
-inline constexpr double kStaticBytesPerParam = 16.0;
-
 // One (device type, tp, micro-batch size): every vector indexed by unit (per-unit) or by unit
 // boundary 0..U (prefix sums: the value of units [i, j) is prefix[j] - prefix[i]).
 struct UnitTable {
@@ -36,7 +34,9 @@ struct UnitTable {
   std::vector<double> forward_prefix;                                        // ms
   std::array<std::vector<double>, kNumRecomputeCandidates> backward_prefix;  // ms, recompute incl.
   std::array<std::vector<double>, kNumRecomputeCandidates> held_prefix;  // bytes per micro-batch
-  std::vector<double> static_prefix;  // bytes: 16 x parameters per tp rank (unit_params)
+  // bytes: weights + gradients + optimizer state per parameter in the entry's precision
+  // (core/precision.h) x parameters per tp rank (unit_params)
+  std::vector<double> static_prefix;
   std::vector<double> workspace;      // per unit: its full (nothing recomputed) activation bytes
   std::vector<double> compute_ms;     // per unit: forward + backward, nothing recomputed
   // Bytes of the activation a stage sends to the next one (the hidden state of one micro-batch).

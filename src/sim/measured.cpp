@@ -59,7 +59,11 @@ MeasuredRun measured_from_json(const Json& doc, const Plan& plan, const std::str
   check_same_plan(other.at("plan"), plan, source);
   MeasuredRun run;
   run.aggregation = other.at("aggregation").as_string();
-  run.element_bytes = other.at("element_bytes").as_positive_number();
+  if (const auto p = other.find("precision")) {
+    const auto parsed = parse_precision(p->as_string());
+    if (!parsed || !runtime_precision(*parsed)) p->fail("fp32 or bf16");
+    run.precision = *parsed;
+  }
   const JsonCursor slow = other.at("emulated_slowdown");
   slow.require_object();
   for (const std::string& k : slow.keys()) run.slowdown[k] = slow.at(k).as_number(1.0);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/json_cursor.h"
+#include "core/precision.h"
 #include "plan/plan.h"
 #include "sim/simulator.h"
 
@@ -43,7 +44,7 @@ struct MeasuredStep {
 
 struct MeasuredRun {
   std::string aggregation;                 // the run's aggregation mode
-  double element_bytes = 4;                // on the wire
+  Precision precision = Precision::Fp32;   // the run's (traces before bf16 were all fp32)
   std::map<std::string, double> slowdown;  // emulated device types of the run
   std::vector<MeasuredStep> steps;         // ascending
 };

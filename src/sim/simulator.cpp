@@ -21,14 +21,14 @@ TimeNs ms_to_ns(double ms) {
 
 std::vector<SimCollective> make_collectives(const Plan& plan, const ClusterSpec& cluster,
                                             AggregationMode mode, double latency_ms,
-                                            double element_bytes) {
+                                            double bytes_per_element) {
   std::vector<SimCollective> out;
   for (const GradBlock& b : aggregation_collectives(plan, mode)) {
     if (b.holders.size() < 2) continue;
     SimCollective c;
     c.holders = b.holders;
     c.ready_unit = b.lowest_unit();
-    c.bytes = static_cast<double>(b.elements) * element_bytes;
+    c.bytes = static_cast<double>(b.elements) * bytes_per_element;
     c.duration_ms = ring_allreduce_ms(cluster, b.holders, c.bytes, latency_ms);
     out.push_back(std::move(c));
   }

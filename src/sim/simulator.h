@@ -40,12 +40,13 @@ struct SimCollective {
 };
 
 // The collectives of `mode` in the global order (plan/blocks.h), priced by the ring model
-// (cost/predictor.h); groups of one holder are dropped (nothing to reduce). `element_bytes`:
-// 2 for the 16-bit training the cost model describes, 4 for the fp32 CPU runtime.
+// (cost/predictor.h) at `bytes_per_element` per gradient element (the predictor's
+// Prediction::gradient_element_bytes: 2 for 16-bit gradients, 4 for ETH's fp32 and bf16 runs);
+// groups of one holder are dropped (nothing to reduce).
 std::vector<SimCollective> make_collectives(const Plan& plan, const ClusterSpec& cluster,
                                             AggregationMode mode,
                                             double latency_ms = kDefaultCollectiveLatencyMs,
-                                            double element_bytes = 2.0);
+                                            double bytes_per_element = 2.0);
 
 struct SimOptions {
   ScheduleKind schedule = ScheduleKind::OneFOneB;

@@ -286,6 +286,9 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
       }
     }
   }
+  // The file holds fp32 masters whatever precision wrote it: a bf16 state rounds them into its
+  // compute copy here, so fp32 and bf16 runs resume each other's checkpoints.
+  state.refresh_compute_copy();
   return h.meta;
 }
 

@@ -38,7 +38,8 @@ CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path);
 // Loads every unit of `state` from `path` (parameters and AdamW moments), checking each
 // tensor's shape and checksum; a tp-sharded state takes its rows of each whole tensor. Throws
 // InputError naming the file and the tensor on a missing tensor, a shape mismatch or a
-// checksum mismatch. Returns the metadata.
+// checksum mismatch. A bf16 state's compute copy is refreshed from the loaded fp32 parameters,
+// so either precision resumes a checkpoint of either. Returns the metadata.
 CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& state);
 
 // "<dir>/step_00000123.safetensors"

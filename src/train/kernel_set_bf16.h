@@ -1,31 +1,29 @@
 // The mixed-precision kernel set, in the style of kernel_set.h: bf16 activations and weight
 // copies, fp32 parameter gradients, statistics, master weights and AdamW moments
-// (kernels/README.md, "Precision"). Unlike CpuKernels and RefKernels it has no single `Real`:
-// StageCompute instantiates on it once it distinguishes the four element types below.
-//
-// What StageCompute (train/stage_compute.{h,cpp}) changes to instantiate on it:
-//   - `Real` splits into K::Act (saved activations, the workspace gradients, x_in/x_out and
-//     dx_in/dx_out), K::Param (the `params` pointer: the compute copy), K::Grad (`grads`) and
-//     K::Stat (ln mean/rstd, lse, losses); CpuKernels and RefKernels<R> define all four as
-//     their Real. Zero fills use `Act{}` (R(0) does not build for Bf16).
-//   - attention_probs() calls K::attention_probs_forward(P, qkv, B, T, C, NH) instead of
-//     scores + in-place softmax; CpuKernels and RefKernels get that entry as a two-line wrapper
-//     over their scores and softmax kernels (same results as today).
-//   - `template class StageCompute<CpuBf16Kernels>;` beside the two existing instantiations.
-// Everything else (the kernel sequence, recompute, slots, the byte tally by sizeof) is
-// unchanged. The optimizer, ModelState and the runtime's changes are in the README section.
+// (kernels/README.md, "Precision"). StageCompute<CpuBf16Kernels> runs the same kernel sequence
+// as the fp32 set over these element types:
+//   - Act (bf16): saved activations, workspace gradients, x_in/x_out and dx_in/dx_out;
+//   - Param (bf16): the compute copy of the fp32 masters (ModelState::params_bf16);
+//   - Grad (fp32): parameter gradients, accumulated over micro-batches and all-reduced in fp32;
+//   - Stat (fp32): layer-norm mean and rstd, cross-entropy lse and losses;
+//   - Acc (fp32): a tp rank's partial sums (row-parallel products, column-parallel input
+//     gradients, the vocabulary-parallel lookup), all-reduced over the tp group in fp32 and
+//     rounded once by store_partial: a tp stage rounds where one process rounds.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/bf16.h"
 #include "kernels/cpu/bf16/attention.h"
+#include "kernels/cpu/bf16/convert.h"
 #include "kernels/cpu/bf16/crossentropy.h"
 #include "kernels/cpu/bf16/encoder.h"
 #include "kernels/cpu/bf16/layernorm.h"
 #include "kernels/cpu/bf16/matmul.h"
 #include "kernels/cpu/bf16/optimizer.h"
 #include "kernels/cpu/bf16/pointwise.h"
+#include "kernels/cpu/bf16/vocab_parallel.h"
+#include "kernels/cpu/vocab_parallel.h"
 
 namespace eth {
 
@@ -34,6 +32,7 @@ struct CpuBf16Kernels {
   using Param = Bf16;  // the weights the kernels read: the compute copy of the fp32 masters
   using Grad = float;  // parameter gradients: accumulated over micro-batches, reduced in fp32
   using Stat = float;  // layer-norm mean and rstd, cross-entropy lse and losses
+  using Acc = float;   // tp partial sums: all-reduced in fp32, rounded once
 
   // Where a head's q, k, v sit in the qkv matmul's output. It must be the fp32 kernels' layout
   // (cpu/attention.h), or the two precisions would be two different models of one checkpoint;
@@ -52,7 +51,7 @@ struct CpuBf16Kernels {
   static constexpr auto matmul_nn_forward = &cpu::bf16::matmul_nn_forward;
   static constexpr auto matmul_nn_backward = &cpu::bf16::matmul_nn_backward;
 
-    // Attention with the fp32 set's signatures (the layout is implied by qkv_layout).
+  // Attention with the fp32 set's signatures (the layout is implied by qkv_layout).
   static void attention_probs_forward(Bf16* P, const Bf16* qkv, std::int64_t B, std::int64_t T,
                                       std::int64_t C, std::int64_t NH) {
     cpu::bf16::attention_probs_forward(P, qkv, qkv_layout(C, NH), B, T, C, NH);
@@ -81,6 +80,22 @@ struct CpuBf16Kernels {
   static constexpr auto dropout_backward = &cpu::bf16::dropout_backward;
   static constexpr auto crossentropy_forward = &cpu::bf16::crossentropy_forward;
   static constexpr auto crossentropy_backward = &cpu::bf16::crossentropy_backward;
+
+  // tp > 1 stages: fp32 partial sums, their one rounding, the vocabulary-parallel embedding
+  // and loss.
+  static constexpr auto matmul_nn_forward_partial = &cpu::bf16::matmul_nn_forward_partial;
+  static constexpr auto matmul_nt_backward_partial = &cpu::bf16::matmul_nt_backward_partial;
+  static void store_partial(Bf16* out, const float* sum, std::int64_t n) {
+    cpu::bf16::convert_to_bf16(out, sum, n);
+  }
+  static constexpr auto vocab_embedding_forward = &cpu::bf16::vocab_embedding_forward;
+  static constexpr auto vocab_embedding_backward = &cpu::bf16::vocab_embedding_backward;
+  static constexpr auto position_forward = &cpu::bf16::position_forward;
+  static constexpr auto position_backward = &cpu::bf16::position_backward;
+  static constexpr auto vocab_ce_max = &cpu::bf16::vocab_ce_max;
+  static constexpr auto vocab_ce_sums = &cpu::bf16::vocab_ce_sums;
+  static constexpr auto vocab_ce_finish = &cpu::vocab_ce_finish;  // statistics only: fp32
+  static constexpr auto vocab_ce_backward = &cpu::bf16::vocab_ce_backward;
 
   // The optimizer's fused step: fp32 masters and moments, and the compute copy in one pass.
   static constexpr auto adamw_update = &cpu::bf16::adamw_update;

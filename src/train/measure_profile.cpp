@@ -7,16 +7,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
 #include "data/tokenize.h"
+#include "kernels/cpu/bf16/convert.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/rng.h"
 #include "model/arithmetic.h"
-#include "train/kernel_set.h"
 #include "train/optimizer.h"
-#include "train/stage_compute.h"
+#include "train/precision_stage.h"
 
 namespace eth {
 
@@ -81,6 +82,9 @@ void check_sizes(const MeasureOptions& opt) {
     throw InputError("profile", "--dropout", "",
                      "expected a probability in [0, 1), got " + std::to_string(opt.dropout));
   }
+  if (!runtime_precision(opt.precision)) {
+    throw InputError("profile", "--precision", "", "expected fp32 or bf16");
+  }
 }
 
 StageComputeConfig unit_config(const MeasureOptions& opt, std::int64_t u) {
@@ -120,15 +124,15 @@ class CacheEvictor {
   std::int64_t passes_ = 0;
 };
 
-// Inputs of one unit: tokens and targets for the ends, a random activation in between; the
-// evictor when ops are timed cold.
+// Inputs of one unit: tokens and targets for the ends, a random activation in between (in the
+// measured precision's element type); the evictor when ops are timed cold.
 struct UnitInputs {
   std::vector<std::int32_t> tokens, targets;
-  std::vector<float> x, dy, dx, out;
+  std::vector<std::byte> x, dy, dx, out;
   CacheEvictor* cold = nullptr;
 };
 
-Timing time_unit(StageCompute<CpuKernels>& sc, ModelState& st, UnitInputs& in,
+Timing time_unit(PrecisionStage& sc, ModelState& st, UnitInputs& in,
                  const MeasureOptions& opt, std::int64_t T) {
   MicroBatch mb;
   mb.size = opt.micro_batch;
@@ -141,13 +145,11 @@ Timing time_unit(StageCompute<CpuKernels>& sc, ModelState& st, UnitInputs& in,
   for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
     if (in.cold != nullptr) in.cold->evict();
     OpTimer t;
-    sc.forward(0, st.params(), mb, has_embed ? nullptr : in.x.data(),
-               has_head ? nullptr : in.out.data());
+    sc.forward(0, st, mb, has_embed ? nullptr : in.x.data(), has_head ? nullptr : in.out.data());
     const double f = t.ms();
     if (in.cold != nullptr) in.cold->evict();
     t.restart();
-    sc.backward(0, st.params(), st.grads(), mb, has_head ? nullptr : in.dy.data(),
-                has_embed ? nullptr : in.dx.data());
+    sc.backward(0, st, mb, has_head ? nullptr : in.dy.data(), has_embed ? nullptr : in.dx.data());
     const double b = t.ms();
     if (r >= opt.warmup) {
       fwd.push_back(f);
@@ -176,7 +178,7 @@ class ThreadScope {
 // from memory, not from cache (always cold: a step's forward and backward would have evicted
 // the state). Timing one unit at a time instead keeps it in cache and reads 5-10x too fast.
 double measure_optimizer_ms(const MeasureOptions& opt, CacheEvictor& cold) {
-  ModelState st(opt.model, 0, opt.model.num_units() - 1);
+  ModelState st(opt.model, 0, opt.model.num_units() - 1, 1, 0, opt.precision);
   st.init(opt.seed);
   std::vector<double> times;
   double sink = 0;
@@ -194,12 +196,12 @@ double measure_optimizer_ms(const MeasureOptions& opt, CacheEvictor& cold) {
 UnitProfile measure_unit(const MeasureOptions& opt, std::int64_t u, UnitInputs& in) {
   const ModelSpec& m = opt.model;
   const std::int64_t T = resolved_seq(opt);
-  ModelState st(m, u, u);
+  ModelState st(m, u, u, 1, 0, opt.precision);
   st.init(opt.seed);
   const StageComputeConfig cfg = unit_config(opt, u);
   UnitProfile up;
   up.params = unit_params(m, u);
-  StageCompute<CpuKernels> sc(m, cfg);
+  PrecisionStage sc(opt.precision, m, cfg);
   const Timing base = time_unit(sc, st, in, opt, T);
   up.forward_ms = base.forward_ms;
   up.backward_ms = base.backward_ms;
@@ -214,7 +216,7 @@ UnitProfile measure_unit(const MeasureOptions& opt, std::int64_t u, UnitInputs& 
       if (!holds) continue;
       StageComputeConfig rc_cfg = cfg;
       rc_cfg.recompute.add(op);
-      StageCompute<CpuKernels> rc(m, rc_cfg);
+      PrecisionStage rc(opt.precision, m, rc_cfg);
       const Timing t = time_unit(rc, st, in, opt, T);
       up.recompute_ms[static_cast<std::size_t>(k)] =
           std::max(0.0, t.backward_ms - base.backward_ms);
@@ -231,13 +233,16 @@ double measure_peak_bytes(const MeasureOptions& opt) {
   const double n = static_cast<double>(opt.micro_batch * resolved_seq(opt));
   double most = 0;
   for (std::int64_t u = 0; u < m.num_units(); ++u) {
-    const double state = 4.0 * arena_bytes<float>(unit_params(m, u));
-    const double arena =
-        static_cast<double>(StageCompute<CpuKernels>::planned_arena_bytes(m, unit_config(opt, u)));
+    const std::int64_t params = unit_params(m, u);
+    const double state = 4.0 * static_cast<double>(arena_bytes<float>(params)) +
+                         (opt.precision == Precision::Bf16 ? arena_bytes<Bf16>(params) : 0.0);
+    const double arena = static_cast<double>(
+        PrecisionStage::planned_arena_bytes(opt.precision, m, unit_config(opt, u)));
     most = std::max(most, state + 2.0 * arena);
   }
   const double evictor = opt.cold_cache ? 64.0 * 1024 * 1024 : 0;
-  return most + 4.0 * n * static_cast<double>(m.hidden) * sizeof(float) + evictor;
+  return most + 4.0 * n * static_cast<double>(m.hidden) * precision_bytes(opt.precision).activation +
+         evictor;
 }
 
 void check_measure_options(const MeasureOptions& opt, double memory_limit_bytes) {
@@ -263,6 +268,7 @@ ProfileEntry measure_profile(const MeasureOptions& opt) {
   e.key = ProfileKey{opt.device_type, 1, opt.micro_batch};
   e.seq_len = T;
   e.source = "measured";
+  e.precision = opt.precision;
   const std::int64_t n = opt.micro_batch * T;
   UnitInputs in;
   SplitMix64 rng(opt.seed);
@@ -272,13 +278,20 @@ ProfileEntry measure_profile(const MeasureOptions& opt) {
     t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
   for (auto& t : in.targets)
     t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
-  const auto nc = static_cast<std::size_t>(n * m.hidden);
-  in.x.resize(nc);
-  in.dy.resize(nc);
-  in.dx.resize(nc);
-  in.out.resize(nc);
-  normal_fill(in.x.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1.0f, 0, 0, n * m.hidden);
-  normal_fill(in.dy.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1e-3f, 1, 0, n * m.hidden);
+  const std::int64_t nc = n * m.hidden;
+  std::vector<float> x(static_cast<std::size_t>(nc)), dy(x.size());
+  normal_fill(x.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1.0f, 0, 0, nc);
+  normal_fill(dy.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1e-3f, 1, 0, nc);
+  const std::size_t bytes = static_cast<std::size_t>(nc) *
+                            static_cast<std::size_t>(precision_bytes(opt.precision).activation);
+  for (auto* b : {&in.x, &in.dy, &in.dx, &in.out}) b->resize(bytes);
+  if (opt.precision == Precision::Bf16) {
+    cpu::bf16::convert_to_bf16(reinterpret_cast<Bf16*>(in.x.data()), x.data(), nc);
+    cpu::bf16::convert_to_bf16(reinterpret_cast<Bf16*>(in.dy.data()), dy.data(), nc);
+  } else {
+    std::memcpy(in.x.data(), x.data(), bytes);
+    std::memcpy(in.dy.data(), dy.data(), bytes);
+  }
   CacheEvictor evictor;
   if (opt.cold_cache) in.cold = &evictor;
   for (std::int64_t u = 0; u < m.num_units(); ++u) e.units.push_back(measure_unit(opt, u, in));

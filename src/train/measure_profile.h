@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/precision.h"
 #include "model/model_spec.h"
 #include "profile/profile.h"
 
@@ -35,21 +36,26 @@ struct MeasureOptions {
   bool cold_cache = true;
   std::string device_type = "cpu";
   std::uint64_t seed = 1;
+  // The kernels measured (fp32 or bf16); the entry records it, and its activation bytes and the
+  // optimizer step are that precision's.
+  Precision precision = Precision::Fp32;
 };
 
-// Bytes measure_profile(opt) maps at its peak: the largest unit's parameters, gradients and
-// AdamW moments, two StageCompute arenas (base and recompute), the boundary tensors and, cold,
-// the 64 MiB the caches are flushed with.
+// Bytes measure_profile(opt) maps at its peak: the largest unit's model state (parameters,
+// gradients, AdamW moments, the bf16 copy), two StageCompute arenas (base and recompute), the
+// boundary tensors and, cold, the 64 MiB the caches are flushed with.
 // Requires options that pass check_measure_options' size checks.
 double measure_peak_bytes(const MeasureOptions& opt);
 
 // Throws InputError("profile", flag, ...) for options that cannot be measured, before any
 // work: micro_batch < 1 (--micro-batch-sizes), seq_len outside 1..model seq_len (--seq),
-// threads < 0 (--threads), dropout outside [0, 1) (--dropout), and a peak above
+// threads < 0 (--threads), dropout outside [0, 1) (--dropout), a precision other than fp32 and
+// bf16 (--precision), and a peak above
 // memory_limit_bytes (--micro-batch-sizes, naming the size and the bytes it needs).
 void check_measure_options(const MeasureOptions& opt, double memory_limit_bytes);
 
-// One entry (tp 1, mbs = micro_batch, source "measured", seq_len = the resolved T). Throws what
+// One entry (tp 1, mbs = micro_batch, source "measured", seq_len = the resolved T, precision
+// opt.precision). Throws what
 // check_measure_options throws (without the memory check). Units are measured one at a time
 // (each with its own state and buffers), so the peak is one unit's, not the model's.
 ProfileEntry measure_profile(const MeasureOptions& opt);

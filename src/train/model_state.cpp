@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/cpu/bf16/convert.h"
 #include "kernels/rng.h"
 
 namespace eth {
@@ -78,14 +79,27 @@ std::int64_t ParamLayout::offset(std::int64_t u, int t) const {
 }
 
 ModelState::ModelState(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
-                       std::int64_t tp, std::int64_t tp_rank)
-    : model_(model), layout_(model, first_unit, last_unit, tp, tp_rank) {
+                       std::int64_t tp, std::int64_t tp_rank, Precision precision)
+    : model_(model), layout_(model, first_unit, last_unit, tp, tp_rank), precision_(precision) {
+  ETH_CHECK(runtime_precision(precision), "ModelState: the runtime trains in fp32 or bf16");
   const std::int64_t n = layout_.numel();
-  arena_ = Arena(4 * arena_bytes<float>(n));
+  const bool bf16 = precision == Precision::Bf16;
+  arena_ = Arena(4 * arena_bytes<float>(n) + (bf16 ? arena_bytes<Bf16>(n) : 0));
   params_ = arena_.take<float>(n);
   grads_ = arena_.take<float>(n);
   adam_m_ = arena_.take<float>(n);
   adam_v_ = arena_.take<float>(n);
+  if (bf16) params_bf16_ = arena_.take<Bf16>(n);
+}
+
+ModelState::RoleBytes ModelState::role_bytes() const {
+  const auto f = static_cast<double>(arena_bytes<float>(numel()));
+  if (params_bf16_) return {static_cast<double>(arena_bytes<Bf16>(numel())), f, 3 * f};
+  return {f, f, 2 * f};
+}
+
+void ModelState::refresh_compute_copy() {
+  if (params_bf16_) cpu::bf16::convert_to_bf16(params_bf16_, params_, numel());
 }
 
 void ModelState::zero_grads() { std::fill(grads_, grads_ + numel(), 0.0f); }
@@ -95,6 +109,7 @@ void ModelState::init(std::uint64_t seed) {
   std::fill(grads_, grads_ + numel(), 0.0f);
   std::fill(adam_m_, adam_m_ + numel(), 0.0f);
   std::fill(adam_v_, adam_v_ + numel(), 0.0f);
+  refresh_compute_copy();
 }
 
 void init_unit_params(float* unit_params, const ModelSpec& model, const UnitSlot& slot,

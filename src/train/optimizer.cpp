@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "core/error.h"
+#include "kernels/cpu/bf16/optimizer.h"
 #include "kernels/cpu/optimizer.h"
 
 namespace eth {
@@ -54,8 +55,15 @@ void adamw_update(ModelState& state, const AdamWConfig& cfg, double lr, std::int
     for (const TensorSlot& ts : u.tensors) {
       const std::int64_t off = u.offset + ts.offset;
       sc.decay = ts.decay ? sc.lr * cfg.weight_decay : 0.0f;
-      cpu::adamw_update(state.params() + off, state.adam_m() + off, state.adam_v() + off,
-                        state.grads() + off, ts.desc.numel(), sc);
+      if (state.precision() == Precision::Bf16) {
+        // The masters as in fp32, bit for bit, and their compute copy in the same pass.
+        cpu::bf16::adamw_update(state.params() + off, state.params_bf16() + off,
+                                state.adam_m() + off, state.adam_v() + off, state.grads() + off,
+                                ts.desc.numel(), sc);
+      } else {
+        cpu::adamw_update(state.params() + off, state.adam_m() + off, state.adam_v() + off,
+                          state.grads() + off, ts.desc.numel(), sc);
+      }
     }
   }
 }

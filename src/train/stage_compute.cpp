@@ -3,16 +3,19 @@
 // shared workspace (recomputed in backward); the kernel sequence is the same either way, which
 // is what makes the gradients bitwise identical. Under tp the same sequence runs on the rank's
 // shard (local heads, MLP columns, vocabulary rows) with the tp group's all-reduces in between.
-// Instantiated for CpuKernels (training) and RefKernels<double>.
+// Element types come from K (Act, Param, Grad, Stat, Acc: kernel_set.h); instantiated for
+// CpuKernels and CpuBf16Kernels (training) and RefKernels<double>.
 #include "train/stage_compute.h"
 
 #include <algorithm>
 #include <cstring>
 #include <span>
+#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/rng.h"
 #include "train/kernel_set.h"
+#include "train/kernel_set_bf16.h"
 
 namespace eth {
 
@@ -40,7 +43,11 @@ std::size_t op_index(RecomputeOp op) { return static_cast<std::size_t>(op); }
 
 template <class K>
 struct StageCompute<K>::Impl {
-  using R = typename K::Real;
+  using R = typename K::Act;    // activations and their gradients
+  using P = typename K::Param;  // weights as the kernels read them
+  using G = typename K::Grad;   // parameter gradients
+  using S = typename K::Stat;   // per-row statistics
+  using Acc = typename K::Acc;  // tp partial sums
 
   struct EmbedActs {
     std::int32_t* tokens = nullptr;  // (N) unit input
@@ -48,7 +55,8 @@ struct StageCompute<K>::Impl {
   };
   struct BlockActs {
     R* x = nullptr;                                              // (N,C) unit input
-    R *ln1 = nullptr, *ln1_mean = nullptr, *ln1_rstd = nullptr;  // (N,C), (N), (N)
+    R* ln1 = nullptr;                                            // (N,C)
+    S *ln1_mean = nullptr, *ln1_rstd = nullptr;                  // (N), (N)
     R* qkv = nullptr;                                            // (N,3C)
     R* P = nullptr;                                              // (B,NH,T,T) softmax out
     std::uint8_t* attn_mask = nullptr;                           // (B,NH,T,T), p > 0
@@ -56,16 +64,18 @@ struct StageCompute<K>::Impl {
     R* atty = nullptr;                    // (N,C)
     std::uint8_t* resid1_mask = nullptr;  // (N,C), p > 0
     R* x2 = nullptr;                      // (N,C)
-    R *ln2 = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;  // (N,C), (N), (N)
+    R* ln2 = nullptr;                                            // (N,C)
+    S *ln2_mean = nullptr, *ln2_rstd = nullptr;                  // (N), (N)
     R* fch = nullptr;                                            // (N,F) GELU input
     R* gelu = nullptr;                                           // (N,F) GELU output
     std::uint8_t* resid2_mask = nullptr;                         // (N,C), p > 0
   };
   struct HeadActs {
     R* x = nullptr;                                      // (N,C) unit input
-    R *lnf = nullptr, *mean = nullptr, *rstd = nullptr;  // (N,C), (N), (N)
+    R* lnf = nullptr;                                    // (N,C)
+    S *mean = nullptr, *rstd = nullptr;                  // (N), (N)
     R* logits = nullptr;                                 // (N,V), dlogits in backward
-    R *lse = nullptr, *losses = nullptr;                 // (N), (N)
+    S *lse = nullptr, *losses = nullptr;                 // (N), (N)
   };
   struct UnitActs {
     UnitKind kind = UnitKind::Block;
@@ -89,7 +99,10 @@ struct StageCompute<K>::Impl {
   R* dres[2] = {nullptr, nullptr};
   R *dx2 = nullptr, *dbranch = nullptr, *dF = nullptr, *dln = nullptr, *dqkv = nullptr;
   R* dTT = nullptr;
-  R *ce_max = nullptr, *ce_stats = nullptr;  // (N), (N,2): vocabulary-parallel loss, tp > 1
+  S *ce_max = nullptr, *ce_stats = nullptr;  // (N), (N,2): vocabulary-parallel loss, tp > 1
+  // (N,C): tp > 1 partial sums when Acc is not Act (bf16: fp32 sums, rounded once); otherwise
+  // the partial sums are formed in the activation buffer itself.
+  Acc* part = nullptr;
   double slot_bytes = 0;
   std::vector<ActivationBytes> bytes;  // per unit, nothing recomputed
 
@@ -110,12 +123,47 @@ struct StageCompute<K>::Impl {
         N(c.max_micro_batch * c.seq_len),
         dropout(c.dropout > 0) {}
 
-  // The tp group's sum over n elements (nothing at tp 1).
-  void tp_sum(R* x, std::int64_t n) const {
-    if (group) group->allreduce_sum(std::span<R>(x, static_cast<std::size_t>(n)));
+  // The tp group's sum over n elements of the accumulation or statistic type (tp > 1 only).
+  template <typename T_>
+  void tp_sum(T_* x, std::int64_t n) const {
+    group->allreduce_sum(std::span<T_>(x, static_cast<std::size_t>(n)));
+  }
+  // Where the partial sums of a tp collective that ends in activation buffer `act` are formed.
+  Acc* partial(R* act) const {
+    if constexpr (std::is_same_v<Acc, R>) {
+      return act;
+    } else {
+      return part;
+    }
   }
   // The bias of a row-parallel product: added once, by tp rank 0, before the all-reduce.
-  const R* row_parallel_bias(const R* b) const { return cfg.tp_rank == 0 ? b : nullptr; }
+  const P* row_parallel_bias(const P* b) const { return cfg.tp_rank == 0 ? b : nullptr; }
+  // out = inp W + bias of a row-parallel product (proj, fcproj): under tp the rank's partial
+  // product, summed over the group in Acc and stored once.
+  void row_parallel_forward(R* out, const R* inp, const P* weight, const P* bias, std::int64_t n,
+                            std::int64_t in) const {
+    if (!group) {
+      K::matmul_nn_forward(out, inp, weight, bias, n, in, C);
+      return;
+    }
+    Acc* sum = partial(out);
+    K::matmul_nn_forward_partial(sum, inp, weight, row_parallel_bias(bias), n, in, C);
+    tp_sum(sum, n * C);
+    K::store_partial(out, sum, n * C);
+  }
+  // dinp = dout W (=) and the weight's gradients (+=) of a column-parallel product (qkv, fc, LM
+  // head): under tp dinp is the rank's partial, summed over the group in Acc and stored once.
+  void column_parallel_backward(R* dinp, G* dweight, G* dbias, const R* dout, const R* inp,
+                                const P* weight, std::int64_t n, std::int64_t out) const {
+    if (!group) {
+      K::matmul_nt_backward(dinp, dweight, dbias, dout, inp, weight, n, C, out);
+      return;
+    }
+    Acc* sum = partial(dinp);
+    K::matmul_nt_backward_partial(sum, dweight, dbias, dout, inp, weight, n, C, out);
+    tp_sum(sum, n * C);
+    K::store_partial(dinp, sum, n * C);
+  }
 
   // Places one saved tensor: in the slot (held) or in the workspace (`dropped`: recomputed in
   // backward; the workspace copy is made once and shared by all units and slots). Tallies its
@@ -224,8 +272,11 @@ struct StageCompute<K>::Impl {
       dTT = cv.template take<R>(TT);
     }
     if (has_head && cfg.tp > 1) {
-      ce_max = cv.template take<R>(N);
-      ce_stats = cv.template take<R>(2 * N);
+      ce_max = cv.template take<S>(N);
+      ce_stats = cv.template take<S>(2 * N);
+    }
+    if constexpr (!std::is_same_v<Acc, R>) {
+      if (cfg.tp > 1) part = cv.template take<Acc>(N * C);
     }
     if (has_block || (has_embed && dropout)) dbranch = cv.template take<R>(N * C);
     if (has_block || has_head) dln = cv.template take<R>(N * C);
@@ -246,16 +297,17 @@ struct StageCompute<K>::Impl {
                       B, T * C);
   }
 
-  void embed_forward(const EmbedActs& a, const R* const* w, const MicroBatch& mb, R* out) const {
+  void embed_forward(const EmbedActs& a, const P* const* w, const MicroBatch& mb, R* out) const {
     const std::int64_t B = mb.size;
     ETH_CHECK(mb.tokens != nullptr, "stage forward: unit 0 needs tokens");
     std::copy(mb.tokens, mb.tokens + B * T, a.tokens);
     if (group) {
       // Each rank looks up the tokens of its vocabulary rows (zeros elsewhere); the sum over the
       // group is the whole lookup exactly (one row plus zeros), then the positions are added.
-      K::vocab_embedding_forward(out, a.tokens, w[kWte], v0, V, B * T, C, V_all);
-      tp_sum(out, B * T * C);
-      K::position_forward(out, w[kWpe], B, T, C);
+      Acc* lookup = partial(out);
+      K::vocab_embedding_forward(lookup, a.tokens, w[kWte], v0, V, B * T, C, V_all);
+      tp_sum(lookup, B * T * C);
+      K::position_forward(out, lookup, w[kWpe], B, T, C);
     } else {
       K::encoder_forward(out, a.tokens, w[kWte], w[kWpe], B, T, C, V);
     }
@@ -265,7 +317,7 @@ struct StageCompute<K>::Impl {
     }
   }
 
-  void embed_backward(const EmbedActs& a, R* const* g, const MicroBatch& mb, const R* dout) {
+  void embed_backward(const EmbedActs& a, G* const* g, const MicroBatch& mb, const R* dout) {
     const std::int64_t B = mb.size;
     if (dropout) {
       if (cfg.recompute.full_unit()) embed_mask(a, mb, B);
@@ -282,14 +334,11 @@ struct StageCompute<K>::Impl {
 
   // ---- transformer block ------------------------------------------------------------------
 
-  // scores -> softmax (in place) -> dropout mask -> dropped-out probabilities.
+  // probabilities (scores and softmax) -> dropout mask -> dropped-out probabilities.
   void attention_probs(const BlockActs& a, const MicroBatch& mb, std::int64_t unit, bool softmax,
                        bool mask, bool drop) const {
     const std::int64_t B = mb.size;
-    if (softmax) {
-      K::attention_scores_forward(a.P, a.qkv, B, T, A, NH);
-      K::attention_softmax_forward(a.P, a.P, B, NH, T);
-    }
+    if (softmax) K::attention_probs_forward(a.P, a.qkv, B, T, A, NH);
     if (!dropout) return;
     if (mask) {
       // Keyed by global position: this rank's heads are elements [h0*T*T, (h0+NH)*T*T) of each
@@ -306,15 +355,14 @@ struct StageCompute<K>::Impl {
 
   // With out == nullptr (full-unit recompute), stops once every tensor backward reads is
   // rebuilt: the MLP's output product, its all-reduce and the residual add are not needed.
-  void block_forward(const BlockActs& a, const R* const* w, const MicroBatch& mb, std::int64_t unit,
+  void block_forward(const BlockActs& a, const P* const* w, const MicroBatch& mb, std::int64_t unit,
                      R* out) const {
     const std::int64_t B = mb.size, n = B * T;
     K::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.x, w[kLn1W], w[kLn1B], n, C);
     K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], n, C, 3 * A);  // column-parallel
     attention_probs(a, mb, unit, true, true, true);
     K::attention_av_forward(a.atty, a.Pd, a.qkv, B, T, A, NH);
-    K::matmul_nn_forward(attproj, a.atty, w[kProjW], row_parallel_bias(w[kProjB]), n, A, C);
-    tp_sum(attproj, n * C);  // row-parallel: partial products of the rank's heads
+    row_parallel_forward(attproj, a.atty, w[kProjW], w[kProjB], n, A);  // the rank's heads
     if (dropout) {
       resid_mask(a.resid1_mask, mb, unit, RngOp::AttnResidDropout);
       K::dropout_forward(attproj, attproj, a.resid1_mask, cfg.dropout, n * C);
@@ -325,14 +373,13 @@ struct StageCompute<K>::Impl {
     K::gelu_forward(a.gelu, a.fch, n * F);
     if (dropout) resid_mask(a.resid2_mask, mb, unit, RngOp::MlpResidDropout);
     if (out == nullptr) return;
-    K::matmul_nn_forward(fcproj, a.gelu, w[kFcprojW], row_parallel_bias(w[kFcprojB]), n, F, C);
-    tp_sum(fcproj, n * C);  // row-parallel
+    row_parallel_forward(fcproj, a.gelu, w[kFcprojW], w[kFcprojB], n, F);
     if (dropout) K::dropout_forward(fcproj, fcproj, a.resid2_mask, cfg.dropout, n * C);
     K::residual_forward(out, a.x2, fcproj, n * C);
   }
 
   // Recomputes, in forward order, exactly the tensors the recompute set dropped.
-  void block_recompute(const BlockActs& a, const R* const* w, const MicroBatch& mb,
+  void block_recompute(const BlockActs& a, const P* const* w, const MicroBatch& mb,
                        std::int64_t unit) const {
     const RecomputeSet& rc = cfg.recompute;
     if (rc.full_unit()) {
@@ -352,19 +399,18 @@ struct StageCompute<K>::Impl {
   // dx (=) from dout; parameter gradients +=. Under tp, dout and dx are whole on every rank;
   // the replicated parameters' gradients (norms, the row-parallel biases) come out the same on
   // every rank of the group.
-  void block_backward(const BlockActs& a, const R* const* w, R* const* g, const MicroBatch& mb,
+  void block_backward(const BlockActs& a, const P* const* w, G* const* g, const MicroBatch& mb,
                       const R* dout, R* dx) {
     const std::int64_t B = mb.size, n = B * T;
     const float p = cfg.dropout;
-    std::fill(dx, dx + n * C, R(0));
-    std::fill(dx2, dx2 + n * C, R(0));
+    std::fill(dx, dx + n * C, R{});
+    std::fill(dx2, dx2 + n * C, R{});
     // out = x2 + dropout(fcproj(gelu(fc(ln2(x2)))))
     K::residual_backward(dx2, dbranch, dout, n * C);
     if (dropout) K::dropout_backward(dbranch, dbranch, a.resid2_mask, p, n * C);
     K::matmul_nn_backward(dF, g[kFcprojW], g[kFcprojB], dbranch, a.gelu, w[kFcprojW], n, F, C);
     K::gelu_backward(dF, dF, a.fch, n * F);
-    K::matmul_nt_backward(dln, g[kFcW], g[kFcB], dF, a.ln2, w[kFcW], n, C, F);
-    tp_sum(dln, n * C);  // column-parallel input gradient
+    column_parallel_backward(dln, g[kFcW], g[kFcB], dF, a.ln2, w[kFcW], n, F);
     K::layernorm_backward(dx2, g[kLn2W], g[kLn2B], dln, a.x2, w[kLn2W], a.ln2_mean, a.ln2_rstd, n,
                           C);
     // x2 = x + dropout(proj(attention(qkv(ln1(x)))))
@@ -376,14 +422,13 @@ struct StageCompute<K>::Impl {
     if (dropout) K::dropout_backward(dTT, dTT, a.attn_mask, p, B * NH * T * T);
     K::attention_softmax_backward(dTT, dTT, a.P, B, NH, T);
     K::attention_scores_backward(dqkv, dTT, a.qkv, B, T, A, NH);
-    K::matmul_nt_backward(dln, g[kQkvW], g[kQkvB], dqkv, a.ln1, w[kQkvW], n, C, 3 * A);
-    tp_sum(dln, n * C);  // column-parallel input gradient
+    column_parallel_backward(dln, g[kQkvW], g[kQkvB], dqkv, a.ln1, w[kQkvW], n, 3 * A);
     K::layernorm_backward(dx, g[kLn1W], g[kLn1B], dln, a.x, w[kLn1W], a.ln1_mean, a.ln1_rstd, n, C);
   }
 
   // ---- head -------------------------------------------------------------------------------
 
-  double head_forward(const HeadActs& a, const R* const* w, const MicroBatch& mb) const {
+  double head_forward(const HeadActs& a, const P* const* w, const MicroBatch& mb) const {
     const std::int64_t n = mb.size * T;
     ETH_CHECK(mb.targets != nullptr, "stage forward: the head needs targets");
     K::layernorm_forward(a.lnf, a.mean, a.rstd, a.x, w[kLnfW], w[kLnfB], n, C);
@@ -396,14 +441,14 @@ struct StageCompute<K>::Impl {
     // Vocabulary-parallel: the row maximum over the group, then the sums of exp and the target
     // logits over the group; every rank ends with the whole lse and loss.
     K::vocab_ce_max(ce_max, a.logits, n, V);
-    group->allreduce_max(std::span<R>(ce_max, static_cast<std::size_t>(n)));
+    group->allreduce_max(std::span<S>(ce_max, static_cast<std::size_t>(n)));
     K::vocab_ce_sums(ce_stats, a.logits, ce_max, mb.targets, v0, n, V);
     tp_sum(ce_stats, 2 * n);
     K::vocab_ce_finish(&loss, a.losses, a.lse, ce_max, ce_stats, mb.loss_scale, n);
     return loss;
   }
 
-  void head_backward(const HeadActs& a, const R* const* w, R* const* g, const MicroBatch& mb,
+  void head_backward(const HeadActs& a, const P* const* w, G* const* g, const MicroBatch& mb,
                      R* dx) {
     const std::int64_t n = mb.size * T;
     if (cfg.recompute.full_unit()) head_forward(a, w, mb);
@@ -413,9 +458,8 @@ struct StageCompute<K>::Impl {
     } else {
       K::crossentropy_backward(dlogits, a.logits, a.lse, mb.targets, mb.loss_scale, n, V);
     }
-    K::matmul_nt_backward(dln, g[kLmHeadW], nullptr, dlogits, a.lnf, w[kLmHeadW], n, C, V);
-    tp_sum(dln, n * C);  // column-parallel input gradient
-    std::fill(dx, dx + n * C, R(0));
+    column_parallel_backward(dln, g[kLmHeadW], nullptr, dlogits, a.lnf, w[kLmHeadW], n, V);
+    std::fill(dx, dx + n * C, R{});
     K::layernorm_backward(dx, g[kLnfW], g[kLnfB], dln, a.x, w[kLnfW], a.mean, a.rstd, n, C);
   }
 
@@ -485,8 +529,8 @@ std::vector<P> tensor_ptrs(P base, const UnitSlot& s) {
 }  // namespace
 
 template <class K>
-double StageCompute<K>::forward(int slot, const Real* params, const MicroBatch& mb,
-                                const Real* x_in, Real* x_out) {
+double StageCompute<K>::forward(int slot, const Param* params, const MicroBatch& mb,
+                                const Act* x_in, Act* x_out) {
   ETH_CHECK(slot >= 0 && slot < cfg_.num_slots, "stage forward: slot out of range");
   ETH_CHECK(mb.size >= 1 && mb.size <= cfg_.max_micro_batch, "stage forward: bad micro-batch size");
   Impl& im = *impl_;
@@ -496,7 +540,7 @@ double StageCompute<K>::forward(int slot, const Real* params, const MicroBatch& 
   for (std::int64_t u = first; u <= last; ++u) {
     auto& a = im.acts(slot, u - first);
     const auto w = tensor_ptrs(params, layout_.unit(u));
-    Real* out = nullptr;
+    Act* out = nullptr;
     if (u < last) {
       auto& next = im.acts(slot, u + 1 - first);
       out = next.kind == UnitKind::Head ? next.h.x : next.b.x;
@@ -524,20 +568,20 @@ double StageCompute<K>::forward(int slot, const Real* params, const MicroBatch& 
 }
 
 template <class K>
-void StageCompute<K>::backward(int slot, const Real* params, Real* grads, const MicroBatch& mb,
-                               const Real* dx_out, Real* dx_in,
+void StageCompute<K>::backward(int slot, const Param* params, Grad* grads, const MicroBatch& mb,
+                               const Act* dx_out, Act* dx_in,
                                const std::function<void(std::int64_t)>& unit_done) {
   ETH_CHECK(slot >= 0 && slot < cfg_.num_slots, "stage backward: slot out of range");
   ETH_CHECK(mb.size >= 1 && mb.size <= cfg_.max_micro_batch,
             "stage backward: bad micro-batch size");
   Impl& im = *impl_;
   const std::int64_t first = cfg_.first_unit, last = cfg_.last_unit;
-  const Real* dout = dx_out;
+  const Act* dout = dx_out;
   for (std::int64_t u = last; u >= first; --u) {
     auto& a = im.acts(slot, u - first);
     const auto w = tensor_ptrs(params, layout_.unit(u));
     const auto g = tensor_ptrs(grads, layout_.unit(u));
-    Real* dx = u == first ? dx_in : im.dres[(last - u) % 2];
+    Act* dx = u == first ? dx_in : im.dres[(last - u) % 2];
     if (a.kind != UnitKind::Embedding) ETH_CHECK(dx != nullptr, "stage backward: dx_in needed");
     if (a.kind != UnitKind::Head) ETH_CHECK(dout != nullptr, "stage backward: dx_out needed");
     switch (a.kind) {
@@ -560,6 +604,7 @@ void StageCompute<K>::backward(int slot, const Real* params, Real* grads, const 
 }
 
 template class StageCompute<CpuKernels>;
+template class StageCompute<CpuBf16Kernels>;
 template class StageCompute<RefKernels<double>>;
 
 }  // namespace eth

@@ -19,6 +19,9 @@
 //   state.zero_grads();
 //   for each micro-batch mb: loss += sc.forward(0, state.params(), mb, x_in, x_out);
 //                            sc.backward(0, state.params(), state.grads(), mb, dx_out, dx_in);
+// Precision: K fixes the element types (train/kernel_set.h, kernel_set_bf16.h): StageCompute<
+// CpuBf16Kernels> reads the bf16 compute copy (state.params_bf16()), keeps bf16 activations and
+// boundary tensors, and accumulates fp32 gradients; train/precision_stage.h picks one at run time.
 // Dimensions: B micro-batch samples, T sequence, C hidden, NH heads, F ffn, V vocabulary,
 // N = B * T tokens; under tp a rank holds NH/tp heads, F/tp of the MLP and its tp_rows of V.
 #pragma once
@@ -67,7 +70,10 @@ struct MicroBatch {
 template <class K>
 class StageCompute {
  public:
-  using Real = typename K::Real;
+  using Kernels = K;
+  using Act = typename K::Act;      // activations, their gradients, x_in/x_out, dx_in/dx_out
+  using Param = typename K::Param;  // the weights the kernels read
+  using Grad = typename K::Grad;    // parameter gradients
 
   // `tp_group` joins the tp ranks of the stage; required (of size cfg.tp) when cfg.tp > 1, and
   // it must outlive this object. Every tp rank runs the same calls in the same order.
@@ -86,18 +92,18 @@ class StageCompute {
   //   x_in and x_out are whole (every tp rank holds the same activations between units).
   // Returns the head's scaled loss (0 when the range has no head); every tp rank returns the
   // same value, so callers count one rank's.
-  double forward(int slot, const Real* params, const MicroBatch& mb, const Real* x_in, Real* x_out);
+  double forward(int slot, const Param* params, const MicroBatch& mb, const Act* x_in, Act* x_out);
   // Backward of the micro-batch held in `slot` (the same `mb` as its forward).
   //   grads += (parameter gradients accumulate over micro-batches), dx_out (B,T,C) unless the
   //   range ends with the head, dx_in (B,T,C) written (=) unless the range starts at unit 0.
   // `unit_done(u)`, when given, runs as soon as unit u's parameter gradients of this micro-batch
   // are accumulated (units go from last to first): the runtime starts gradient all-reduces there.
-  void backward(int slot, const Real* params, Real* grads, const MicroBatch& mb, const Real* dx_out,
-                Real* dx_in, const std::function<void(std::int64_t)>& unit_done = {});
+  void backward(int slot, const Param* params, Grad* grads, const MicroBatch& mb, const Act* dx_out,
+                Act* dx_in, const std::function<void(std::int64_t)>& unit_done = {});
 
   // Activation bytes of unit u per micro-batch of max_micro_batch samples, per operator class,
   // when nothing is recomputed (the profile's convention: held(rc) is what a recompute set
-  // keeps). Measured from the buffers this class allocates, in fp32.
+  // keeps). Measured from the buffers this class allocates, in K's element types.
   const ActivationBytes& activation_bytes(std::int64_t u) const;
   // Bytes one slot actually holds under the configured recompute set (exact buffer sizes,
   // alignment padding excluded); equals the sum over units of activation_bytes(u).held(rc).

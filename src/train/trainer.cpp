@@ -97,7 +97,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::optional<std::filesystem::pa
       seq_len_(resolve_seq_len(cfg)),
       data_(open_training_data(cfg)),
       sampler_(training_sampler_config(cfg, seq_len_, data_.size())),
-      state_(cfg.model, 0, cfg.model.num_units() - 1) {
+      state_(cfg.model, 0, cfg.model.num_units() - 1, 1, 0, cfg.precision) {
   if (cfg.micro_batch < 1 || cfg.micro_batch > cfg.global_batch) {
     throw InputError("train", "--micro-batch-size", "",
                      "expected 1..--batch (" + std::to_string(cfg.global_batch) + "), got " +
@@ -113,7 +113,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::optional<std::filesystem::pa
   sc.recompute = cfg.recompute;
   sc.dropout = cfg.dropout;
   sc.seed = cfg.seed;
-  compute_ = std::make_unique<StageCompute<CpuKernels>>(cfg.model, sc);
+  compute_ = std::make_unique<PrecisionStage>(cfg.precision, cfg.model, sc);
   inputs_.resize(static_cast<std::size_t>(cfg.micro_batch * seq_len_));
   targets_.resize(inputs_.size());
   if (resume) {
@@ -144,8 +144,8 @@ double Trainer::compute_gradients() {
     mb.tokens = inputs_.data();
     mb.targets = targets_.data();
     mb.loss_scale = scale;
-    loss += compute_->forward(0, state_.params(), mb, nullptr, nullptr);
-    compute_->backward(0, state_.params(), state_.grads(), mb, nullptr, nullptr);
+    loss += compute_->forward(0, state_, mb, nullptr, nullptr);
+    compute_->backward(0, state_, mb, nullptr, nullptr);
   }
   return loss;
 }

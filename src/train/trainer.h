@@ -16,10 +16,10 @@
 #include "model/model_spec.h"
 #include "model/recompute.h"
 #include "train/checkpoint.h"
-#include "train/kernel_set.h"
+#include "core/precision.h"
 #include "train/model_state.h"
 #include "train/optimizer.h"
-#include "train/stage_compute.h"
+#include "train/precision_stage.h"
 
 namespace eth {
 
@@ -36,6 +36,10 @@ struct TrainConfig {
   float dropout = 0;
   std::uint64_t seed = 1;  // initialization, data order and dropout masks
   bool shuffle = true;
+  // fp32, or bf16 compute with fp32 master weights, moments and gradients (kernels/README.md,
+  // "Precision"). Checkpoints hold fp32 masters either way, so runs resume across precisions.
+  // The library default is fp32; `eth train` picks bf16 where the CPU has bf16 instructions.
+  Precision precision = Precision::Fp32;
 };
 
 struct StepStats {
@@ -75,7 +79,7 @@ class Trainer {
   std::int64_t next_step() const { return next_step_; }
   bool done() const { return next_step_ >= cfg_.steps; }
   const ModelState& state() const { return state_; }
-  const StageCompute<CpuKernels>& compute() const { return *compute_; }
+  const PrecisionStage& compute() const { return *compute_; }
   std::int64_t tokens_per_step() const { return cfg_.global_batch * seq_len_; }
 
   // Zeroes the gradients and accumulates those of step `next_step()`'s global batch; returns
@@ -93,7 +97,7 @@ class Trainer {
   TokenFile data_;
   GlobalSampler sampler_;
   ModelState state_;
-  std::unique_ptr<StageCompute<CpuKernels>> compute_;
+  std::unique_ptr<PrecisionStage> compute_;
   std::vector<std::int32_t> inputs_, targets_;  // (micro_batch, T)
   std::int64_t next_step_ = 0;
 };

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "cli/cli_run.h"
 #include "core/json_cursor.h"
@@ -138,13 +139,17 @@ TEST_F(HostileCli, TrainSaysHowMuchMemoryItNeeds) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "[cli] --batch: needs ")) << r.err;
   EXPECT_TRUE(contains(r.err, "available; use a smaller --micro-batch-size")) << r.err;
-  const EthRun big = eth("train --model gpt3-70b --data " + data + " --steps 1 --batch 1");
-  EXPECT_EQ(big.code, 2) << big.err;
-  // 16 bytes per parameter: fp32 weight, gradient and the two Adam moments.
-  char state[64];
-  std::snprintf(state, sizeof state, "parameters, gradients and AdamW state %.1f TB",
-                16.0 * static_cast<double>(total_params(model_preset("gpt3-70b"))) / 1e12);
-  EXPECT_TRUE(contains(big.err, state)) << big.err;
+  // 16 bytes per parameter in fp32 (weight, gradient and the two Adam moments), 18 in bf16 (the
+  // bf16 compute copy, fp32 gradient, master weight and moments).
+  for (const auto& [precision, bytes] : {std::pair{"fp32", 16.0}, std::pair{"bf16", 18.0}}) {
+    const EthRun big = eth("train --model gpt3-70b --data " + data + " --steps 1 --batch 1" +
+                           " --precision " + precision);
+    EXPECT_EQ(big.code, 2) << big.err;
+    char state[64];
+    std::snprintf(state, sizeof state, "parameters, gradients and AdamW state %.1f TB",
+                  bytes * static_cast<double>(total_params(model_preset("gpt3-70b"))) / 1e12);
+    EXPECT_TRUE(contains(big.err, state)) << precision << ": " << big.err;
+  }
 }
 
 // Invalid UTF-8 in a plan under --format json was exit 3 with no file named.

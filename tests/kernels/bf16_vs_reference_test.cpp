@@ -391,8 +391,7 @@ TEST(Bf16KernelSet, AttentionUsesTheFp32Layout) {
   const std::int64_t nP = B * NH * T * T;
   const Vec qkv = random_bf16_vec(gen, sz(N * 3 * C), -2, 2);
   VecF P32 = nan_vec(sz(nP)), out32 = nan_vec(sz(N * C));
-  CpuKernels::attention_scores_forward(P32.data(), to_float(qkv).data(), B, T, C, NH);
-  CpuKernels::attention_softmax_forward(P32.data(), P32.data(), B, NH, T);
+  CpuKernels::attention_probs_forward(P32.data(), to_float(qkv).data(), B, T, C, NH);
   CpuKernels::attention_av_forward(out32.data(), P32.data(), to_float(qkv).data(), B, T, C, NH);
   VecB P16 = nan_bf16(sz(nP)), out16 = nan_bf16(sz(N * C));
   CpuBf16Kernels::attention_probs_forward(P16.data(), to_bf16(qkv).data(), B, T, C, NH);

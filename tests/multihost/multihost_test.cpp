@@ -150,7 +150,8 @@ class MultiHost : public ::testing::Test {
 
   static std::string train_args(const fs::path& log, int steps) {
     return "--data " + data_ + " --steps " + std::to_string(steps) +
-           " --dropout 0.1 --lr 1e-3 --print-every 0 --threads 1 --log " + log.string();
+           " --dropout 0.1 --lr 1e-3 --print-every 0 --threads 1 --precision fp32 --log " +
+           log.string();
   }
 
   static std::string launch(const std::string& plan, const std::string& hostfile,

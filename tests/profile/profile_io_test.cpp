@@ -89,6 +89,50 @@ TEST_F(ProfileIoTest, RefusesAnotherModelAndAMisnamedFile) {
   EXPECT_NE(read_error().detail().find("A100_tp2_mbs8.json"), std::string::npos);
 }
 
+TEST_F(ProfileIoTest, PrecisionRoundTripsAndVersion1FilesReadAsWhatTheyWere) {
+  // Analytic entries describe the paper's 16-bit training.
+  for (const auto& [key, e] : db.entries()) EXPECT_EQ(e.precision, Precision::Mixed16);
+  // A100_tp2_mbs4 in bf16 while the other A100 files are mixed16: one device type, one precision.
+  write_and_edit([](Json& j) { j["precision"] = "bf16"; });
+  const InputError e = read_error();
+  EXPECT_EQ(e.path(), "precision");
+  EXPECT_NE(e.detail().find("same device type"), std::string::npos) << e.what();
+  write_and_edit([](Json& j) { j["precision"] = "fp16"; });
+  EXPECT_EQ(read_error().path(), "precision");
+  // Version 1 (no precision field): measured files were fp32, the others 16-bit.
+  write_and_edit([](Json& j) {
+    j["version"] = 1;
+    j.erase("precision");
+  });
+  EXPECT_EQ(read_profile_dir(dir.path(), m).lookup("A100", 2, 4).entry.precision,
+            Precision::Mixed16);
+  {
+    const auto one = dir.path() / "one";  // a folder of one measured version 1 file
+    ProfileDb single(m);
+    single.add(db.entries().begin()->second);
+    write_profile_dir(single, one);
+    const auto f = one / profile_file_name(db.entries().begin()->first);
+    Json j = read_json_file(f, "test");
+    j["version"] = 1;
+    j.erase("precision");
+    j["source"] = "measured";
+    std::ofstream(f) << j.dump(1);
+    EXPECT_EQ(read_profile_dir(one, m).entries().begin()->second.precision,
+              Precision::Fp32);
+  }
+  write_and_edit([](Json& j) { j["version"] = 1; });  // a precision field in a version 1 file
+  EXPECT_EQ(read_error().path(), "precision");
+  // Every entry of a device type in one precision reads back as written.
+  ProfileDb b(m);
+  for (auto [key, entry] : db.entries()) {
+    entry.precision = key.device_type == "A100" ? Precision::Bf16 : Precision::Fp32;
+    b.add(entry);
+  }
+  std::filesystem::remove_all(dir.path());
+  write_profile_dir(b, dir.path());
+  EXPECT_EQ(read_profile_dir(dir.path(), m).entries(), b.entries());
+}
+
 TEST_F(ProfileIoTest, RefusesAnEmptyFolder) {
   EXPECT_THROW(read_profile_dir(dir.path(), m), InputError);
   EXPECT_THROW(read_profile_dir(dir.path() / "missing", m), InputError);

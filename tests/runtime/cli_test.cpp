@@ -103,7 +103,7 @@ Fixture setup(const std::string& name, const std::string& plan_text = kPlan, int
 
 std::string train_args(const Fixture& f, const fs::path& log, int steps = 3) {
   return "--data " + f.data.string() + " --steps " + std::to_string(steps) +
-         " --dropout 0.1 --lr 1e-3 --print-every 0 --log " + log.string();
+         " --dropout 0.1 --lr 1e-3 --print-every 0 --precision fp32 --log " + log.string();
 }
 
 TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
@@ -135,6 +135,30 @@ TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
   ASSERT_EQ(t.code, 0) << t.err;
   const std::vector<double> got = losses(log);
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]);
+}
+
+TEST(TrainPlanCli, LaunchPassesThePrecisionThroughAndEveryRankRunsIt) {
+  // bf16 under mpirun: rank 0 says so first, the summary records it, and the run trains like the
+  // bf16 single process (the bound of tests/runtime/bf16_equivalence_test.cpp).
+  const Fixture f = setup("precision");
+  std::string args = train_args(f, f.dir / "single.jsonl");
+  args.replace(args.find("--precision fp32"), 16, "--precision bf16");
+  const Result single = run("train --model tiny --batch 8 --seq-len 16 " + args, f.dir);
+  ASSERT_EQ(single.code, 0) << single.err;
+  args.replace(args.find("single.jsonl"), 12, "launch.jsonl");
+  const Result r = run("launch --plan " + f.plan.string() + " -- --cluster " +
+                           f.cluster.string() + " --format json " + args,
+                       f.dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("\nprecision bf16 (requested with --precision bf16"), std::string::npos)
+      << r.err;
+  const Json j = Json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["precision"], "bf16");
+  ASSERT_EQ(j["rank_memory"].size(), 5u);
+  const std::vector<double> want = losses(f.dir / "single.jsonl");
+  const std::vector<double> got = losses(f.dir / "launch.jsonl");
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-3 * want[i]);
 }
 
 TEST(TrainPlanCli, TensorParallelPlanUnderMpiMatchesOneProcess) {

@@ -57,7 +57,7 @@ Json hand_trace(const Plan& plan) {
   }
   Json other{{"format", "eth-measured-trace"}, {"version", 1}, {"plan", plan_to_json(plan)},
              {"aggregation", "block"},         {"emulated_slowdown", {{"A100", 3.0}}},
-             {"element_bytes", 4},             {"ranks", ranks}};
+             {"precision", "bf16"},            {"ranks", ranks}};
   return Json{{"otherData", other}, {"traceEvents", ev}};
 }
 
@@ -65,7 +65,7 @@ TEST(Measured, ReadsStepsFromTheirOriginAndSumsPhases) {
   const Plan plan = two_stage_plan();
   const MeasuredRun run = measured_from_json(hand_trace(plan), plan, "t.json");
   EXPECT_EQ(run.aggregation, "block");
-  EXPECT_EQ(run.element_bytes, 4);
+  EXPECT_EQ(run.precision, Precision::Bf16);
   EXPECT_EQ(run.slowdown.at("A100"), 3.0);
   ASSERT_EQ(run.steps.size(), 2u);
   EXPECT_EQ(run.steps[0].step, 5);

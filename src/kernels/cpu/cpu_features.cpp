@@ -91,8 +91,6 @@ std::string CpuFeatures::extensions() const {
   return s.empty() ? "none beyond x86-64" : s;
 }
 
-std::string_view precision_name(Precision p) { return p == Precision::Bf16 ? "bf16" : "fp32"; }
-
 Precision default_precision(const CpuFeatures& f) {
   return f.has_bf16_matmul() ? Precision::Bf16 : Precision::Fp32;
 }

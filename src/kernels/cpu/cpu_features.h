@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/precision.h"
+
 namespace eth::cpu {
 
 struct CpuFeatures {
@@ -30,10 +32,8 @@ const CpuFeatures& cpu_features();
 // Reads cpuid now (tests; cpu_features() caches this).
 CpuFeatures detect_cpu_features();
 
-enum class Precision { Fp32, Bf16 };
-
-// "fp32" or "bf16", the spelling of the --precision flag.
-std::string_view precision_name(Precision p);
+using eth::Precision;  // core/precision.h
+using eth::precision_name;
 // bf16 (bf16 compute, fp32 master weights) where the CPU has bf16 matrix instructions, fp32
 // otherwise: without them bf16 only saves memory (bf16 storage, fp32 compute) at some speed.
 Precision default_precision(const CpuFeatures& f);

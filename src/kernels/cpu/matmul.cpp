@@ -16,10 +16,15 @@ namespace {
 
 constexpr std::int64_t kChannelBlock = 64;
 
-// out[n,:] = bias for every row, so the product can accumulate onto it (beta = 1).
-void broadcast_rows(float* out, const float* bias, std::int64_t N, std::int64_t OC) {
+// out[n,:] = bias (widened) for every row, so the product can accumulate onto it (beta = 1).
+template <typename B>
+void broadcast_rows(float* out, const B* bias, std::int64_t N, std::int64_t OC) {
 #pragma omp parallel for schedule(static)
-  for (std::int64_t n = 0; n < N; ++n) std::copy(bias, bias + OC, out + n * OC);
+  for (std::int64_t n = 0; n < N; ++n) {
+    float* o = out + n * OC;
+#pragma omp simd
+    for (std::int64_t c = 0; c < OC; ++c) o[c] = widen(bias[c]);
+  }
 }
 
 // dbias[o] += sum_n dout[n,o], summed in fp32.
@@ -94,6 +99,21 @@ void bf16::matmul_nn_backward(Bf16* dinp, float* dweight, float* dbias, const Bf
                               std::int64_t C, std::int64_t OC) {
   gemm(Trans::No, Trans::Yes, N, C, OC, 1.0f, dout, OC, weight, OC, nullptr, dinp, C);
   gemm(Trans::Yes, Trans::No, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, OC);
+  if (dbias) bias_backward(dbias, dout, N, OC);
+}
+
+void bf16::matmul_nn_forward_partial(float* out, const Bf16* inp, const Bf16* weight,
+                                     const Bf16* bias, std::int64_t N, std::int64_t C,
+                                     std::int64_t OC) {
+  if (bias) broadcast_rows(out, bias, N, OC);
+  gemm(Trans::No, Trans::No, N, OC, C, 1.0f, inp, C, weight, OC, bias ? 1.0f : 0.0f, out, OC);
+}
+
+void bf16::matmul_nt_backward_partial(float* dinp, float* dweight, float* dbias,
+                                      const Bf16* dout, const Bf16* inp, const Bf16* weight,
+                                      std::int64_t N, std::int64_t C, std::int64_t OC) {
+  gemm(Trans::No, Trans::No, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+  gemm(Trans::Yes, Trans::No, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
   if (dbias) bias_backward(dbias, dout, N, OC);
 }
 

@@ -36,4 +36,19 @@ void matmul_nn_backward(Bf16* dinp, float* dweight, float* dbias, const Bf16* do
                         const Bf16* inp, const Bf16* weight, std::int64_t N, std::int64_t C,
                         std::int64_t OC);
 
+// A tensor-parallel rank's partial sums, kept in fp32 for the tp all-reduce (the caller rounds
+// the group's sum once, so a tp stage rounds where one process does: kernels/README.md,
+// "Precision"). The row-parallel forward product (proj, fcproj):
+// out = inp W + bias in fp32 (=), bias (OC) bf16 or nullptr (only tp rank 0 adds it).
+//   out (N,OC) fp32, inp (N,C), weight (C,OC), bias (OC) or nullptr
+void matmul_nn_forward_partial(float* out, const Bf16* inp, const Bf16* weight, const Bf16* bias,
+                               std::int64_t N, std::int64_t C, std::int64_t OC);
+
+// The column-parallel input gradient (qkv, fc, LM head): matmul_nt_backward with dinp in fp32.
+//   dinp (N,C) fp32 (=), dweight (OC,C) fp32 (+=), dbias (OC) fp32 or nullptr (+=), dout (N,OC),
+//   inp (N,C), weight (OC,C)
+void matmul_nt_backward_partial(float* dinp, float* dweight, float* dbias, const Bf16* dout,
+                                const Bf16* inp, const Bf16* weight, std::int64_t N,
+                                std::int64_t C, std::int64_t OC);
+
 }  // namespace eth::cpu::bf16

@@ -1,0 +1,243 @@
+// memory_bench: the runtime's memory per rank beside the predictor's per-stage memory, for three
+// plans and both precisions. Each plan trains a few steps under `eth launch` (one MPI process per
+// rank, so each has its own resident set); every rank reports its arenas by role (weights,
+// gradients, optimizer state, activations: what ModelState and StageCompute allocated), its
+// message and gradient-aggregation buffers, and its process's peak RSS (`eth train --plan
+// --format json`, rank_memory). The prediction is the predictor's stage memory for the same plan
+// from a profile measured here in the run's precision. Target (issue 13): peak RSS within 15% of
+// the prediction for every rank. Also printed: each role against its predicted figure, so a
+// miss says where it comes from.
+//
+// The model is gpt2-small-shaped but smaller (6 blocks of 512, GPT-2's vocabulary, sequence
+// 128), so a rank holds a few hundred MB and the process's own overhead (libraries, MPI, the
+// GEMM library's scratch) is a small part of its RSS, as it is for real models.
+//
+// Usage: memory_bench [--steps N] [--format json]. One command; prints the CPU and the load.
+#include <omp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_json.h"
+#include "cluster/cluster_spec.h"
+#include "core/json_cursor.h"
+#include "data/token_file.h"
+#include "data/tokenize.h"
+#include "plan/plan.h"
+#include "profile/profile_io.h"
+#include "train/measure_profile.h"
+
+namespace {
+
+using namespace eth;
+using bench::machine_info;
+using bench::machine_line;
+namespace fs = std::filesystem;
+
+ModelSpec bench_model() { return ModelSpec{"bench-6x512", 6, 512, 8, 128, 50257, 2048}; }
+
+struct StageSpec {
+  std::int64_t first, last, dp;
+  std::vector<RecomputeOp> recompute;
+};
+struct PipeSpec {
+  std::int64_t mbs, local;
+  std::vector<StageSpec> stages;
+};
+
+Plan make_plan(const std::vector<PipeSpec>& pipes) {
+  Plan p;
+  p.model = bench_model();
+  p.model_is_preset = false;
+  p.seq_len = p.model.seq_len;
+  std::int64_t next = 0;
+  for (const PipeSpec& ps : pipes) {
+    PipelinePlan pp;
+    pp.micro_batch_size = ps.mbs;
+    pp.local_batch = ps.local;
+    p.gbs += ps.local;
+    for (const StageSpec& ss : ps.stages) {
+      StagePlan st;
+      st.device_type = "cpu";
+      st.dp = ss.dp;
+      st.first_unit = ss.first;
+      st.last_unit = ss.last;
+      for (RecomputeOp op : ss.recompute) st.recompute.add(op);
+      for (std::int64_t d = 0; d < ss.dp; ++d) st.devices.push_back(next++);
+      pp.stages.push_back(st);
+    }
+    p.pipelines.push_back(pp);
+  }
+  return p;
+}
+
+// Units: 0 embedding, 1-6 blocks, 7 head.
+struct NamedPlan {
+  std::string name;
+  Plan plan;
+};
+std::vector<NamedPlan> plans() {
+  return {
+      {"1F1B, 2 stages, mbs 2 x 4", make_plan({{2, 8, {{0, 3, 1, {}}, {4, 7, 1, {}}}}})},
+      {"HPP: 2 stages mbs 2 x 3 | 1 stage mbs 1 x 2, unit recompute",
+       make_plan({{2, 6, {{0, 3, 1, {}}, {4, 7, 1, {}}}}, {1, 2, {{0, 7, 1, {RecomputeOp::Unit}}}}})},
+      {"3 stages, middle dp 2 with attention + MLP recompute, mbs 4 x 2",
+       make_plan({{4, 8,
+                   {{0, 2, 1, {}},
+                    {3, 5, 2, {RecomputeOp::AttnSoftmax, RecomputeOp::MlpAct}},
+                    {6, 7, 1, {}}}}})},
+  };
+}
+
+// Runs `cmd` with its stdout in `tmp`, returned in *out.
+int run_command(const std::string& cmd, const fs::path& tmp, std::string* out) {
+  const int status = std::system((cmd + " >" + tmp.string()).c_str());
+  std::ifstream in(tmp);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (out) *out = ss.str();
+  fs::remove(tmp);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+double mb(double bytes) { return bytes / 1e6; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 2;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--steps" && i + 1 < argc) {
+      steps = std::atoi(argv[++i]);
+    } else if (a == "--format" && i + 1 < argc) {
+      json = std::string(argv[++i]) == "json";
+    } else {
+      std::cerr << "usage: memory_bench [--steps N] [--format json]\n";
+      return 1;
+    }
+  }
+  const fs::path dir = fs::temp_directory_path() / ("eth_memory_bench_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const ModelSpec model = bench_model();
+  {
+    std::ofstream(dir / "cluster.json") << R"({"name": "cpu4", "nodes": [{"device_type": "cpu", "devices": 4}]})";
+    SyntheticSpec s;
+    s.num_tokens = 100000;
+    s.vocab = model.vocab;
+    write_token_file(dir / "data.bin", synthetic_tokens(s));
+  }
+  const Json machine = machine_info();
+  if (!json) {
+    std::printf("memory per rank: runtime (eth launch, one process per rank) vs predictor, %s, "
+                "seq %lld\n%s\n",
+                model.name.c_str(), static_cast<long long>(model.seq_len),
+                machine_line(machine).c_str());
+  }
+  Json runs = Json::array();
+  omp_set_num_threads(1);  // each rank runs one thread; the profile is measured alike
+  for (Precision precision : {Precision::Bf16, Precision::Fp32}) {
+    const std::string pname(precision_name(precision));
+    // The profile the prediction reads: measured here, in this precision (activation bytes are
+    // the buffers StageCompute allocates; times are not needed for memory).
+    ProfileDb profile(model);
+    for (std::int64_t m : {1, 2, 4}) {
+      MeasureOptions mo;
+      mo.model = model;
+      mo.micro_batch = m;
+      mo.seq_len = model.seq_len;
+      mo.repeats = 1;
+      mo.warmup = 0;
+      mo.recompute_times = false;
+      mo.precision = precision;
+      profile.add(measure_profile(mo));
+    }
+    const fs::path prof = dir / ("profile-" + pname);
+    write_profile_dir(profile, prof);
+    int index = 0;
+    for (const NamedPlan& np : plans()) {
+      const fs::path plan_file = dir / ("plan" + std::to_string(index++) + ".json");
+      save_plan(np.plan, plan_file.string());
+      const std::string cmd = std::string(ETH_BINARY_PATH) + " launch --plan " +
+                              plan_file.string() + " -- --cluster " +
+                              (dir / "cluster.json").string() + " --data " +
+                              (dir / "data.bin").string() + " --steps " + std::to_string(steps) +
+                              " --profile " + prof.string() + " --precision " + pname +
+                              " --print-every 0 --format json --threads 1 2>/dev/null";
+      std::string out;
+      if (run_command(cmd, dir / "stdout.txt", &out) != 0 || out.find('{') == std::string::npos) {
+        std::printf("%s, %s: the run failed: %s\n", pname.c_str(), np.name.c_str(), cmd.c_str());
+        continue;
+      }
+      const Json j = Json::parse(out.substr(out.find('{')));
+      Json rows = Json::array();
+      for (const Json& r : j["rank_memory"]) {
+        const Json& p = r["predicted"];
+        const double arenas = r["weights_bytes"].get<double>() +
+                              r["gradients_bytes"].get<double>() +
+                              r["optimizer_state_bytes"].get<double>() +
+                              r["activations_bytes"].get<double>();
+        const double predicted = p["total_bytes"].get<double>();
+        const double rss = r["peak_rss_bytes"].get<double>();
+        Json row = r;
+        row["arenas_bytes"] = arenas;
+        row["arenas_over_predicted"] = arenas / predicted;
+        row["rss_over_predicted"] = rss / predicted;
+        row["within_15_percent"] = std::abs(rss / predicted - 1) <= 0.15;
+        rows.push_back(row);
+      }
+      runs.push_back(Json{{"precision", pname}, {"plan", np.name}, {"ranks", rows}});
+      if (json) continue;
+      std::printf("\n%s, %s (MB; predicted in brackets; activations predicted = in-flight "
+                  "micro-batches + workspace):\n",
+                  pname.c_str(), np.name.c_str());
+      std::printf("%4s %17s %17s %17s %17s %8s %17s %9s %9s  %s\n", "rank", "weights",
+                  "gradients", "optimizer", "activations", "buffers", "arenas", "peak RSS",
+                  "RSS/pred", "within 15%");
+      for (const Json& r : rows) {
+        const Json& p = r["predicted"];
+        auto pair = [&](const char* key) {
+          char b[40];
+          std::snprintf(b, sizeof b, "%7.1f (%7.1f)", mb(r[key].get<double>()),
+                        mb(p[key].get<double>()));
+          return std::string(b);
+        };
+        char act[40];
+        std::snprintf(act, sizeof act, "%7.1f (%7.1f)", mb(r["activations_bytes"].get<double>()),
+                      mb(p["activations_bytes"].get<double>() +
+                         p["workspace_bytes"].get<double>()));
+        char arenas[40];
+        std::snprintf(arenas, sizeof arenas, "%7.1f (%7.1f)", mb(r["arenas_bytes"].get<double>()),
+                      mb(p["total_bytes"].get<double>()));
+        std::printf("%4lld %17s %17s %17s %17s %8.1f %17s %9.1f %9.2f  %s\n",
+                    static_cast<long long>(r["rank"].get<std::int64_t>()),
+                    pair("weights_bytes").c_str(), pair("gradients_bytes").c_str(),
+                    pair("optimizer_state_bytes").c_str(), act,
+                    mb(r["buffers_bytes"].get<double>()), arenas,
+                    mb(r["peak_rss_bytes"].get<double>()),
+                    r["rss_over_predicted"].get<double>(),
+                    r["within_15_percent"].get<bool>() ? "yes" : "NO");
+      }
+    }
+  }
+  if (json) {
+    std::cout << Json{{"bench", "memory_bench"}, {"machine", machine}, {"model", model.name},
+                      {"runs", runs}}
+                     .dump(1)
+              << "\n";
+  } else {
+    std::printf("\n%s (at the end)\n", machine_line(machine_info()).c_str());
+  }
+  fs::remove_all(dir);
+  return 0;
+}
