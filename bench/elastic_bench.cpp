@@ -104,21 +104,6 @@ std::vector<Loss> losses(const ClusterSpec& c) {
   return out;
 }
 
-// tiny on two fast and two slow devices (the elastic_launch test's plan).
-const char* kTinyPlan = R"({"format": "eth-plan", "version": 1, "model": "tiny", "gbs": 8,
- "seq_len": 16, "cluster": {"name": "fast-slow", "nodes": [
-   {"device_type": "fast", "devices": 2}, {"device_type": "slow", "devices": 2}],
-   "inter_node_bandwidth_gbps": 80, "device_types": {
-   "fast": {"tflops": 0.19, "memory_gb": 8, "intra_node_bandwidth_gbps": 80},
-   "slow": {"tflops": 0.095, "memory_gb": 4, "intra_node_bandwidth_gbps": 80}}},
- "pipelines": [
-  {"micro_batch_size": 2, "local_batch": 6, "stages": [
-    {"device_type": "fast", "devices": [0], "units": [0, 2]},
-    {"device_type": "fast", "devices": [1], "units": [3, 5]}]},
-  {"micro_batch_size": 1, "local_batch": 2, "stages": [
-    {"device_type": "slow", "devices": [2], "units": [0, 3]},
-    {"device_type": "slow", "devices": [3], "units": [4, 5]}]}]})";
-
 int shell(const std::string& cmd) {
   const int status = std::system(cmd.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
@@ -151,7 +136,8 @@ Json measured_recoveries(bool print) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("eth_elastic_bench_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  std::ofstream(dir / "plan.json") << kTinyPlan;
+  // tiny on two fast and two slow devices, the plan of tests/elastic/elastic_launch_test.cpp.
+  fs::copy_file(ETH_ELASTIC_PLAN, dir / "plan.json", fs::copy_options::overwrite_existing);
   Json out = Json::array();
   if (shell(std::string(ETH_BINARY_PATH) + " data --synthetic 20000 --out " +
             (dir / "data.bin").string() + " >/dev/null 2>&1") != 0) {
