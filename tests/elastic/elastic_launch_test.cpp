@@ -242,7 +242,8 @@ TEST_F(ElasticLaunchTest, DeviceBackInTheLostDevicesFileIsTakenAtTheNextCheckpoi
   const std::string lost = test::write(dir_ / "lost.txt", "3  # being serviced\n");
   // The run starts on three devices; once it has logged two steps, device 3 comes back.
   test::EthRun r;
-  std::thread run([&] { r = launch("", "--lost-devices " + lost, kLongTrain); });
+  // jthread: joined on every way out of the test, a failed assertion included.
+  std::jthread run([&] { r = launch("", "--lost-devices " + lost, kLongTrain); });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(100);
   // Whole lines only: the log is read while rank 0 appends to it.
   const auto logged = [&] {
