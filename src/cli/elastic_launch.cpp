@@ -119,6 +119,7 @@ class ElasticRun {
   void event(Json j);
   int stop(int code, const std::string& message, Json j);
   std::string describe(const std::set<std::int64_t>& ids) const;
+  std::optional<double> predicted_ms(const Plan& plan) const;
 
   LaunchArgs a_;
   ElasticArgs e_;
@@ -167,11 +168,7 @@ ElasticRun::ElasticRun(const LaunchArgs& a, const ElasticArgs& e) : a_(a), e_(e)
   current_.plan = user_plan_;
   current_.file = a.plan;
   current_.original = user_plan_.device_ids();
-  try {
-    current_.predicted_ms = predict(user_plan_, full_, profile_->db).iteration_ms;
-  } catch (const InputError&) {
-    // A plan priced at a micro-batch size the profile lacks: its time is not known.
-  }
+  current_.predicted_ms = predicted_ms(user_plan_);
   if (!a.hostfile.empty()) {
     node_hosts_ = parse_hostfile(read_text_file(a.hostfile, "hostfile"), a.hostfile);
   }
@@ -206,6 +203,16 @@ std::set<std::int64_t> ElasticRun::lost_now(bool quiet) {
     lost.insert(last_good_hosts_->begin(), last_good_hosts_->end());
   }
   return lost;
+}
+
+// The predictor's iteration time of a plan on the full cluster; nullopt for a plan priced at a
+// micro-batch size the profile lacks (its time is not known, the run goes on).
+std::optional<double> ElasticRun::predicted_ms(const Plan& plan) const {
+  try {
+    return predict(plan, full_, profile_->db).iteration_ms;
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
 }
 
 std::string ElasticRun::describe(const std::set<std::int64_t>& ids) const {
@@ -244,11 +251,7 @@ CurrentPlan ElasticRun::plan_for(const std::set<std::int64_t>& lost, int index) 
     c.plan = user_plan_;
     c.file = a_.plan;
     c.original = user_plan_.device_ids();
-    c.predicted_ms = index == 0 ? current_.predicted_ms : std::nullopt;
-    try {
-      c.predicted_ms = predict(user_plan_, full_, profile_->db).iteration_ms;
-    } catch (const InputError&) {
-    }
+    c.predicted_ms = predicted_ms(user_plan_);
     return c;
   }
   Replan r = replan(replan_in_, lost);

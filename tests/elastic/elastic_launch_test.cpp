@@ -197,6 +197,21 @@ TEST_F(ElasticLaunchTest, TwoFailuresInOneRun) {
   expect_uninterrupted_losses();
 }
 
+TEST_F(ElasticLaunchTest, RankThatStopsAnsweringIsTakenOut) {
+  // SIGSTOP before step 12: the rank that waits on it gives up after --timeout 3 and names it.
+  std::string train = kTrain;
+  train.replace(train.find("--timeout 20"), 12, "--timeout 3");
+  const auto r = launch("2:12:stop@4", "", train);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rec = events("recovery");
+  ASSERT_EQ(rec.size(), 1u) << r.err;
+  EXPECT_EQ(rec[0]["lost"], Json(std::vector<std::int64_t>{2}));
+  EXPECT_NE(rec[0]["cause"].get<std::string>().find("stopped answering"), std::string::npos)
+      << rec[0].dump();
+  expect_redone(rec[0], 12, 10);
+  expect_uninterrupted_losses();
+}
+
 TEST_F(ElasticLaunchTest, FailureWhileACheckpointIsWrittenResumesFromThePreviousOne) {
   // Rank 0 dies after writing part of step 15's checkpoint.
   const auto r = launch("0:15:checkpoint@4");
