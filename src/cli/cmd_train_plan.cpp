@@ -318,7 +318,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   };
   const auto t0 = std::chrono::steady_clock::now();
   while (t.next_step() < end) {
-    maybe_fail_before_step(world.rank(), world.size(), t.next_step());
+    maybe_fail_before_step(world.rank(), world.size(), t.next_step(), a.stop_file);
     last = t.step();
     const std::vector<RankTimes> times = t.gather_times();  // collective
     if (!std::isfinite(last.loss)) {

@@ -22,7 +22,7 @@ namespace eth::cli {
 
 namespace {
 
-enum class How { Exit, Kill, Stop, Checkpoint };
+enum class How { Exit, Kill, Stop, Checkpoint, Hold };
 
 struct Fault {
   int rank = -1;
@@ -54,6 +54,7 @@ std::optional<Fault> parse_fault(std::string_view f) {
   else if (how == "kill") out.how = How::Kill;
   else if (how == "stop") out.how = How::Stop;
   else if (how == "checkpoint") out.how = How::Checkpoint;
+  else if (how == "hold") out.how = How::Hold;
   else return std::nullopt;
   return out;
 }
@@ -68,7 +69,7 @@ std::vector<Fault> faults() {
     const auto f = parse_fault(rest.substr(0, comma));
     if (!f) {
       throw InputError("env", "ETH_TEST_KILL_RANK", "",
-                       "expected RANK:STEP[:exit|kill|stop|checkpoint][@RANKS], comma-separated, "
+                       "expected RANK:STEP[:exit|kill|stop|checkpoint|hold][@RANKS], comma-separated, "
                        "got \"" + std::string(env) + "\"");
     }
     out.push_back(*f);
@@ -98,10 +99,21 @@ void announce(int rank, std::int64_t step, const char* what) {
 
 }  // namespace
 
-void maybe_fail_before_step(int rank, int ranks, std::int64_t step) {
+void maybe_fail_before_step(int rank, int ranks, std::int64_t step,
+                            const std::filesystem::path& stop_file) {
   const Fault* f = find_fault(rank, ranks, step, false);
   if (f == nullptr) return;
   switch (f->how) {
+    case How::Hold: {
+      // Not a failure: no "[fault]" line, which eth launch would read as one.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      std::error_code ec;
+      while (!stop_file.empty() && !std::filesystem::exists(stop_file, ec) &&
+             std::chrono::steady_clock::now() < until) {
+        ::usleep(10000);
+      }
+      return;
+    }
     case How::Kill:
       announce(rank, step, "dies of SIGKILL");
       ::raise(SIGKILL);

@@ -6,7 +6,10 @@
 // clean-up, as a crash would; kill: SIGKILL, as `kill -9` or the OOM killer; stop: SIGSTOP, a
 // rank that stops answering), or, with HOW = checkpoint, dies of SIGKILL while the checkpoint of
 // step S is being written (rank 0 after writing part of the file's temporary; another rank
-// before sending its units, so rank 0 waits mid-checkpoint). @N: only in a run of N ranks, so a
+// before sending its units, so rank 0 waits mid-checkpoint). HOW = hold is no failure: the rank
+// waits before step S until the run's --stop-file exists (at most 60 s), so a test can change a
+// run's devices while it is known to be running (eth launch --elastic creates that file when it
+// sees the change). @N: only in a run of N ranks, so a
 // fault fires once in an elastic run whose later plans have fewer ranks. Before it fails the rank
 // prints "[fault] ... at monotonic T s" (the system-wide monotonic clock), from which
 // `eth launch --elastic` measures how long detection took.
@@ -17,8 +20,10 @@
 
 namespace eth::cli {
 
-// Before step `step` on rank `rank` of `ranks`.
-void maybe_fail_before_step(int rank, int ranks, std::int64_t step);
+// Before step `step` on rank `rank` of `ranks`; `stop_file`: eth train's --stop-file (may be
+// empty), for hold.
+void maybe_fail_before_step(int rank, int ranks, std::int64_t step,
+                            const std::filesystem::path& stop_file);
 // Before the checkpoint of `step` (steps done) into `dir`.
 void maybe_fail_in_checkpoint(int rank, int ranks, std::int64_t step,
                               const std::filesystem::path& dir);
