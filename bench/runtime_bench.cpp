@@ -1,7 +1,11 @@
 // The distributed runtime, measured, and the predictor held to it.
 //
-// (1) aggregation: one gradient aggregation of an asymmetric plan in each mode (block, tensor,
-//     device) on 4 and 8 MPI ranks, with bytes fed and collectives issued beside the time.
+// (1) aggregation: one gradient aggregation in each mode (block, tensor, device) on 4 and 8 MPI
+//     ranks, for an asymmetric plan (pipelines cut in different places) and a tp plan
+//     (pipelines of different tp, so lcm(tp) chunks), each rank's gradients laid out as the
+//     trainer lays them out (runtime/grad_layout.h); beside the time: the bytes a rank copies
+//     outside the collectives (block-wise: zero), bytes fed, collectives issued and the
+//     predictor's aggregation term (predict_aggregation; target: within 15% of measured).
 // (2) emulated: the eth, layer and uniform plans of bench-4x256 on `cpu-emulated` (2 fast + 2
 //     slow CPU ranks, EMULATED: every op stretched 4x / 12x), each trained --runs times in a row
 //     (the runs interleaved: run 1 of each plan, then run 2, ...), every run's measured
@@ -12,12 +16,14 @@
 //     core and one thread per rank (--pin), with the same profile (one thread, thread CPU time,
 //     caches cold: the run's conditions); --runs runs and their median. Target: predicted /
 //     measured within 0.95-1.05.
-// Everything goes through the built `eth` tool, as a user would run it (profile, plan, launch).
+// Everything but (1) goes through the built `eth` tool, as a user would run it (profile, plan,
+// launch).
 //
 // Output: the machine line (CPU model, cores, load), then per section one row per measurement,
 // each text row starting with its section tag; with --format json one document with the same
 // rows: {"bench", "machine", "aggregation": [...], "emulated": {...}, "cpu2": {...}}.
-//   aggregation[]: ranks mode ms reps bytes_per_rank_max collectives communicators vs_block
+//   aggregation[]: plan ranks mode ms ms_min ms_max reps predicted_ms copied_bytes_max
+//                  bytes_per_rank_max collectives communicators vs_block
 //   emulated.runs[]: run method predicted_ms measured_ms ratio load_1m  (ratio = pred / meas)
 //   emulated.speedups[]: run measured predicted error   (eth over layer; error relative)
 //   cpu2.runs[]: run predicted_ms measured_ms ratio load_1m
@@ -29,7 +35,9 @@
 //                      [--format json]
 // --format json without --only runs the aggregation section only (scripts/evaluate.sh reads
 // it); --quick: 4 ranks only there, 2 runs of 4 steps in the others.
+#include <malloc.h>
 #include <omp.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,7 +58,9 @@
 #include "comm/mpirun.h"
 #include "core/json_cursor.h"
 #include "cost/blocks.h"
+#include "cost/predictor.h"
 #include "model/model_spec.h"
+#include "runtime/grad_layout.h"
 #include "runtime/grad_sync.h"
 #include "runtime/placement.h"
 
@@ -63,35 +73,63 @@ using Clock = std::chrono::steady_clock;
 // 12 blocks of hidden 256: 9.6 M parameters, 38 MB of fp32 gradients on a whole-model holder.
 ModelSpec aggregation_model() { return ModelSpec{"bench-12x256", 12, 256, 4, 128, 2048, 1024}; }
 
-// Pipelines that cut the 14 units in different places (DESIGN.md section 5's case).
-Plan asymmetric_plan(int ranks) {
+// Stages of an aggregation plan: (first unit, last unit, tp).
+struct BenchStage {
+  int first, last, tp;
+};
+
+Plan make_plan(const std::vector<std::vector<BenchStage>>& pipes) {
   Plan p;
   p.model = aggregation_model();
   p.model_is_preset = false;
   p.seq_len = 128;
-  std::vector<std::vector<std::pair<int, int>>> cuts;
-  if (ranks == 4) {
-    cuts = {{{0, 6}, {7, 13}}, {{0, 3}, {4, 13}}};
-  } else {
-    cuts = {{{0, 3}, {4, 7}, {8, 10}, {11, 13}}, {{0, 5}, {6, 13}}, {{0, 8}, {9, 13}}};
-  }
   std::int64_t dev = 0;
-  for (const auto& pipe : cuts) {
+  for (const auto& pipe : pipes) {
     PipelinePlan pp;
     pp.micro_batch_size = 1;
     pp.local_batch = 1;
-    for (const auto& [a, b] : pipe) {
+    for (const BenchStage& b : pipe) {
       StagePlan st;
       st.device_type = "cpu";
-      st.devices = {dev++};
-      st.first_unit = a;
-      st.last_unit = b;
+      st.tp = b.tp;
+      for (int t = 0; t < b.tp; ++t) st.devices.push_back(dev++);
+      st.first_unit = b.first;
+      st.last_unit = b.last;
       pp.stages.push_back(st);
     }
     p.pipelines.push_back(pp);
   }
-  p.gbs = static_cast<std::int64_t>(cuts.size());
+  p.gbs = static_cast<std::int64_t>(pipes.size());
   return p;
+}
+
+// Pipelines that cut the 14 units in different places (DESIGN.md section 5's case).
+Plan asymmetric_plan(int ranks) {
+  if (ranks == 4) return make_plan({{{0, 6, 1}, {7, 13, 1}}, {{0, 3, 1}, {4, 13, 1}}});
+  return make_plan({{{0, 3, 1}, {4, 7, 1}, {8, 10, 1}, {11, 13, 1}},
+                    {{0, 5, 1}, {6, 13, 1}},
+                    {{0, 8, 1}, {9, 13, 1}}});
+}
+
+// Pipelines of different tp: lcm(tp) > tp on some ranks, whose gradients are cut into chunks
+// of different blocks. 4 ranks: a tp 2 stage of every unit beside two tp 1 stages; 8 ranks: two
+// tp 2 stages beside one tp 4 stage.
+Plan tp_plan(int ranks) {
+  if (ranks == 4) return make_plan({{{0, 13, 2}}, {{0, 6, 1}, {7, 13, 1}}});
+  return make_plan({{{0, 5, 2}, {6, 13, 2}}, {{0, 13, 4}}});
+}
+
+Plan aggregation_plan(const std::string& kind, int ranks) {
+  return kind == "tp" ? tp_plan(ranks) : asymmetric_plan(ranks);
+}
+
+// One node of `ranks` `cpu` devices: the link the predictor prices MPI over shared memory with.
+ClusterSpec aggregation_cluster(int ranks) {
+  ClusterSpec c;
+  c.name = "cpu-" + std::to_string(ranks);
+  c.nodes.push_back(NodeSpec{"cpu", ranks});
+  c.device_types.emplace("cpu", *find_device_type_preset("cpu"));
+  return c;
 }
 
 int run_command(const std::string& cmd, std::string* out) {
@@ -138,41 +176,78 @@ Json summary(const std::string& section, const std::string& what, const std::vec
               {"target_lo", lo}, {"target_hi", hi}, {"in_target", in}};
 }
 
-// Worker: every rank times start() + finish() of each mode; rank 0 prints one JSON line each
-// (ms: the median over `reps` timed repetitions of the slowest rank, a warm-up left out).
-int aggregation_worker(int ranks) {
+// Worker: every rank lays out its gradients as the trainer does for each mode (plan_layout) and
+// times start() + finish() of that mode; rank 0 prints one JSON line per mode (ms: the median
+// over `reps` timed repetitions of the slowest rank, warm-ups left out) with the bytes copied
+// outside the collectives (the most any rank copies) and the predictor's aggregation term.
+int aggregation_worker(const std::string& kind, int ranks, int reps) {
   MpiSession mpi;
   CommOptions co;
+  // The piece size of the collectives (bytes; default the communicator's 4 MiB), to measure
+  // its effect: ETH_BENCH_CHUNK=1048576 runtime_bench --only aggregation.
+  if (const char* c = std::getenv("ETH_BENCH_CHUNK")) co.chunk_bytes = std::stoul(c);
+  // glibc's fixed default thresholds instead of the session's (MpiSession keeps freed memory
+  // resident): ETH_BENCH_MALLOC_DEFAULTS=1 shows what the per-step page faults cost.
+  if (std::getenv("ETH_BENCH_MALLOC_DEFAULTS")) {
+    mallopt(M_MMAP_THRESHOLD, 128 << 10);
+    mallopt(M_TRIM_THRESHOLD, 128 << 10);
+  }
   Communicator world = mpi.world(co);
   omp_set_num_threads(1);
-  const Plan plan = asymmetric_plan(ranks);
+  const Plan plan = aggregation_plan(kind, ranks);
   ETH_CHECK(world.size() == plan.num_devices(), "rank count");
   const RankPlace place = place_ranks(plan)[static_cast<std::size_t>(world.rank())];
   const StagePlan& st = plan.pipelines[static_cast<std::size_t>(place.pipeline)]
                             .stages[static_cast<std::size_t>(place.stage)];
-  const ParamLayout layout(plan.model, st.first_unit, st.last_unit);
-  std::vector<float> grads(static_cast<std::size_t>(layout.numel()), 1.0f);
+  const Communicator tp_comm = world.split(
+      st.tp > 1 ? static_cast<int>(stage_device(st, place.dp_rank, 0)) : -1,
+      static_cast<int>(place.tp_rank));
+  const ClusterSpec cluster = aggregation_cluster(ranks);
+  PredictOptions po;
+  po.precision = Precision::Fp32;  // the gradients are fp32 in both runtime precisions
   for (AggregationMode mode : {AggregationMode::Block, AggregationMode::Tensor,
                                AggregationMode::Device}) {
-    GradSync sync(plan, mode, world, layout);
+    const ParamLayout layout = plan_layout(plan, place.device, mode);
+    std::vector<float> grads(static_cast<std::size_t>(layout.grad_numel()), 1.0f);
+    GradSync sync(plan, mode, world, layout, tp_comm);
     std::vector<double> times;
-    for (int rep = 0; rep < 6; ++rep) {
+    const int warmup = 2;
+    long faults = 0;  // minor page faults inside the timed start() + finish(), this rank
+    auto minflt = [] {
+      rusage ru{};
+      ::getrusage(RUSAGE_SELF, &ru);
+      return ru.ru_minflt;
+    };
+    for (int rep = 0; rep < warmup + reps; ++rep) {
+      std::fill(grads.begin(), grads.end(), 1.0f);
       world.barrier();
+      const long f0 = minflt();
       const auto t0 = Clock::now();
       sync.start(grads.data());
       sync.finish(grads.data());
       std::vector<double> mine{std::chrono::duration<double>(Clock::now() - t0).count()};
+      if (rep >= warmup) faults += minflt() - f0;
       std::vector<double> all = world.gather(mine);
-      if (rep > 0 && world.rank() == 0) times.push_back(*std::max_element(all.begin(), all.end()));
-      std::fill(grads.begin(), grads.end(), 1.0f);
+      if (rep >= warmup && world.rank() == 0) {
+        times.push_back(*std::max_element(all.begin(), all.end()));
+      }
     }
+    const std::vector<double> copied = world.gather(std::vector<double>{sync.bytes_copied()});
+    const std::vector<double> faulted =
+        world.gather(std::vector<double>{static_cast<double>(faults) / reps});
     const AggregationStats stats =
         aggregation_stats(aggregation_collectives(plan, mode), sizeof(float));
     if (world.rank() == 0) {
-      std::cout << Json{{"ranks", ranks},
+      std::cout << Json{{"plan", kind},
+                        {"ranks", ranks},
                         {"mode", aggregation_mode_name(mode)},
                         {"ms", median(times) * 1e3},
+                        {"ms_min", *std::min_element(times.begin(), times.end()) * 1e3},
+                        {"ms_max", *std::max_element(times.begin(), times.end()) * 1e3},
                         {"reps", times.size()},
+                        {"predicted_ms", predict_aggregation(plan, cluster, mode, po).end_ms},
+                        {"copied_bytes_max", *std::max_element(copied.begin(), copied.end())},
+                        {"page_faults_max", *std::max_element(faulted.begin(), faulted.end())},
                         {"bytes_per_rank_max", stats.bytes_per_device_max},
                         {"collectives", stats.collectives},
                         {"communicators", stats.communicators}}
@@ -185,44 +260,57 @@ int aggregation_worker(int ranks) {
 
 // The rows of section (1), printed as a table unless `json`.
 Json aggregation_section(const std::string& self, bool quick, bool json) {
+  const int reps = quick ? 5 : 21;
   Json rows = Json::array();
   if (!json) {
-    std::printf("\n== gradient aggregation of an asymmetric plan (%s, %.1f M parameters, fp32)\n",
+    std::printf("\n== gradient aggregation (%s, %.1f M parameters, fp32 gradients, MPI over "
+                "shared memory), median of %d repetitions of the slowest rank\n",
                 aggregation_model().name.c_str(),
-                static_cast<double>(total_params(aggregation_model())) / 1e6);
-    std::printf("%-11s %5s %-7s %9s %15s %11s %13s %8s\n", "", "ranks", "mode", "ms",
-                "mb_per_rank_max", "collectives", "communicators", "vs_block");
+                static_cast<double>(total_params(aggregation_model())) / 1e6, reps);
+    std::printf("%-11s %-10s %5s %-7s %9s %9s %9s %8s %10s %10s %6s %6s %8s %7s\n", "", "plan",
+                "ranks", "mode", "ms", "min_ms", "pred_ms", "pred/ms", "mb_per_rank",
+                "copied_mb", "coll", "comms", "vs_block", "faults");
   }
-  for (int ranks : quick ? std::vector<int>{4} : std::vector<int>{4, 8}) {
-    MpirunOptions o;
-    o.num_ranks = ranks;
-    o.as_root = running_as_root();
-    std::string out;
-    const int code =
-        run_command(join(mpirun_argv(o, {self, "--worker-aggregation", std::to_string(ranks)})),
-                    &out);
-    if (code != 0) {
-      std::fprintf(stderr, "runtime_bench: mpirun of %d ranks failed with exit code %d\n", ranks,
-                   code);
-      std::exit(1);
+  for (const std::string kind : {"asymmetric", "tp"}) {
+    for (int ranks : quick ? std::vector<int>{4} : std::vector<int>{4, 8}) {
+      MpirunOptions o;
+      o.num_ranks = ranks;
+      o.as_root = running_as_root();
+      std::string out;
+      const int code = run_command(
+          join(mpirun_argv(o, {self, "--worker-aggregation", kind, std::to_string(ranks),
+                               std::to_string(reps)})),
+          &out);
+      if (code != 0) {
+        std::fprintf(stderr, "runtime_bench: mpirun of %d ranks (%s plan) failed with exit code %d\n",
+                     ranks, kind.c_str(), code);
+        std::exit(1);
+      }
+      std::istringstream lines(out);
+      double block_ms = 0;
+      for (std::string line; std::getline(lines, line);) {
+        if (line.empty() || line[0] != '{') continue;
+        Json j = Json::parse(line);
+        const double ms = j["ms"];
+        if (j["mode"] == "block") block_ms = ms;
+        j["vs_block"] = block_ms > 0 ? ms / block_ms : 1.0;
+        rows.push_back(j);
+        if (json) continue;
+        std::printf("aggregation %-10s %5d %-7s %9.2f %9.2f %9.2f %8.2f %10.2f %10.2f %6lld %6lld %7.2fx %7.0f\n",
+                    kind.c_str(), ranks, j["mode"].get<std::string>().c_str(), ms,
+                    j["ms_min"].get<double>(), j["predicted_ms"].get<double>(),
+                    j["predicted_ms"].get<double>() / ms,
+                    j["bytes_per_rank_max"].get<double>() / 1e6,
+                    j["copied_bytes_max"].get<double>() / 1e6,
+                    static_cast<long long>(j["collectives"].get<std::int64_t>()),
+                    static_cast<long long>(j["communicators"].get<std::int64_t>()),
+                    block_ms > 0 ? ms / block_ms : 1.0, j["page_faults_max"].get<double>());
+      }
     }
-    std::istringstream lines(out);
-    double block_ms = 0;
-    for (std::string line; std::getline(lines, line);) {
-      if (line.empty() || line[0] != '{') continue;
-      Json j = Json::parse(line);
-      const double ms = j["ms"];
-      if (j["mode"] == "block") block_ms = ms;
-      j["vs_block"] = block_ms > 0 ? ms / block_ms : 1.0;
-      rows.push_back(j);
-      if (json) continue;
-      std::printf("aggregation %5d %-7s %9.2f %15.2f %11lld %13lld %7.2fx\n", ranks,
-                  j["mode"].get<std::string>().c_str(), ms,
-                  j["bytes_per_rank_max"].get<double>() / 1e6,
-                  static_cast<long long>(j["collectives"].get<std::int64_t>()),
-                  static_cast<long long>(j["communicators"].get<std::int64_t>()),
-                  block_ms > 0 ? ms / block_ms : 1.0);
-    }
+  }
+  if (!json) {
+    std::printf("   (copied: bytes a rank copies or fills outside the collectives per step; "
+                "device-wise zero-fills its padding; load after: %.2f)\n", load1());
   }
   return rows;
 }
@@ -401,8 +489,8 @@ Json cpu2_section(const Setup& s) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.size() == 2 && args[0] == "--worker-aggregation") {
-    return aggregation_worker(std::stoi(args[1]));
+  if (args.size() == 4 && args[0] == "--worker-aggregation") {
+    return aggregation_worker(args[1], std::stoi(args[2]), std::stoi(args[3]));
   }
   Setup s;
   s.eth = ETH_BINARY_PATH;

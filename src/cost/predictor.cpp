@@ -64,33 +64,25 @@ double backward_passed_ms(const PipelineCosts& pc, const StagePlan& st, std::siz
   return t;
 }
 
-SyncPrediction predict_sync(const Plan& plan, const ClusterIndex& cluster,
-                            const std::vector<PipelineCosts>& costs,
-                            const std::vector<double>& t_p, double pipeline_ms,
-                            const std::vector<Seat>& seats, AggregationMode mode,
-                            const PredictOptions& opt, double element_bytes) {
+// In-order list schedule: every device issues the collectives in the one global order, one at
+// a time; a collective starts once `ready(block, holder)` on every holder and every holder is
+// done with its previous one. Disjoint groups therefore run in parallel.
+template <typename Ready>
+SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, AggregationMode mode,
+                             const PredictOptions& opt, double element_bytes, Ready ready) {
   SyncPrediction sp;
   sp.mode = mode;
   const std::vector<GradBlock> blocks = aggregation_collectives(plan, mode);
   sp.stats = aggregation_stats(blocks, element_bytes);
-  // In-order list schedule: every device issues the collectives in the one global order, one
-  // at a time; a collective starts once it is ready on every holder and every holder is done
-  // with its previous one. Disjoint groups therefore run in parallel.
   // Per device id (flat: a map costs a tree walk per holder, which on 100,000 devices is most
   // of a prediction).
-  std::vector<double> free_at(seats.size(), 0.0), busy(seats.size(), 0.0);
+  const auto n = static_cast<std::size_t>(cluster.num_devices());
+  std::vector<double> free_at(n, 0.0), busy(n, 0.0);
   for (const GradBlock& b : blocks) {
     if (b.holders.size() < 2) continue;
-    double start = opt.overlap ? 0.0 : pipeline_ms;
+    double start = 0;
     for (std::int64_t h : b.holders) {
-      const Seat& seat = seats[static_cast<std::size_t>(h)];
-      const StagePlan& st = plan.pipelines[seat.pipeline].stages[seat.stage];
-      if (opt.overlap) {
-        const std::int64_t lowest = std::max(b.lowest_unit(), st.first_unit);
-        start = std::max(start, backward_passed_ms(costs[seat.pipeline], st, seat.stage, lowest,
-                                                   t_p[seat.pipeline]));
-      }
-      start = std::max(start, free_at[static_cast<std::size_t>(h)]);
+      start = std::max({start, ready(b, h), free_at[static_cast<std::size_t>(h)]});
     }
     const double dur = ring_allreduce_ms(
         cluster, b.holders, static_cast<double>(b.elements) * element_bytes,
@@ -102,6 +94,23 @@ SyncPrediction predict_sync(const Plan& plan, const ClusterIndex& cluster,
     sp.end_ms = std::max(sp.end_ms, start + dur);
   }
   for (const double ms : busy) sp.busy_ms = std::max(sp.busy_ms, ms);
+  return sp;
+}
+
+SyncPrediction predict_sync(const Plan& plan, const ClusterIndex& cluster,
+                            const std::vector<PipelineCosts>& costs,
+                            const std::vector<double>& t_p, double pipeline_ms,
+                            const std::vector<Seat>& seats, AggregationMode mode,
+                            const PredictOptions& opt, double element_bytes) {
+  SyncPrediction sp = schedule_sync(
+      plan, cluster, mode, opt, element_bytes, [&](const GradBlock& b, std::int64_t h) {
+        if (!opt.overlap) return pipeline_ms;
+        const Seat& seat = seats[static_cast<std::size_t>(h)];
+        const StagePlan& st = plan.pipelines[seat.pipeline].stages[seat.stage];
+        const std::int64_t lowest = std::max(b.lowest_unit(), st.first_unit);
+        return backward_passed_ms(costs[seat.pipeline], st, seat.stage, lowest,
+                                  t_p[seat.pipeline]);
+      });
   sp.exposed_ms = std::max(0.0, sp.end_ms - pipeline_ms);
   return sp;
 }
@@ -189,6 +198,17 @@ Json sync_to_json(const SyncPrediction& s) {
 }
 
 }  // namespace
+
+SyncPrediction predict_aggregation(const Plan& plan, const ClusterSpec& cluster,
+                                   AggregationMode mode, const PredictOptions& options) {
+  // Gradients are fp32 in every runtime precision; the option picks the bytes all the same.
+  const double element_bytes =
+      precision_bytes(options.precision.value_or(Precision::Fp32)).gradient_element;
+  SyncPrediction sp = schedule_sync(plan, ClusterIndex(cluster), mode, options, element_bytes,
+                                    [](const GradBlock&, std::int64_t) { return 0.0; });
+  sp.exposed_ms = sp.end_ms;
+  return sp;
+}
 
 double ring_allreduce_ms(const ClusterSpec& cluster, const std::vector<std::int64_t>& holders,
                          double bytes, double latency_ms) {

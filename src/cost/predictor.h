@@ -117,6 +117,13 @@ struct Prediction {
 Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
                    const PredictOptions& options = {});
 
+// The aggregation term on its own: `mode`'s collectives of `plan` scheduled as predict() does
+// (in the one global order, each after its holders' previous one, disjoint groups in parallel,
+// priced by ring_allreduce_ms at options.element_bytes) with every gradient final at time 0,
+// i.e. one aggregation after the pipelines: end_ms (= exposed_ms) is its time. Needs no profile.
+SyncPrediction predict_aggregation(const Plan& plan, const ClusterSpec& cluster,
+                                   AggregationMode mode, const PredictOptions& options = {});
+
 // 1F1B (schedule "1f1b") or GPipe ("gpipe") time of one pipeline from its stage costs and
 // micro-batch count (the formula is documented in predictor.cpp).
 double pipeline_time_ms(const PipelineCosts& costs, std::int64_t num_microbatches,

@@ -3,6 +3,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -38,17 +39,14 @@ const StagePlan& stage_of(const Plan& plan, const RankPlace& p) {
       .stages[static_cast<std::size_t>(p.stage)];
 }
 
-// Sum of squares of the unit's elements this rank speaks for: its rows of the sharded tensors,
-// and the replicated ones on tp rank 0 only (the others hold the same values).
-double owned_sum_squares(const ParamLayout& layout, const UnitSlot& u, const float* grads) {
-  if (layout.tp_rank() == 0) return sum_squares(grads + u.offset, u.numel);
-  double sq = 0;
-  for (const TensorSlot& t : u.tensors) {
-    if (t.desc.split == TpSplit::Sharded) {
-      sq += sum_squares(grads + u.offset + t.offset, t.desc.numel());
-    }
+// One unit's parameters (or Adam moments) of `buf`, laid out by `layout`, in the unit-major
+// order of ParamLayout(model, u, u, tp, tp_rank): what the checkpoint gather sends.
+std::vector<float> unit_major(const ParamLayout& layout, const float* buf, std::int64_t u) {
+  std::vector<float> out;
+  for (const TensorSlot& t : layout.unit(u).tensors) {
+    out.insert(out.end(), buf + t.offset, buf + t.offset + t.desc.numel());
   }
-  return sq;
+  return out;
 }
 
 }  // namespace
@@ -65,9 +63,8 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
       seq_len_(resolve_seq_len(cfg_.train)),
       data_(open_training_data(cfg_.train)),
       sampler_(training_sampler_config(cfg_.train, seq_len_, data_.size())),
-      state_(cfg_.plan.model, stage_of(cfg_.plan, place_).first_unit,
-             stage_of(cfg_.plan, place_).last_unit, stage_of(cfg_.plan, place_).tp,
-             place_.tp_rank, cfg_.train.precision) {
+      state_(cfg_.plan.model, plan_layout(cfg_.plan, place_.device, cfg_.aggregation),
+             cfg_.train.precision) {
   if (cfg_.train.steps < 1) throw InputError("train", "--steps", "", "expected >= 1");
   const StagePlan& st = stage_of(cfg_.plan, place_);
   // The tp group of this rank's stage replica, created once, before the gradient groups, by
@@ -86,6 +83,7 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   rc.dropout = cfg_.train.dropout;
   rc.seed = cfg_.train.seed;
   rc.slowdown = slowdown_;
+  rc.layout = &state_.layout();
   rc.trace = cfg_.trace;
   runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc, tp_group_.get());
   sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout(),
@@ -98,6 +96,16 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   }
   ETH_CHECK(static_cast<std::int64_t>(owner_stages_.size()) == cfg_.plan.model.num_units(),
             "pipeline 0 must cover every unit once");
+  // The gradient norm: the owners of the units (pipeline 0's dp rank 0 replica: every unit of
+  // its stage) count their blocks, each a range of the gradient buffer, in the global order.
+  // The blocks hold the same elements in the same order in every mode, so every mode adds the
+  // same numbers in the same way.
+  if (place_.pipeline == 0 && place_.dp_rank == 0) {
+    for (const GradBlock& b : aggregation_collectives(cfg_.plan, AggregationMode::Block)) {
+      if (!std::binary_search(b.holders.begin(), b.holders.end(), place_.device)) continue;
+      norm_runs_.push_back(collective_runs(cfg_.plan, state_.layout(), place_.device, b));
+    }
+  }
   if (resume) {
     const CheckpointMeta meta = load_checkpoint(*resume, state_);
     CheckpointMeta want = make_meta();
@@ -145,19 +153,18 @@ StepStats DistributedTrainer::step() {
   times_.sync_s = since(t_sync);
 
   const auto t_opt = Clock::now();
-  // The loss of the global batch and the squared norm of every unit, each element counted once
-  // (by its owners: the tp ranks of pipeline 0's replica 0), units added in unit order: the
-  // single-process order. Every tp rank computed the same loss; rank 0 of each group counts it.
-  const std::int64_t U = cfg_.plan.model.num_units();
-  std::vector<double> sums(static_cast<std::size_t>(U + 1), 0.0);
+  // The loss of the global batch and the squared norm of the gradient, each element counted
+  // once (by its owners: the tp ranks of pipeline 0's replica 0, tp rank 0 the replicated
+  // tensors), per rank in a fixed order, ranks added in rank order. Every tp rank computed the
+  // same loss; rank 0 of each group counts it.
+  const auto W = static_cast<std::size_t>(world_.size());
+  std::vector<double> sums(W + 1, 0.0);
   TraceScope norm_trace(cfg_.trace, TraceKind::Optimizer);
-  for (const UnitSlot& u : state_.layout().units()) {
-    if (owns(u.unit)) {
-      sums[static_cast<std::size_t>(u.unit)] =
-          owned_sum_squares(state_.layout(), u, state_.grads());
-    }
+  double& mine = sums[static_cast<std::size_t>(world_.rank())];
+  for (const std::vector<PackRun>& block : norm_runs_) {
+    for (const PackRun& r : block) mine += sum_squares(state_.grads() + r.offset, r.count);
   }
-  sums[static_cast<std::size_t>(U)] = place_.tp_rank == 0 ? loss : 0.0;
+  sums[W] = place_.tp_rank == 0 ? loss : 0.0;
   norm_trace.end();
   const auto t_reduce = Clock::now();  // waits for every rank: counted as sync, not optimizer
   TraceScope reduce_trace(cfg_.trace, TraceKind::Sync);
@@ -166,8 +173,8 @@ StepStats DistributedTrainer::step() {
   const double reduce_s = since(t_reduce);
   times_.sync_s += reduce_s;
   double squares = 0;
-  for (std::int64_t u = 0; u < U; ++u) squares += sums[static_cast<std::size_t>(u)];
-  s.loss = sums[static_cast<std::size_t>(U)];
+  for (std::size_t r = 0; r < W; ++r) squares += sums[r];
+  s.loss = sums[W];
   s.grad_norm = std::sqrt(squares);
   s.lr = cfg_.train.lr.at(next_step_);
   TraceScope update_trace(cfg_.trace, TraceKind::Optimizer);
@@ -201,7 +208,10 @@ RankMemory DistributedTrainer::memory() const {
   m.gradients = state.gradients;
   m.optimizer_state = state.optimizer_state;
   m.activations = static_cast<double>(runner_->compute().arena_bytes_total());
-  m.buffers = runner_->message_buffer_bytes() + sync_->bytes();
+  // What the gradient aggregation allocated: with the placed layout nothing in block- and
+  // tensor-wise (the collectives run in the gradient buffer), a packed buffer per collective
+  // that is not one range otherwise.
+  m.buffers = runner_->message_buffer_bytes() + sync_->buffer_bytes();
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
   m.peak_rss = static_cast<double>(ru.ru_maxrss) * 1024.0;
@@ -231,21 +241,24 @@ std::filesystem::path DistributedTrainer::save_checkpoint(const std::filesystem:
   const int me = world_.rank();
   // Owners send (parameters, Adam m, Adam v) of their shard of each unit they own to rank 0.
   std::vector<Request> sends;
-  for (const UnitSlot& u : state_.layout().units()) {
+  const ParamLayout& layout = state_.layout();
+  const float* mine[3] = {state_.params(), state_.adam_m(), state_.adam_v()};
+  std::vector<std::vector<float>> outgoing;  // alive until the sends complete
+  for (const UnitSlot& u : layout.units()) {
     if (me == 0 || !owns(u.unit)) continue;
-    const auto n = static_cast<std::size_t>(u.numel);
     const int tag = kCheckpointTagBase + 3 * static_cast<int>(u.unit);
-    sends.push_back(world_.isend(std::span<const float>(state_.params() + u.offset, n), 0, tag));
-    sends.push_back(world_.isend(std::span<const float>(state_.adam_m() + u.offset, n), 0, tag + 1));
-    sends.push_back(world_.isend(std::span<const float>(state_.adam_v() + u.offset, n), 0, tag + 2));
+    for (int p = 0; p < 3; ++p) outgoing.push_back(unit_major(layout, mine[p], u.unit));
+    for (int p = 0; p < 3; ++p) {
+      const std::vector<float>& v = outgoing[outgoing.size() - 3 + static_cast<std::size_t>(p)];
+      sends.push_back(world_.isend(std::span<const float>(v), 0, tag + p));
+    }
   }
   if (me == 0) {
     ModelState full(cfg_.plan.model, 0, U - 1);
     std::vector<float> shard[3];
     for (const UnitSlot& u : full.layout().units()) {
       const StagePlan& st = owner_stage(u.unit);
-      float* dst[3] = {full.params() + u.offset, full.adam_m() + u.offset,
-                       full.adam_v() + u.offset};
+      float* dst[3] = {full.params(), full.adam_m(), full.adam_v()};
       for (std::int64_t k = 0; k < st.tp; ++k) {
         // Tp rank k's shard of the unit, laid out as that rank holds it.
         const ParamLayout part(cfg_.plan.model, u.unit, u.unit, st.tp, k);
@@ -256,8 +269,7 @@ std::filesystem::path DistributedTrainer::save_checkpoint(const std::filesystem:
         for (int p = 0; p < 3; ++p) {
           shard[p].resize(n);
           if (owner == 0) {
-            const float* mine[3] = {state_.params(), state_.adam_m(), state_.adam_v()};
-            std::copy_n(mine[p] + state_.layout().unit(u.unit).offset, n, shard[p].data());
+            shard[p] = unit_major(layout, mine[p], u.unit);
           } else {
             world_.recv(std::span<float>(shard[p]), owner, tag + p);
           }

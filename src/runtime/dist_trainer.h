@@ -24,6 +24,7 @@
 #include "data/sampler.h"
 #include "data/token_file.h"
 #include "plan/plan.h"
+#include "runtime/grad_layout.h"
 #include "runtime/grad_sync.h"
 #include "runtime/placement.h"
 #include "runtime/stage_runner.h"
@@ -100,6 +101,8 @@ class DistributedTrainer {
   const StagePlan& owner_stage(std::int64_t unit) const;
   bool owns(std::int64_t unit) const;  // this rank is one of the unit's owners
   std::vector<const StagePlan*> owner_stages_;  // per unit
+  // The gradient-buffer runs of each block this rank counts in the gradient norm (owners only).
+  std::vector<std::vector<PackRun>> norm_runs_;
 
   DistTrainConfig cfg_;
   Communicator world_;

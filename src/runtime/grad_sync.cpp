@@ -1,4 +1,4 @@
-// Packing gradient pieces and posting their all-reduces. See grad_sync.h.
+// Posting the gradient all-reduces, in place where the layout allows. See grad_sync.h.
 #include "runtime/grad_sync.h"
 
 #include <algorithm>
@@ -10,82 +10,43 @@
 
 namespace eth {
 
-namespace {
-
-// Appends a run, merging it into the previous one when they are adjacent (or both zeros).
-void add_run(std::vector<PackRun>& runs, std::int64_t offset, std::int64_t count) {
-  if (count == 0) return;
-  if (!runs.empty()) {
-    PackRun& last = runs.back();
-    if ((offset < 0 && last.offset < 0) ||
-        (offset >= 0 && last.offset >= 0 && last.offset + last.count == offset)) {
-      last.count += count;
-      return;
-    }
-  }
-  runs.push_back(PackRun{offset, count});
+std::int64_t GradSync::Job::elements() const {
+  std::int64_t n = 0;
+  for (const PackRun& r : runs) n += r.count;
+  return n;
 }
 
-bool holds(const ParamLayout& layout, std::int64_t u) {
-  return u >= layout.first_unit() && u <= layout.last_unit();
+std::span<float> GradSync::Job::data(float* grads) {
+  for (const PackRun& g : gaps) std::fill(grads + g.offset, grads + g.offset + g.count, 0.0f);
+  if (in_place()) {
+    return {grads + runs.front().offset, static_cast<std::size_t>(runs.front().count)};
+  }
+  float* out = buffer.data();
+  for (const PackRun& r : runs) {
+    if (r.offset < 0) {
+      std::fill(out, out + r.count, 0.0f);
+    } else {
+      std::copy(grads + r.offset, grads + r.offset + r.count, out);
+    }
+    out += r.count;
+  }
+  return {buffer};
 }
 
-}  // namespace
-
-std::vector<PackRun> piece_runs(const ModelSpec& model, const ParamLayout& layout,
-                                const GradPiece& piece) {
-  std::vector<PackRun> runs;
-  std::int64_t total = 0;
-  auto add = [&](std::int64_t offset, std::int64_t count) {
-    add_run(runs, offset, count);
-    total += count;
-  };
-  for (std::int64_t u = piece.first_unit; u <= piece.last_unit; ++u) {
-    if (piece.part == GradPart::Whole) {
-      // The whole unit in canonical order: this rank's rows of each sharded tensor at their
-      // place in the whole tensor, its replicated tensors if it is its tp group's
-      // representative (tp rank 0), zeros for everything else.
-      if (!holds(layout, u)) {
-        add(-1, unit_params(model, u, 1));
-        continue;
-      }
-      const UnitSlot& slot = layout.unit(u);
-      for (const TensorSlot& t : slot.tensors) {
-        const std::int64_t row = t.row_size(), at = slot.offset + t.offset;
-        if (t.desc.split == TpSplit::Replicated) {
-          add(layout.tp_rank() == 0 ? at : -1, t.desc.numel());
-          continue;
-        }
-        add(-1, t.rows.begin * row);
-        add(at, t.desc.numel());
-        add(-1, (t.full_rows - t.rows.end) * row);
-      }
-      continue;
-    }
-    ETH_CHECK(holds(layout, u), "a rank packs a piece of a unit it does not hold");
-    const UnitSlot& slot = layout.unit(u);
-    const TpSplit want = piece.part == GradPart::Sharded ? TpSplit::Sharded : TpSplit::Replicated;
-    ETH_CHECK(want == TpSplit::Sharded || layout.tp_rank() == 0,
-              "replicated gradients join from tp rank 0 only");
-    for (std::size_t i = 0; i < slot.tensors.size(); ++i) {
-      const TensorSlot& t = slot.tensors[i];
-      if (t.desc.split != want) continue;
-      if (piece.tensor >= 0 && static_cast<std::int64_t>(i) != piece.tensor) continue;
-      if (want == TpSplit::Replicated) {
-        add(slot.offset + t.offset, t.desc.numel());
-        continue;
-      }
-      // Chunk c of n: rows [c*R/n, (c+1)*R/n) of the whole tensor, inside this rank's rows.
-      const std::int64_t n = piece.num_tp_chunks, c = piece.tp_chunk;
-      const RowRange rows{c * t.full_rows / n, (c + 1) * t.full_rows / n};
-      ETH_CHECK(rows.begin >= t.rows.begin && rows.end <= t.rows.end,
-                "a gradient chunk outside the rank's rows of " + t.desc.name);
-      add(slot.offset + t.offset + (rows.begin - t.rows.begin) * t.row_size(),
-          rows.size() * t.row_size());
-    }
+void GradSync::Job::unpack(float* grads) const {
+  if (in_place()) return;
+  const float* in = buffer.data();
+  for (const PackRun& r : runs) {
+    if (r.offset >= 0) std::copy(in, in + r.count, grads + r.offset);
+    in += r.count;
   }
-  ETH_CHECK(total == piece.elements, "packed runs disagree with the piece's element count");
-  return runs;
+}
+
+GradSync::Job GradSync::make_job(std::vector<PackRun> runs) {
+  Job job;
+  job.runs = std::move(runs);
+  if (!job.in_place()) job.buffer.resize(static_cast<std::size_t>(job.elements()));
+  return job;
 }
 
 GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& world,
@@ -110,52 +71,38 @@ GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& w
       }
       it = groups.emplace(b.holders, c).first;
     }
-    Job job;
+    Job job = make_job(collective_runs(plan, layout, my_device, b));
+    ETH_CHECK(job.elements() == b.elements, "a collective's runs disagree with its size");
+    if (job.in_place() && mode == AggregationMode::Device) {
+      job.gaps = device_gaps(plan, layout, my_device);
+    }
     job.index = index;
     job.comm = it->second;
     job.lowest_unit = layout.last_unit();
     for (const GradPiece& piece : b.pieces) {
       job.lowest_unit = std::min(job.lowest_unit, std::max(piece.first_unit, layout.first_unit()));
-      for (const PackRun& r : piece_runs(plan.model, layout, piece)) {
-        add_run(job.runs, r.offset, r.count);
-      }
     }
-    job.buffer.resize(static_cast<std::size_t>(b.elements));
     jobs_.push_back(std::move(job));
   }
   communicators_ = static_cast<std::int64_t>(groups.size());
   if (!tp_comm_.is_null()) {
-    for (const UnitSlot& u : layout.units()) {
-      for (const TensorSlot& t : u.tensors) {
-        if (t.desc.split == TpSplit::Replicated) {
-          add_run(replicated_, u.offset + t.offset, t.desc.numel());
-        }
-      }
+    // Every tp rank of the group lists the same pieces (same units), tp rank 0's inside its
+    // blocks, the others' in their own range after the blocks.
+    for (const GradPiece& p : replicated_pieces(plan, layout)) {
+      broadcasts_.push_back(make_job(piece_runs(plan.model, layout, p)));
     }
-    std::int64_t n = 0;
-    for (const PackRun& r : replicated_) n += r.count;
-    replicated_buffer_.resize(static_cast<std::size_t>(n));
   }
 }
 
-void GradSync::start(const float* grads) {
+void GradSync::start(float* grads) {
   start_ready(grads, std::numeric_limits<std::int64_t>::min());
 }
 
-void GradSync::start_ready(const float* grads, std::int64_t lowest_done_unit) {
+void GradSync::start_ready(float* grads, std::int64_t lowest_done_unit) {
   for (; next_ < jobs_.size() && jobs_[next_].lowest_unit >= lowest_done_unit; ++next_) {
     Job& job = jobs_[next_];
     TraceScope trace(trace_, TraceKind::CollectivePost, -1, job.index);
-    float* out = job.buffer.data();
-    for (const PackRun& r : job.runs) {
-      if (r.offset < 0) {
-        std::fill(out, out + r.count, 0.0f);
-      } else {
-        std::copy(grads + r.offset, grads + r.offset + r.count, out);
-      }
-      out += r.count;
-    }
-    job.request = job.comm.iallreduce_sum(std::span<float>(job.buffer));
+    job.request = job.comm.iallreduce_sum(job.data(grads));
   }
 }
 
@@ -166,31 +113,42 @@ void GradSync::finish(float* grads) {
     TraceScope trace(trace_, TraceKind::CollectiveWait, -1, job.index);
     job.request.wait();
     job.request = Request();
-    const float* in = job.buffer.data();
-    for (const PackRun& r : job.runs) {
-      if (r.offset >= 0) std::copy(in, in + r.count, grads + r.offset);
-      in += r.count;
-    }
+    job.unpack(grads);
   }
-  if (tp_comm_.is_null()) return;
   // Replicated tensors were summed from each tp group's representative (tp rank 0); share its
   // result with the group, so every tp rank steps them with the same bits.
-  float* buf = replicated_buffer_.data();
-  for (const PackRun& r : replicated_) {
-    buf = std::copy(grads + r.offset, grads + r.offset + r.count, buf);
-  }
-  tp_comm_.broadcast(std::span<float>(replicated_buffer_), 0);
-  const float* in = replicated_buffer_.data();
-  for (const PackRun& r : replicated_) {
-    std::copy(in, in + r.count, grads + r.offset);
-    in += r.count;
+  for (Job& b : broadcasts_) {
+    tp_comm_.broadcast(b.data(grads), 0);
+    b.unpack(grads);
   }
 }
 
 double GradSync::bytes() const {
   double b = 0;
-  for (const Job& job : jobs_) b += static_cast<double>(job.buffer.size()) * sizeof(float);
+  for (const Job& job : jobs_) b += static_cast<double>(job.elements()) * sizeof(float);
   return b;
+}
+
+double GradSync::buffer_bytes() const {
+  double n = 0;
+  for (const auto* list : {&jobs_, &broadcasts_}) {
+    for (const Job& job : *list) n += static_cast<double>(job.buffer.size());
+  }
+  return n * sizeof(float);
+}
+
+double GradSync::bytes_copied() const {
+  // Packing writes the whole buffer (zeros included) and unpacking reads the held runs back.
+  double n = 0;
+  for (const auto* list : {&jobs_, &broadcasts_}) {
+    for (const Job& job : *list) {
+      for (const PackRun& g : job.gaps) n += static_cast<double>(g.count);
+      if (job.in_place()) continue;
+      n += static_cast<double>(job.elements());
+      for (const PackRun& r : job.runs) n += r.offset >= 0 ? static_cast<double>(r.count) : 0.0;
+    }
+  }
+  return n * sizeof(float);
 }
 
 }  // namespace eth

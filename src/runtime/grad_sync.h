@@ -8,40 +8,31 @@
 // rank 0) and then broadcast within its tp group. Every scheme sums the same numbers, so all
 // three give the same gradients (bitwise for two holders).
 //
+// In place: with the rank's placed layout (runtime/grad_layout.h, plan_layout) every collective
+// of every mode, and every broadcast, is one contiguous range of the gradient buffer, reduced
+// where the backward wrote it: no copies (bytes_copied() == 0). Any other layout (say the
+// unit-major one) still works: a collective that is not one range is packed into a buffer and
+// unpacked after, and bytes_copied() counts what that moves.
+//
 // How to use (every rank of the world, in the same order):
 //   GradSync sync(plan, AggregationMode::Block, world, state.layout());  // creates the groups
 //   ... backward of every micro-batch ...
-//   sync.start(state.grads());   // packs and posts every collective this rank joins
-//   sync.finish(state.grads());  // waits, and writes the sums back
+//   sync.start(state.grads());   // posts every collective this rank joins
+//   sync.finish(state.grads());  // waits (and unpacks what was packed)
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "plan/blocks.h"
 #include "plan/plan.h"
+#include "runtime/grad_layout.h"
 #include "runtime/trace_recorder.h"
 #include "train/model_state.h"
 
 namespace eth {
-
-// A contiguous run of a rank's gradient buffer packed into a collective's buffer; `offset` -1
-// stands for `count` zeros (device-wise padding for units the rank does not hold).
-struct PackRun {
-  std::int64_t offset = -1;
-  std::int64_t count = 0;
-};
-
-// The runs, in packing order, that hold `piece` in a buffer laid out by `layout` (a tp rank's
-// layout: its rows of each sharded tensor). Every holder of the piece lists the same elements
-// in the same order, so their packed buffers line up element by element: a sharded chunk is the
-// same rows of the whole tensor whatever the holder's tp; a whole-unit piece (device-wise) puts
-// the rank's rows at their place in the whole tensor and zeros elsewhere, and its replicated
-// tensors only on tp rank 0. ETH_CHECKs that the rank holds what it packs and that the runs add
-// up to piece.elements.
-std::vector<PackRun> piece_runs(const ModelSpec& model, const ParamLayout& layout,
-                                const GradPiece& piece);
 
 class GradSync {
  public:
@@ -60,31 +51,47 @@ class GradSync {
   // the last unit down, so a block is final once the last micro-batch's backward has passed its
   // lowest unit). Stops at the first collective not ready, so every rank keeps the one order.
   // Call it as the last backward passes each unit to overlap aggregation with the rest of it.
-  void start_ready(const float* grads, std::int64_t lowest_done_unit);
+  // `grads` is the buffer the sums land in (in place) for the whole step.
+  void start_ready(float* grads, std::int64_t lowest_done_unit);
   // Posts every remaining collective (all gradients final).
-  void start(const float* grads);
-  // Waits for the posted collectives and writes their sums into `grads`; then, under tp, the
-  // representative's replicated sums overwrite the other tp ranks' (one broadcast).
+  void start(float* grads);
+  // Waits for the posted collectives (unpacking packed ones into `grads`); then, under tp, the
+  // representative's replicated sums overwrite the other tp ranks' (one broadcast per segment).
   void finish(float* grads);
 
   // Per step, for this rank: collectives it joins (groups of two or more) and bytes it feeds.
   std::int64_t collectives() const { return static_cast<std::int64_t>(jobs_.size()); }
   double bytes() const;
   std::int64_t communicators() const { return communicators_; }
+  // Bytes this rank copies or fills per step outside the collectives: packing, padding and
+  // unpacking of collectives and broadcasts that are not one range of the layout, and the zero
+  // padding of an in-place device-wise buffer. 0 for block- and tensor-wise with plan_layout.
+  double bytes_copied() const;
+  // Bytes of the packing buffers this rank allocated (collectives and broadcasts not in
+  // place); 0 where every one is a range of the layout.
+  double buffer_bytes() const;
 
  private:
+  // One collective (or broadcast): its runs of the gradient buffer, reduced in place when they
+  // are one run, else packed into `buffer`.
   struct Job {
     std::int64_t index = 0;        // in the global order, groups of one left out (the sim's)
     std::int64_t lowest_unit = 0;  // of the pieces this rank feeds (device-wise: its range)
     Communicator comm;
     std::vector<PackRun> runs;
-    std::vector<float> buffer;
+    std::vector<float> buffer;  // empty when in place
+    std::vector<PackRun> gaps;  // in place device-wise: padding zeroed before the collective
     Request request;
+    bool in_place() const { return runs.size() == 1 && runs.front().offset >= 0; }
+    std::int64_t elements() const;
+    std::span<float> data(float* grads);  // packs first unless in place
+    void unpack(float* grads) const;      // after the collective, unless in place
   };
+  static Job make_job(std::vector<PackRun> runs);
+
   AggregationMode mode_;
   Communicator tp_comm_;
-  std::vector<PackRun> replicated_;  // this rank's replicated tensors (tp > 1)
-  std::vector<float> replicated_buffer_;
+  std::vector<Job> broadcasts_;  // replicated pieces, from tp rank 0 (tp > 1)
   std::vector<Job> jobs_;
   std::size_t next_ = 0;  // first job not posted yet
   std::int64_t communicators_ = 0;

@@ -76,9 +76,11 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   sc.seed = cfg.seed;
   sc.tp = st.tp;
   sc.tp_rank = place.tp_rank;
+  sc.layout = cfg.layout;
   sc.on_recompute = recompute_hook(st.recompute.empty() ? nullptr : cfg.trace);
   compute_ = std::make_unique<PrecisionStage>(cfg.precision, plan.model, sc, tp_group);
   sample_bytes_ = static_cast<std::size_t>(width_) * compute_->activation_element_bytes();
+  cfg_.layout = nullptr;  // copied into compute_; the caller's need not outlive construction
   // Ranks of every tp rank of every replica of every stage of this pipeline, looked up once.
   for (const StagePlan& other : pipe_.stages) {
     auto& replicas = peers_.emplace_back();

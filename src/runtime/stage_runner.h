@@ -39,6 +39,9 @@ struct StageRunnerConfig {
   float dropout = 0;
   std::uint64_t seed = 1;
   double slowdown = 1.0;  // emulated: every forward and backward takes this many times longer
+  // The rank's parameter and gradient layout (grad_layout.h plan_layout; copied); null: the
+  // unit-major one.
+  const ParamLayout* layout = nullptr;
   TraceRecorder* trace = nullptr;  // eth train --trace: records every action (null: off)
 };
 

@@ -211,7 +211,7 @@ void write_checkpoint(const std::filesystem::path& path, const ModelState& state
   for (const UnitSlot& u : state.layout().units()) {
     for (const TensorSlot& t : u.tensors) {
       for (int k = 0; k < 3; ++k) {
-        const float* data = part_buffer(state, k) + u.offset + t.offset;
+        const float* data = part_buffer(state, k) + t.offset;
         const std::int64_t n = t.desc.numel();
         const std::string name = tensor_name(u.unit, t.desc.name, kPartSuffix[k]);
         const std::uint64_t bytes = static_cast<std::uint64_t>(n) * 4;
@@ -268,7 +268,7 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
         if (it == h.tensors.end()) bad(path, name, "missing tensor");
         const Entry& e = it->second;
         if (e.shape != t.full_shape()) bad(path, name + ".shape", "does not match the model");
-        float* dst = part_buffer(state, k) + u.offset + t.offset;
+        float* dst = part_buffer(state, k) + t.offset;
         float* read_to = dst;
         if (t.is_shard()) {
           whole.resize((e.end - e.begin) / 4);

@@ -56,6 +56,9 @@ struct CpuKernels : SameTypePartials<float> {
   static constexpr auto matmul_nt_backward = &cpu::matmul_nt_backward;
   static constexpr auto matmul_nn_forward = &cpu::matmul_nn_forward;
   static constexpr auto matmul_nn_backward = &cpu::matmul_nn_backward;
+  // Weight gradients cut into row chunks stored apart (placed gradient layouts).
+  static constexpr auto matmul_nt_backward_rows = &cpu::matmul_nt_backward_rows;
+  static constexpr auto matmul_nn_backward_rows = &cpu::matmul_nn_backward_rows;
   // P = softmax of the scaled causal scores (scores, then softmax in place).
   static void attention_probs_forward(float* P, const float* qkv, std::int64_t B, std::int64_t T,
                                       std::int64_t C, std::int64_t NH) {
@@ -77,6 +80,7 @@ struct CpuKernels : SameTypePartials<float> {
   // tp > 1 stages: partial sums and the vocabulary-parallel embedding and loss.
   static constexpr auto matmul_nn_forward_partial = &cpu::matmul_nn_forward;
   static constexpr auto matmul_nt_backward_partial = &cpu::matmul_nt_backward;
+  static constexpr auto matmul_nt_backward_partial_rows = &cpu::matmul_nt_backward_rows;
   static constexpr auto vocab_embedding_forward = &cpu::vocab_embedding_forward;
   static constexpr auto vocab_embedding_backward = &cpu::vocab_embedding_backward;
   // out = lookup + wpe (out may be the lookup itself).
@@ -108,6 +112,8 @@ struct RefKernels : SameTypePartials<R> {
   static constexpr auto matmul_nt_backward = &ref::matmul_nt_backward<R>;
   static constexpr auto matmul_nn_forward = &ref::matmul_nn_forward<R>;
   static constexpr auto matmul_nn_backward = &ref::matmul_nn_backward<R>;
+  static constexpr auto matmul_nt_backward_rows = &ref::matmul_nt_backward_rows<R>;
+  static constexpr auto matmul_nn_backward_rows = &ref::matmul_nn_backward_rows<R>;
   static void attention_probs_forward(R* P, const R* qkv, std::int64_t B, std::int64_t T,
                                       std::int64_t C, std::int64_t NH) {
     ref::attention_scores_forward<R>(P, qkv, B, T, C, NH);
@@ -127,6 +133,7 @@ struct RefKernels : SameTypePartials<R> {
   static constexpr auto crossentropy_backward = &ref::crossentropy_backward<R>;
   static constexpr auto matmul_nn_forward_partial = &ref::matmul_nn_forward<R>;
   static constexpr auto matmul_nt_backward_partial = &ref::matmul_nt_backward<R>;
+  static constexpr auto matmul_nt_backward_partial_rows = &ref::matmul_nt_backward_rows<R>;
   static constexpr auto vocab_embedding_forward = &ref::vocab_embedding_forward<R>;
   static constexpr auto vocab_embedding_backward = &ref::vocab_embedding_backward<R>;
   static void position_forward(R* out, const R* lookup, const R* wpe, std::int64_t B,

@@ -50,6 +50,8 @@ struct CpuBf16Kernels {
   static constexpr auto matmul_nt_backward = &cpu::bf16::matmul_nt_backward;
   static constexpr auto matmul_nn_forward = &cpu::bf16::matmul_nn_forward;
   static constexpr auto matmul_nn_backward = &cpu::bf16::matmul_nn_backward;
+  static constexpr auto matmul_nt_backward_rows = &cpu::bf16::matmul_nt_backward_rows;
+  static constexpr auto matmul_nn_backward_rows = &cpu::bf16::matmul_nn_backward_rows;
 
   // Attention with the fp32 set's signatures (the layout is implied by qkv_layout).
   static void attention_probs_forward(Bf16* P, const Bf16* qkv, std::int64_t B, std::int64_t T,
@@ -85,6 +87,8 @@ struct CpuBf16Kernels {
   // and loss.
   static constexpr auto matmul_nn_forward_partial = &cpu::bf16::matmul_nn_forward_partial;
   static constexpr auto matmul_nt_backward_partial = &cpu::bf16::matmul_nt_backward_partial;
+  static constexpr auto matmul_nt_backward_partial_rows =
+      &cpu::bf16::matmul_nt_backward_partial_rows;
   static void store_partial(Bf16* out, const float* sum, std::int64_t n) {
     cpu::bf16::convert_to_bf16(out, sum, n);
   }

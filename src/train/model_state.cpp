@@ -36,17 +36,19 @@ std::vector<std::int64_t> TensorSlot::full_shape() const {
   return s;
 }
 
-ParamLayout::ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
-                         std::int64_t tp, std::int64_t tp_rank)
-    : first_unit_(first_unit), last_unit_(last_unit), tp_(tp), tp_rank_(tp_rank) {
-  ETH_CHECK(first_unit >= 0 && first_unit <= last_unit && last_unit < model.num_units(),
+std::int64_t TensorSlot::grad_offset() const {
+  ETH_CHECK(grad.size() == 1, "the gradient of " + desc.name + " is cut into chunks");
+  return grad.front().offset;
+}
+
+void ParamLayout::add_units(const ModelSpec& model) {
+  ETH_CHECK(first_unit_ >= 0 && first_unit_ <= last_unit_ && last_unit_ < model.num_units(),
             "ParamLayout: unit range out of the model");
-  ETH_CHECK(tp >= 1 && tp_rank >= 0 && tp_rank < tp, "ParamLayout: tp rank out of range");
-  for (std::int64_t u = first_unit; u <= last_unit; ++u) {
+  ETH_CHECK(tp_ >= 1 && tp_rank_ >= 0 && tp_rank_ < tp_, "ParamLayout: tp rank out of range");
+  for (std::int64_t u = first_unit_; u <= last_unit_; ++u) {
     UnitSlot s;
     s.unit = u;
     s.kind = unit_kind(model, u);
-    s.offset = numel_;
     const auto& names = expected_names(s.kind);
     const auto descs = unit_tensors(model, u);
     ETH_CHECK(descs.size() == names.size(), "unit_tensors changed: update model_state.h");
@@ -54,10 +56,9 @@ ParamLayout::ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::i
       ETH_CHECK(descs[i].name == names[i], "unit_tensors changed order: update model_state.h");
       TensorSlot t;
       t.desc = descs[i];
-      t.offset = s.numel;
       t.decay = descs[i].shape.size() >= 2;
       t.full_rows = descs[i].shape.front();
-      t.rows = descs[i].split == TpSplit::Sharded ? tp_rows(t.full_rows, tp, tp_rank)
+      t.rows = descs[i].split == TpSplit::Sharded ? tp_rows(t.full_rows, tp_, tp_rank_)
                                                    : RowRange{0, t.full_rows};
       t.desc.shape.front() = t.rows.size();
       s.numel += t.desc.numel();
@@ -68,25 +69,119 @@ ParamLayout::ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::i
   }
 }
 
+ParamLayout::ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
+                         std::int64_t tp, std::int64_t tp_rank)
+    : first_unit_(first_unit), last_unit_(last_unit), tp_(tp), tp_rank_(tp_rank) {
+  add_units(model);
+  std::int64_t at = 0;
+  for (UnitSlot& s : units_) {
+    for (TensorSlot& t : s.tensors) {
+      t.offset = at;
+      t.grad = {GradChunk{t.rows, at}};
+      at += t.desc.numel();
+    }
+  }
+  grad_numel_ = numel_;
+  finish_runs();
+}
+
+ParamLayout::ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
+                         std::int64_t tp, std::int64_t tp_rank, std::vector<GradPlacement> grads,
+                         std::int64_t grad_numel)
+    : first_unit_(first_unit), last_unit_(last_unit), grad_numel_(grad_numel), tp_(tp),
+      tp_rank_(tp_rank) {
+  add_units(model);
+  std::stable_sort(grads.begin(), grads.end(),
+                   [](const GradPlacement& a, const GradPlacement& b) { return a.offset < b.offset; });
+  std::int64_t end = 0;  // of the previous placement: placements must not overlap
+  std::int64_t next_param = 0;
+  for (const GradPlacement& g : grads) {
+    ETH_CHECK(g.unit >= first_unit_ && g.unit <= last_unit_,
+              "a gradient placement outside the layout's units");
+    UnitSlot& s = units_[static_cast<std::size_t>(g.unit - first_unit_)];
+    ETH_CHECK(g.tensor >= 0 && g.tensor < static_cast<std::int64_t>(s.tensors.size()),
+              "a gradient placement names no tensor");
+    TensorSlot& t = s.tensors[static_cast<std::size_t>(g.tensor)];
+    ETH_CHECK(g.rows.begin >= t.rows.begin && g.rows.end <= t.rows.end && g.rows.size() > 0,
+              "a gradient placement outside the rows of " + t.desc.name + " held here");
+    ETH_CHECK(g.offset >= end, "gradient placements overlap");
+    end = g.offset + g.rows.size() * t.row_size();
+    if (t.grad.empty()) {  // the tensor's parameters go where its gradient first appears
+      t.offset = next_param;
+      next_param += t.desc.numel();
+    }
+    t.grad.push_back(GradChunk{g.rows, g.offset});
+  }
+  ETH_CHECK(end <= grad_numel_, "gradient placements beyond the gradient buffer");
+  for (UnitSlot& s : units_) {
+    for (TensorSlot& t : s.tensors) {
+      std::sort(t.grad.begin(), t.grad.end(),
+                [](const GradChunk& a, const GradChunk& b) { return a.rows.begin < b.rows.begin; });
+      std::int64_t row = t.rows.begin;
+      for (const GradChunk& c : t.grad) {
+        ETH_CHECK(c.rows.begin == row, "the gradient placements of " + t.desc.name +
+                                           " leave rows out or place them twice");
+        row = c.rows.end;
+      }
+      ETH_CHECK(row == t.rows.end && !t.grad.empty(),
+                "the gradient placements of " + t.desc.name + " leave rows out");
+    }
+  }
+  finish_runs();
+}
+
+void ParamLayout::finish_runs() {
+  struct Piece {
+    const TensorSlot* t;
+    const GradChunk* c;
+  };
+  std::vector<Piece> order;
+  for (const UnitSlot& s : units_) {
+    for (const TensorSlot& t : s.tensors) {
+      for (const GradChunk& c : t.grad) order.push_back({&t, &c});
+    }
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Piece& a, const Piece& b) { return a.c->offset < b.c->offset; });
+  runs_.clear();
+  for (const Piece& p : order) {
+    const std::int64_t row = p.t->row_size();
+    const StateRun r{p.t->offset + (p.c->rows.begin - p.t->rows.begin) * row, p.c->offset,
+                     p.c->rows.size() * row, p.t->decay};
+    if (!runs_.empty()) {
+      StateRun& last = runs_.back();
+      if (last.decay == r.decay && last.param_offset + last.count == r.param_offset &&
+          last.grad_offset + last.count == r.grad_offset) {
+        last.count += r.count;
+        continue;
+      }
+    }
+    runs_.push_back(r);
+  }
+}
+
 const UnitSlot& ParamLayout::unit(std::int64_t u) const {
   ETH_CHECK(u >= first_unit_ && u <= last_unit_, "ParamLayout: unit outside the range");
   return units_[static_cast<std::size_t>(u - first_unit_)];
 }
 
 std::int64_t ParamLayout::offset(std::int64_t u, int t) const {
-  const UnitSlot& s = unit(u);
-  return s.offset + s.tensors[static_cast<std::size_t>(t)].offset;
+  return unit(u).tensors[static_cast<std::size_t>(t)].offset;
 }
 
 ModelState::ModelState(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
                        std::int64_t tp, std::int64_t tp_rank, Precision precision)
-    : model_(model), layout_(model, first_unit, last_unit, tp, tp_rank), precision_(precision) {
+    : ModelState(model, ParamLayout(model, first_unit, last_unit, tp, tp_rank), precision) {}
+
+ModelState::ModelState(const ModelSpec& model, ParamLayout layout, Precision precision)
+    : model_(model), layout_(std::move(layout)), precision_(precision) {
   ETH_CHECK(runtime_precision(precision), "ModelState: the runtime trains in fp32 or bf16");
-  const std::int64_t n = layout_.numel();
+  const std::int64_t n = layout_.numel(), g = layout_.grad_numel();
   const bool bf16 = precision == Precision::Bf16;
-  arena_ = Arena(4 * arena_bytes<float>(n) + (bf16 ? arena_bytes<Bf16>(n) : 0));
+  arena_ = Arena(3 * arena_bytes<float>(n) + arena_bytes<float>(g) +
+                 (bf16 ? arena_bytes<Bf16>(n) : 0));
   params_ = arena_.take<float>(n);
-  grads_ = arena_.take<float>(n);
+  grads_ = arena_.take<float>(g);
   adam_m_ = arena_.take<float>(n);
   adam_v_ = arena_.take<float>(n);
   if (bf16) params_bf16_ = arena_.take<Bf16>(n);
@@ -94,25 +189,26 @@ ModelState::ModelState(const ModelSpec& model, std::int64_t first_unit, std::int
 
 ModelState::RoleBytes ModelState::role_bytes() const {
   const auto f = static_cast<double>(arena_bytes<float>(numel()));
-  if (params_bf16_) return {static_cast<double>(arena_bytes<Bf16>(numel())), f, 3 * f};
-  return {f, f, 2 * f};
+  const auto g = static_cast<double>(arena_bytes<float>(layout_.grad_numel()));
+  if (params_bf16_) return {static_cast<double>(arena_bytes<Bf16>(numel())), g, 3 * f};
+  return {f, g, 2 * f};
 }
 
 void ModelState::refresh_compute_copy() {
   if (params_bf16_) cpu::bf16::convert_to_bf16(params_bf16_, params_, numel());
 }
 
-void ModelState::zero_grads() { std::fill(grads_, grads_ + numel(), 0.0f); }
+void ModelState::zero_grads() { std::fill(grads_, grads_ + layout_.grad_numel(), 0.0f); }
 
 void ModelState::init(std::uint64_t seed) {
-  for (const UnitSlot& s : layout_.units()) init_unit_params(params_ + s.offset, model_, s, seed);
-  std::fill(grads_, grads_ + numel(), 0.0f);
+  for (const UnitSlot& s : layout_.units()) init_unit_params(params_, model_, s, seed);
+  std::fill(grads_, grads_ + layout_.grad_numel(), 0.0f);
   std::fill(adam_m_, adam_m_ + numel(), 0.0f);
   std::fill(adam_v_, adam_v_ + numel(), 0.0f);
   refresh_compute_copy();
 }
 
-void init_unit_params(float* unit_params, const ModelSpec& model, const UnitSlot& slot,
+void init_unit_params(float* params, const ModelSpec& model, const UnitSlot& slot,
                       std::uint64_t seed) {
   const RngStream stream{seed, 0, slot.unit, RngOp::Init};
   const float stddev = 0.02f;
@@ -120,7 +216,7 @@ void init_unit_params(float* unit_params, const ModelSpec& model, const UnitSlot
       stddev / static_cast<float>(std::sqrt(2.0 * static_cast<double>(model.layers)));
   for (std::size_t i = 0; i < slot.tensors.size(); ++i) {
     const TensorSlot& t = slot.tensors[i];
-    float* p = unit_params + t.offset;
+    float* p = params + t.offset;
     const std::int64_t n = t.desc.numel();
     const std::string& name = t.desc.name;
     const bool is_bias = name.size() > 2 && name.compare(name.size() - 2, 2, "_b") == 0;

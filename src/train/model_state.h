@@ -1,11 +1,20 @@
-// Model state of a unit range on one tensor-parallel rank: the parameter layout (one contiguous
-// span per unit, tensors back to back in model/arithmetic.h's unit_tensors order, so a range of
-// units is one contiguous range, the address consistency block-wise gradient reduction needs;
-// a sharded tensor holds the rank's rows, tp_rows), the four flat fp32 buffers (parameters,
-// gradients, AdamW m and v) taken from one pre-faulted arena, in bf16 precision also the bf16
-// compute copy of the parameters that the kernels read (the fp32 parameters are then the master
-// weights), and parameter initialization keyed only by (seed, unit, tensor, element), so a shard
-// holds exactly the rows of the whole tensor. Not the optimizer (optimizer.h).
+// Model state of a unit range on one tensor-parallel rank: the layout (where each tensor's
+// parameters and gradient rows live; a sharded tensor holds the rank's rows, tp_rows), the four
+// flat fp32 buffers (parameters, gradients, AdamW m and v) taken from one pre-faulted arena, in
+// bf16 precision also the bf16 compute copy of the parameters that the kernels read (the fp32
+// parameters are then the master weights; gradients stay fp32 and placed), and parameter
+// initialization keyed only by (seed, unit, tensor, element), so a shard holds exactly
+// the rows of the whole tensor. Not the optimizer (optimizer.h).
+//
+// Two layouts. The unit-major one (single-process training, measurement): units in order,
+// tensors back to back in model/arithmetic.h's unit_tensors order, gradients at the parameters'
+// offsets. A placed one (the distributed runtime, runtime/grad_layout.h): the gradient buffer
+// is laid out so every gradient block is one contiguous range in the same element order on all
+// its holders (DESIGN.md section 5, address consistency), which can cut a tensor's gradient into
+// several row chunks at different places (GradChunk); parameters, m and v keep each tensor's
+// shard contiguous, in the order the gradients first place them, so where no tensor is cut
+// (the common case) parameters and gradients share offsets and the optimizer passes over both
+// buffers in a few long runs (StateRun).
 #pragma once
 
 #include <cstdint>
@@ -29,46 +38,88 @@ enum BlockTensor : int {
 // clang-format on
 enum HeadTensor : int { kLnfW, kLnfB, kLmHeadW };
 
+// Rows [rows.begin, rows.end) of a tensor's gradient, stored contiguously from `offset` of the
+// gradient buffer.
+struct GradChunk {
+  RowRange rows;            // rows of the whole tensor
+  std::int64_t offset = 0;  // element offset of the first row in the gradient buffer
+};
+
 struct TensorSlot {
   TensorDesc desc;          // what this rank holds: shape[0] is its row count when sharded
-  std::int64_t offset = 0;  // elements from the start of the unit
+  std::int64_t offset = 0;  // element offset in the parameter buffer (and in Adam m and v)
   bool decay = false;       // AdamW weight decay: matrices only (2-D tensors)
   RowRange rows;            // rows of the whole tensor held here (all of them unless sharded)
   std::int64_t full_rows = 0;  // rows of the whole tensor (unit_tensors' shape[0])
+  // Where the gradient's rows live: ascending, together exactly `rows`. One chunk unless a
+  // placed layout cut the tensor (a rank of tp t in a segment of lcm(tp) n > t).
+  std::vector<GradChunk> grad;
 
   std::int64_t row_size() const;  // elements per row (1 for vectors)
   std::vector<std::int64_t> full_shape() const;  // the whole tensor's shape
   bool is_shard() const { return rows.size() != full_rows; }
+  // The gradient's offset when it is one chunk (ETH_CHECKs that it is).
+  std::int64_t grad_offset() const;
 };
 
 struct UnitSlot {
   std::int64_t unit = 0;
   UnitKind kind = UnitKind::Block;
-  std::int64_t offset = 0;  // elements from the start of the range buffer
-  std::int64_t numel = 0;
+  std::int64_t numel = 0;  // elements this rank holds of the unit
   std::vector<TensorSlot> tensors;
+};
+
+// An input of a placed layout: rows `rows` (of the whole tensor) of tensor `tensor` (index into
+// unit_tensors) of unit `unit` go to the gradient buffer from `offset`, row-major.
+struct GradPlacement {
+  std::int64_t unit = 0, tensor = 0;
+  RowRange rows;
+  std::int64_t offset = 0;
+};
+
+// A run of the optimizer's element-wise passes: `count` elements contiguous in the parameter
+// buffer (and m, v) from param_offset and in the gradient buffer from grad_offset, one decay.
+struct StateRun {
+  std::int64_t param_offset = 0, grad_offset = 0, count = 0;
+  bool decay = false;
 };
 
 // Units [first_unit, last_unit] (inclusive, as in a plan's stage) as tp rank `tp_rank` of `tp`
 // holds them: sharded tensors (TpSplit::Sharded) cut to rows tp_rows(rows, tp, tp_rank).
 class ParamLayout {
  public:
+  // Unit-major: units in order, tensors back to back, gradients at the parameters' offsets.
   ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
               std::int64_t tp = 1, std::int64_t tp_rank = 0);
+  // Placed: gradients where `grads` puts them, in a buffer of `grad_numel` elements (gaps stay
+  // unused); parameters with each tensor's shard contiguous, tensors in the order of their
+  // first gradient placement. ETH_CHECKs that the placements cover every held row of every
+  // tensor exactly once and do not overlap.
+  ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
+              std::int64_t tp, std::int64_t tp_rank, std::vector<GradPlacement> grads,
+              std::int64_t grad_numel);
 
   std::int64_t first_unit() const { return first_unit_; }
   std::int64_t last_unit() const { return last_unit_; }
   std::int64_t tp() const { return tp_; }
   std::int64_t tp_rank() const { return tp_rank_; }
-  std::int64_t numel() const { return numel_; }
+  std::int64_t numel() const { return numel_; }            // parameters (and m, v)
+  std::int64_t grad_numel() const { return grad_numel_; }  // gradient buffer, >= numel()
   const std::vector<UnitSlot>& units() const { return units_; }
   const UnitSlot& unit(std::int64_t u) const;  // ETH_CHECKs u is in the range
-  // Element offset of tensor `t` of unit `u` in the range buffer.
+  // Parameter-buffer offset of tensor `t` of unit `u`.
   std::int64_t offset(std::int64_t u, int t) const;
+  // Every held element once, in gradient-buffer order, in maximal runs.
+  const std::vector<StateRun>& runs() const { return runs_; }
 
  private:
-  std::int64_t first_unit_ = 0, last_unit_ = 0, numel_ = 0, tp_ = 1, tp_rank_ = 0;
+  void add_units(const ModelSpec& model);  // units_ with shapes and rows, no offsets
+  void finish_runs();
+
+  std::int64_t first_unit_ = 0, last_unit_ = 0, numel_ = 0, grad_numel_ = 0, tp_ = 1,
+               tp_rank_ = 0;
   std::vector<UnitSlot> units_;
+  std::vector<StateRun> runs_;
 };
 
 class ModelState {
@@ -77,13 +128,14 @@ class ModelState {
   // parameter instead of fp32's 4 + 4 + 8); Mixed16 is not a runtime precision (ETH_CHECK).
   ModelState(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
              std::int64_t tp = 1, std::int64_t tp_rank = 0, Precision precision = Precision::Fp32);
+  ModelState(const ModelSpec& model, ParamLayout layout, Precision precision = Precision::Fp32);
 
   const ModelSpec& model() const { return model_; }
   const ParamLayout& layout() const { return layout_; }
   Precision precision() const { return precision_; }
   std::int64_t numel() const { return layout_.numel(); }
-  // Flat buffers of numel() floats each: the parameters (in bf16 precision the fp32 master
-  // weights), their gradients, the AdamW moments.
+  // Flat buffers of numel() floats each (the gradients' has layout().grad_numel()): the
+  // parameters (in bf16 precision the fp32 master weights), their gradients, the AdamW moments.
   float* params() { return params_; }
   const float* params() const { return params_; }
   float* grads() { return grads_; }
@@ -109,7 +161,7 @@ class ModelState {
   };
   RoleBytes role_bytes() const;
 
-  void zero_grads();
+  void zero_grads();  // the whole gradient buffer, gaps included
   // GPT-2 initialization, each element a pure function of (seed, unit, tensor index, element of
   // the whole tensor), so every tp shard holds exactly its rows of the whole: matrices
   // and embeddings N(0, 0.02^2), the residual projections (proj_w, fcproj_w) N(0, (0.02 /
@@ -129,9 +181,9 @@ class ModelState {
   float* adam_v_ = nullptr;
 };
 
-// Initializes one unit's parameters (the span at `unit_params`, UnitSlot::numel floats; the
-// slot's rows of each sharded tensor).
-void init_unit_params(float* unit_params, const ModelSpec& model, const UnitSlot& slot,
+// Initializes one unit's parameters in a parameter buffer `params` laid out by the slot's
+// tensor offsets (the slot's rows of each sharded tensor).
+void init_unit_params(float* params, const ModelSpec& model, const UnitSlot& slot,
                       std::uint64_t seed);
 
 }  // namespace eth

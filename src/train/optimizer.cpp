@@ -26,11 +26,9 @@ double LrSchedule::at(std::int64_t step) const {
 double sum_squares(const float* x, std::int64_t n) { return cpu::sum_squares(x, n); }
 
 double grad_sum_squares(const ModelState& state) {
-  double total = 0;
-  for (const UnitSlot& u : state.layout().units()) {
-    total += sum_squares(state.grads() + u.offset, u.numel);
-  }
-  return total;
+  const ParamLayout& l = state.layout();
+  ETH_CHECK(l.grad_numel() == l.numel(), "grad_sum_squares: a gradient buffer with gaps");
+  return sum_squares(state.grads(), l.grad_numel());
 }
 
 double clip_factor(double grad_norm, double max_norm) {
@@ -51,19 +49,18 @@ void adamw_update(ModelState& state, const AdamWConfig& cfg, double lr, std::int
   sc.bias_corr1 = bc1;
   sc.bias_corr2 = bc2;
   sc.grad_scale = static_cast<float>(grad_scale);
-  for (const UnitSlot& u : state.layout().units()) {
-    for (const TensorSlot& ts : u.tensors) {
-      const std::int64_t off = u.offset + ts.offset;
-      sc.decay = ts.decay ? sc.lr * cfg.weight_decay : 0.0f;
-      if (state.precision() == Precision::Bf16) {
-        // The masters as in fp32, bit for bit, and their compute copy in the same pass.
-        cpu::bf16::adamw_update(state.params() + off, state.params_bf16() + off,
-                                state.adam_m() + off, state.adam_v() + off, state.grads() + off,
-                                ts.desc.numel(), sc);
-      } else {
-        cpu::adamw_update(state.params() + off, state.adam_m() + off, state.adam_v() + off,
-                          state.grads() + off, ts.desc.numel(), sc);
-      }
+  // One pass over the buffers, in the layout's runs (maximal stretches with one decay flag,
+  // contiguous in both the parameter and the gradient buffer).
+  for (const StateRun& r : state.layout().runs()) {
+    sc.decay = r.decay ? sc.lr * cfg.weight_decay : 0.0f;
+    const std::int64_t p = r.param_offset;
+    if (state.precision() == Precision::Bf16) {
+      // The masters as in fp32, bit for bit, and their compute copy in the same pass.
+      cpu::bf16::adamw_update(state.params() + p, state.params_bf16() + p, state.adam_m() + p,
+                              state.adam_v() + p, state.grads() + r.grad_offset, r.count, sc);
+    } else {
+      cpu::adamw_update(state.params() + p, state.adam_m() + p, state.adam_v() + p,
+                        state.grads() + r.grad_offset, r.count, sc);
     }
   }
 }

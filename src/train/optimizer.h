@@ -1,6 +1,6 @@
-// The optimizer step's pieces: warm-up + cosine learning-rate schedule, the gradient norm
-// (per unit, summed in unit order, so every plan that holds a unit computes the same bits),
-// global-norm clipping, and AdamW with decoupled weight decay on matrices only.
+// The optimizer step's pieces: warm-up + cosine learning-rate schedule, the gradient norm (one
+// pass over the gradient buffer, the same bits for any thread count), global-norm clipping, and
+// AdamW with decoupled weight decay on matrices only (one pass over the layout's runs).
 // Not the training loop (trainer.h) and not gradient communication.
 #pragma once
 
@@ -32,7 +32,8 @@ struct AdamWConfig {
 // Sum of squares of n floats in double, in fixed 4096-element blocks from the start of the
 // span, blocks added in order: the same bits for any thread count.
 double sum_squares(const float* x, std::int64_t n);
-// Sum over the state's units (each unit's span summed by sum_squares, units in order).
+// sum_squares of the whole gradient buffer (a layout without gaps; the distributed trainer sums
+// the ranges it speaks for itself).
 double grad_sum_squares(const ModelState& state);
 // The factor gradients are multiplied by: min(1, max_norm / (norm + 1e-6)); 1 when max_norm is 0.
 double clip_factor(double grad_norm, double max_norm);

@@ -105,6 +105,11 @@ struct StageCompute<K>::Impl {
   Acc* part = nullptr;
   double slot_bytes = 0;
   std::vector<ActivationBytes> bytes;  // per unit, nothing recomputed
+  // The unit backward() is in and the gradient buffer: a tensor whose gradient the layout cut
+  // into row chunks (g[i] == nullptr) has each chunk written in place by the *_rows kernels.
+  const UnitSlot* grad_slot = nullptr;
+  G* grad_base = nullptr;
+  std::vector<GradRows<G>> grad_rows;  // scratch for chunks()
 
   Impl(const ModelSpec& model, const StageComputeConfig& c, TpGroup* g)
       : m(model),
@@ -151,16 +156,28 @@ struct StageCompute<K>::Impl {
     tp_sum(sum, n * C);
     K::store_partial(out, sum, n * C);
   }
-  // dinp = dout W (=) and the weight's gradients (+=) of a column-parallel product (qkv, fc, LM
-  // head): under tp dinp is the rank's partial, summed over the group in Acc and stored once.
-  void column_parallel_backward(R* dinp, G* dweight, G* dbias, const R* dout, const R* inp,
-                                const P* weight, std::int64_t n, std::int64_t out) const {
+  // dinp = dout W (=) and the gradients (+=) of weight wi and bias bi (-1: none) of a
+  // column-parallel product (qkv, fc, LM head), whole or in the layout's row chunks: under tp
+  // dinp is the rank's partial, summed over the group in Acc and stored once.
+  void column_parallel_backward(R* dinp, G* const* g, int wi, int bi, const R* dout, const R* inp,
+                                const P* weight, std::int64_t n, std::int64_t out) {
+    G* dbias = bi >= 0 ? g[bi] : nullptr;
     if (!group) {
-      K::matmul_nt_backward(dinp, dweight, dbias, dout, inp, weight, n, C, out);
+      if (g[wi]) {
+        K::matmul_nt_backward(dinp, g[wi], dbias, dout, inp, weight, n, C, out);
+      } else {
+        K::matmul_nt_backward_rows(dinp, chunks(wi, bi), num_chunks(wi), dout, inp, weight, n, C,
+                                   out);
+      }
       return;
     }
     Acc* sum = partial(dinp);
-    K::matmul_nt_backward_partial(sum, dweight, dbias, dout, inp, weight, n, C, out);
+    if (g[wi]) {
+      K::matmul_nt_backward_partial(sum, g[wi], dbias, dout, inp, weight, n, C, out);
+    } else {
+      K::matmul_nt_backward_partial_rows(sum, chunks(wi, bi), num_chunks(wi), dout, inp, weight,
+                                         n, C, out);
+    }
     tp_sum(sum, n * C);
     K::store_partial(dinp, sum, n * C);
   }
@@ -286,6 +303,40 @@ struct StageCompute<K>::Impl {
     }
   }
 
+  // The gradient chunks of tensor i of the current unit, rows counted from its shard's first;
+  // with b >= 0, bias tensor b's chunks too (cut with the weight's rows).
+  const GradRows<G>* chunks(int i, int b) {
+    const TensorSlot& t = grad_slot->tensors[static_cast<std::size_t>(i)];
+    grad_rows.clear();
+    for (std::size_t k = 0; k < t.grad.size(); ++k) {
+      const GradChunk& c = t.grad[k];
+      G* bias = nullptr;
+      if (b >= 0) {
+        const GradChunk& cb = grad_slot->tensors[static_cast<std::size_t>(b)].grad.at(k);
+        ETH_CHECK(cb.rows == c.rows, "a bias gradient cut apart from its weight's");
+        bias = grad_base + cb.offset;
+      }
+      grad_rows.push_back(GradRows<G>{c.rows.begin - t.rows.begin, c.rows.end - t.rows.begin,
+                                      grad_base + c.offset, bias});
+    }
+    return grad_rows.data();
+  }
+  std::int64_t num_chunks(int i) const {
+    return static_cast<std::int64_t>(grad_slot->tensors[static_cast<std::size_t>(i)].grad.size());
+  }
+
+  // Weight (wi) and bias (bi) gradients of an "nn" (row-parallel) product, whole or in the
+  // layout's row chunks; the bias is never cut.
+  void nn_backward(R* dinp, G* const* g, int wi, int bi, const R* dout, const R* inp,
+                   const P* weight, std::int64_t n, std::int64_t c, std::int64_t oc) {
+    if (g[wi]) {
+      K::matmul_nn_backward(dinp, g[wi], g[bi], dout, inp, weight, n, c, oc);
+      return;
+    }
+    const GradRows<G>* rows = chunks(wi, -1);
+    K::matmul_nn_backward_rows(dinp, rows, num_chunks(wi), g[bi], dout, inp, weight, n, c, oc);
+  }
+
   // ---- embedding --------------------------------------------------------------------------
 
   RngStream stream(const MicroBatch& mb, std::int64_t unit, RngOp op) const {
@@ -324,7 +375,14 @@ struct StageCompute<K>::Impl {
       K::dropout_backward(dbranch, dout, a.mask, cfg.dropout, B * T * C);
       dout = dbranch;
     }
-    if (group) {
+    if (!g[kWte]) {
+      // The layout cut the rank's vocabulary rows into chunks: each takes its tokens' rows.
+      for (const GradChunk& c : grad_slot->tensors[static_cast<std::size_t>(kWte)].grad) {
+        K::vocab_embedding_backward(grad_base + c.offset, dout, a.tokens, c.rows.begin,
+                                    c.rows.size(), B * T, C);
+      }
+      K::position_backward(g[kWpe], dout, B, T, C);
+    } else if (group) {
       K::vocab_embedding_backward(g[kWte], dout, a.tokens, v0, V, B * T, C);
       K::position_backward(g[kWpe], dout, B, T, C);
     } else {
@@ -408,21 +466,21 @@ struct StageCompute<K>::Impl {
     // out = x2 + dropout(fcproj(gelu(fc(ln2(x2)))))
     K::residual_backward(dx2, dbranch, dout, n * C);
     if (dropout) K::dropout_backward(dbranch, dbranch, a.resid2_mask, p, n * C);
-    K::matmul_nn_backward(dF, g[kFcprojW], g[kFcprojB], dbranch, a.gelu, w[kFcprojW], n, F, C);
+    nn_backward(dF, g, kFcprojW, kFcprojB, dbranch, a.gelu, w[kFcprojW], n, F, C);
     K::gelu_backward(dF, dF, a.fch, n * F);
-    column_parallel_backward(dln, g[kFcW], g[kFcB], dF, a.ln2, w[kFcW], n, F);
+    column_parallel_backward(dln, g, kFcW, kFcB, dF, a.ln2, w[kFcW], n, F);
     K::layernorm_backward(dx2, g[kLn2W], g[kLn2B], dln, a.x2, w[kLn2W], a.ln2_mean, a.ln2_rstd, n,
                           C);
     // x2 = x + dropout(proj(attention(qkv(ln1(x)))))
     K::residual_backward(dx, dbranch, dx2, n * C);
     if (dropout) K::dropout_backward(dbranch, dbranch, a.resid1_mask, p, n * C);
     R* datty = dln;  // (N, A)
-    K::matmul_nn_backward(datty, g[kProjW], g[kProjB], dbranch, a.atty, w[kProjW], n, A, C);
+    nn_backward(datty, g, kProjW, kProjB, dbranch, a.atty, w[kProjW], n, A, C);
     K::attention_av_backward(dTT, dqkv, datty, a.Pd, a.qkv, B, T, A, NH);
     if (dropout) K::dropout_backward(dTT, dTT, a.attn_mask, p, B * NH * T * T);
     K::attention_softmax_backward(dTT, dTT, a.P, B, NH, T);
     K::attention_scores_backward(dqkv, dTT, a.qkv, B, T, A, NH);
-    column_parallel_backward(dln, g[kQkvW], g[kQkvB], dqkv, a.ln1, w[kQkvW], n, 3 * A);
+    column_parallel_backward(dln, g, kQkvW, kQkvB, dqkv, a.ln1, w[kQkvW], n, 3 * A);
     K::layernorm_backward(dx, g[kLn1W], g[kLn1B], dln, a.x, w[kLn1W], a.ln1_mean, a.ln1_rstd, n, C);
   }
 
@@ -458,7 +516,7 @@ struct StageCompute<K>::Impl {
     } else {
       K::crossentropy_backward(dlogits, a.logits, a.lse, mb.targets, mb.loss_scale, n, V);
     }
-    column_parallel_backward(dln, g[kLmHeadW], nullptr, dlogits, a.lnf, w[kLmHeadW], n, V);
+    column_parallel_backward(dln, g, kLmHeadW, -1, dlogits, a.lnf, w[kLmHeadW], n, V);
     std::fill(dx, dx + n * C, R{});
     K::layernorm_backward(dx, g[kLnfW], g[kLnfB], dln, a.x, w[kLnfW], a.mean, a.rstd, n, C);
   }
@@ -475,7 +533,12 @@ StageCompute<K>::StageCompute(const ModelSpec& model, const StageComputeConfig& 
     : model_(model),
       cfg_(cfg),
       tp_group_(tp_group),
-      layout_(model, cfg.first_unit, cfg.last_unit, cfg.tp, cfg.tp_rank) {
+      layout_(cfg.layout ? *cfg.layout
+                         : ParamLayout(model, cfg.first_unit, cfg.last_unit, cfg.tp, cfg.tp_rank)) {
+  ETH_CHECK(layout_.first_unit() == cfg.first_unit && layout_.last_unit() == cfg.last_unit &&
+                layout_.tp() == cfg.tp && layout_.tp_rank() == cfg.tp_rank,
+            "stage: the layout is not the stage's units and tp rank");
+  cfg_.layout = &layout_;  // the caller's may not outlive construction
   ETH_CHECK(cfg.max_micro_batch >= 1 && cfg.num_slots >= 1, "stage: need B >= 1 and a slot");
   ETH_CHECK(cfg.seq_len >= 1 && cfg.seq_len <= model.seq_len,
             "stage: seq_len must be in [1, model seq_len]");
@@ -518,11 +581,20 @@ const ActivationBytes& StageCompute<K>::activation_bytes(std::int64_t u) const {
 
 namespace {
 
-// Pointers to the tensors of unit `s` in a range buffer `base`.
+// Pointers to the tensors of unit `s` in a parameter buffer `base`.
 template <typename P>
 std::vector<P> tensor_ptrs(P base, const UnitSlot& s) {
   std::vector<P> out;
-  for (const auto& t : s.tensors) out.push_back(base + s.offset + t.offset);
+  for (const auto& t : s.tensors) out.push_back(base + t.offset);
+  return out;
+}
+
+// Pointers to the gradients of unit `s` in a gradient buffer `base`; null for a tensor cut
+// into several chunks (StageCompute::Impl::chunks()).
+template <typename P>
+std::vector<P> grad_ptrs(P base, const UnitSlot& s) {
+  std::vector<P> out;
+  for (const auto& t : s.tensors) out.push_back(t.grad.size() == 1 ? base + t.grad_offset() : nullptr);
   return out;
 }
 
@@ -580,7 +652,9 @@ void StageCompute<K>::backward(int slot, const Param* params, Grad* grads, const
   for (std::int64_t u = last; u >= first; --u) {
     auto& a = im.acts(slot, u - first);
     const auto w = tensor_ptrs(params, layout_.unit(u));
-    const auto g = tensor_ptrs(grads, layout_.unit(u));
+    const auto g = grad_ptrs(grads, layout_.unit(u));
+    im.grad_slot = &layout_.unit(u);
+    im.grad_base = grads;
     Act* dx = u == first ? dx_in : im.dres[(last - u) % 2];
     if (a.kind != UnitKind::Embedding) ETH_CHECK(dx != nullptr, "stage backward: dx_in needed");
     if (a.kind != UnitKind::Head) ETH_CHECK(dout != nullptr, "stage backward: dx_out needed");

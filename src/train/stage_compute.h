@@ -51,6 +51,9 @@ struct StageComputeConfig {
   std::uint64_t seed = 0;      // dropout masks: keyed by (seed, step, sample, unit, operator)
   std::int64_t tp = 1;         // tensor-parallel degree of the stage (divides heads and ffn)
   std::int64_t tp_rank = 0;    // this rank's place in the tp group: heads, rows, vocabulary
+  // The parameter and gradient layout of the range (its units, tp and tp rank; copied): the
+  // distributed runtime's placed one (runtime/grad_layout.h). Null: the unit-major layout.
+  const ParamLayout* layout = nullptr;
   // Tracing (eth train --trace): called before (false) and after (true) each block's recompute
   // in backward. Empty: not called.
   std::function<void(std::int64_t unit, bool done)> on_recompute;

@@ -215,6 +215,86 @@ TEST(CpuVsReference, MatmulNn) {
   check_matmul(true, false);
 }
 
+// The row-chunk variants (weight gradients cut into lcm(tp) chunks stored apart): each chunk
+// equals the same rows of the whole reference gradient, dinp the whole reference's.
+void check_matmul_rows(bool nn) {
+  SCOPED_TRACE(nn ? "nn rows" : "nt rows");
+  std::mt19937_64 gen(25);
+  const std::int64_t IC = C, OC = F;
+  const std::int64_t R = nn ? IC : OC;  // rows of the weight as stored
+  const std::int64_t row = nn ? OC : IC;
+  const Vec x = random_vec(gen, sz(N * IC)), w = random_vec(gen, sz(IC * OC));
+  const Vec dout = random_vec(gen, sz(N * OC));
+  Vec dx(x.size()), dw = random_vec(gen, w.size()), db = random_vec(gen, sz(OC));
+  const VecF dw0 = to_float(dw), db0 = to_float(db);
+  (nn ? ref::matmul_nn_backward<double> : ref::matmul_nt_backward<double>)(
+      dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), N, IC, OC);
+  // Three uneven chunks, each in its own buffer starting from the same values as the whole.
+  const std::int64_t cuts[] = {0, 5, R / 2 + 1, R};
+  std::vector<VecF> dws, dbs;
+  std::vector<GradRows<float>> rows;
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t b = cuts[i], e = cuts[i + 1];
+    dws.emplace_back(dw0.begin() + b * row, dw0.begin() + e * row);
+    dbs.emplace_back(nn ? VecF{} : VecF(db0.begin() + b, db0.begin() + e));
+  }
+  for (int i = 0; i < 3; ++i) {
+    rows.push_back({cuts[i], cuts[i + 1], dws[static_cast<std::size_t>(i)].data(),
+                    nn ? nullptr : dbs[static_cast<std::size_t>(i)].data()});
+  }
+  VecF dxf = nan_vec(dx.size()), dbf = db0;
+  if (nn) {
+    cpu::matmul_nn_backward_rows(dxf.data(), rows.data(), 3, dbf.data(), to_float(dout).data(),
+                                 to_float(x).data(), to_float(w).data(), N, IC, OC);
+    expect_reduction("dbias", dbf, db, N);
+  } else {
+    cpu::matmul_nt_backward_rows(dxf.data(), rows.data(), 3, to_float(dout).data(),
+                                 to_float(x).data(), to_float(w).data(), N, IC, OC);
+  }
+  expect_reduction("dinp", dxf, dx, OC);
+  // The reference's row variant sums the same terms in the same order as its whole one.
+  std::vector<Vec> rdw, rdb;
+  std::vector<GradRows<double>> rrows;
+  const Vec dw_start = to_double(dw0), db_start = to_double(db0);
+  for (int i = 0; i < 3; ++i) {
+    rdw.emplace_back(dw_start.begin() + cuts[i] * row, dw_start.begin() + cuts[i + 1] * row);
+    rdb.emplace_back(db_start.begin() + cuts[i], db_start.begin() + cuts[i + 1]);
+  }
+  for (std::size_t i = 0; i < 3; ++i) {
+    rrows.push_back({cuts[i], cuts[i + 1], rdw[i].data(), nn ? nullptr : rdb[i].data()});
+  }
+  Vec rdx(dx.size()), rdb_whole = db_start;
+  if (nn) {
+    ref::matmul_nn_backward_rows(rdx.data(), rrows.data(), 3, rdb_whole.data(), dout.data(),
+                                 x.data(), w.data(), N, IC, OC);
+    EXPECT_EQ(rdb_whole, db);
+  } else {
+    ref::matmul_nt_backward_rows(rdx.data(), rrows.data(), 3, dout.data(), x.data(), w.data(), N,
+                                 IC, OC);
+  }
+  EXPECT_EQ(rdx, dx);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rdw[i], Vec(dw.begin() + cuts[i] * row, dw.begin() + cuts[i + 1] * row));
+    if (!nn) {
+      EXPECT_EQ(rdb[i], Vec(db.begin() + cuts[i], db.begin() + cuts[i + 1]));
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t b = cuts[i], e = cuts[i + 1];
+    expect_reduction("dweight chunk " + std::to_string(i), dws[static_cast<std::size_t>(i)],
+                     Vec(dw.begin() + b * row, dw.begin() + e * row), N);
+    if (!nn) {
+      expect_reduction("dbias chunk " + std::to_string(i), dbs[static_cast<std::size_t>(i)],
+                       Vec(db.begin() + b, db.begin() + e), N);
+    }
+  }
+}
+
+TEST(CpuVsReference, MatmulBackwardInRowChunks) {
+  check_matmul_rows(false);
+  check_matmul_rows(true);
+}
+
 TEST(CpuVsReference, AttentionOperators) {
   std::mt19937_64 gen(24);
   const std::int64_t hs = C / NH, nP = B * NH * T * T;

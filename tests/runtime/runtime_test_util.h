@@ -138,17 +138,26 @@ inline RunResult run_plan(const TrainConfig& c, const Plan& plan, std::int64_t s
   std::mutex mu;
   struct Copy {
     std::vector<float> params, adam_v;
-    std::int64_t first = 0, last = 0, tp = 1, tp_rank = 0;
+    ParamLayout layout;
   };
   std::vector<Copy> copies;
-  // Copies a rank's rows of every tensor of `layout` from `src` into the whole-model `dst`.
-  auto place = [&full](const ParamLayout& layout, const float* src, float* dst) {
+  // Copies a rank's rows of every tensor of `layout` from `src` (a parameter-layout buffer, or
+  // with `grads` the gradient buffer, chunk by chunk) into the whole-model `dst`.
+  auto place = [&full](const ParamLayout& layout, const float* src, float* dst, bool grads) {
     for (const UnitSlot& u : layout.units()) {
       const UnitSlot& whole = full.unit(u.unit);
       for (std::size_t i = 0; i < u.tensors.size(); ++i) {
         const TensorSlot& t = u.tensors[i];
-        std::copy_n(src + u.offset + t.offset, t.desc.numel(),
-                    dst + whole.offset + whole.tensors[i].offset + t.rows.begin * t.row_size());
+        const std::int64_t row = t.row_size();
+        if (!grads) {
+          std::copy_n(src + t.offset, t.desc.numel(),
+                      dst + whole.tensors[i].offset + t.rows.begin * row);
+          continue;
+        }
+        for (const GradChunk& g : t.grad) {
+          std::copy_n(src + g.offset, g.rows.size() * row,
+                      dst + whole.tensors[i].offset + g.rows.begin * row);
+        }
       }
     }
   };
@@ -168,22 +177,21 @@ inline RunResult run_plan(const TrainConfig& c, const Plan& plan, std::int64_t s
     const std::size_t mine = static_cast<std::size_t>(t.state().numel());
     copies.push_back(Copy{{t.state().params(), t.state().params() + mine},
                           {t.state().adam_v(), t.state().adam_v() + mine},
-                          layout.first_unit(), layout.last_unit(), layout.tp(), layout.tp_rank()});
+                          layout});
     if (t.place().pipeline != 0 || t.place().dp_rank != 0) return;
-    place(layout, t.state().params(), r.params.data());
-    place(layout, t.state().grads(), r.grads.data());
-    place(layout, t.state().adam_m(), r.adam_m.data());
-    place(layout, t.state().adam_v(), r.adam_v.data());
+    place(layout, t.state().params(), r.params.data(), false);
+    place(layout, t.state().grads(), r.grads.data(), true);
+    place(layout, t.state().adam_m(), r.adam_m.data(), false);
+    place(layout, t.state().adam_v(), r.adam_v.data(), false);
   });
   for (std::size_t i = 0; i < errors.size(); ++i) {
     if (errors[i]) std::rethrow_exception(errors[i]);
   }
   // Every holder's rows equal pipeline 0's, bitwise.
   for (const Copy& cp : copies) {
-    const ParamLayout mine(plan.model, cp.first, cp.last, cp.tp, cp.tp_rank);
     std::vector<float> p(r.params), v(r.adam_v);
-    place(mine, cp.params.data(), p.data());
-    place(mine, cp.adam_v.data(), v.data());
+    place(cp.layout, cp.params.data(), p.data(), false);
+    place(cp.layout, cp.adam_v.data(), v.data(), false);
     if (p != r.params || v != r.adam_v) r.replicas_agree = false;
   }
   return r;

@@ -1,6 +1,7 @@
 // Tensor parallelism trains like one process: single stages at tp 2 and 4, two pipelines holding
 // the same units at different tp (2; 4 and 1) and micro-batch sizes under every aggregation mode
-// (bitwise equal to each other), tp x dp, recompute inside tp stages (bitwise equal to the same
+// (bitwise equal to each other), pipelines of tp 2 and 3 (lcm 6: gradients cut into chunks),
+// tp x dp, recompute inside tp stages (bitwise equal to the same
 // plan without it), a GPipe plan, and resume across tp degrees (4 -> 1 -> 2), each over 20+
 // steps against the single-process trainer.
 //
@@ -103,6 +104,58 @@ TEST(TpEquivalence, PipelinesOfDifferentTpInEveryAggregationMode) {
     const test::RunResult other = test::run_plan(c, plan, 3, run);
     EXPECT_EQ(other.params, block3.params) << aggregation_mode_name(m);
     EXPECT_EQ(other.grads, block3.grads) << aggregation_mode_name(m);
+  }
+}
+
+// lcm(2, 3) = 6 chunks on units 0-1 and 3 on unit 2, so tp 2, tp 3 and tp 1 ranks hold their
+// weight gradients cut into chunks of different blocks (written in place by the row-chunk
+// kernels): every mode gives the same bits, and one process's training.
+TEST(TpEquivalence, GradientsCutByAnLcmAboveTpInEveryAggregationMode) {
+  const fs::path dir = test::temp_dir("tp_lcm6");
+  const ModelSpec m{"lcm6", 2, 24, 6, kSeq, 29, 36};
+  const Plan plan = test::make_plan(m, kSeq,
+                                    {{2, 4, {tp_stage(0, 1, 2), tp_stage(2, 3, 1)}},
+                                     {1, 2, {tp_stage(0, 2, 3), tp_stage(3, 3, 2)}}});
+  const TrainConfig c =
+      test::train_config(m, test::synthetic_file(dir, 6000, 29), plan.gbs, kSeq, 4);
+  test::DistRun run;
+  const test::RunResult block = test::run_plan(c, plan, 4, run);
+  expect_same_training(test::run_single(c, 4), block, "lcm 6");
+  for (AggregationMode mode : {AggregationMode::Tensor, AggregationMode::Device}) {
+    run.mode = mode;
+    const test::RunResult other = test::run_plan(c, plan, 4, run);
+    EXPECT_EQ(other.losses, block.losses) << aggregation_mode_name(mode);
+    EXPECT_EQ(other.norms, block.norms) << aggregation_mode_name(mode);
+    EXPECT_EQ(other.grads, block.grads) << aggregation_mode_name(mode);
+    EXPECT_EQ(other.params, block.params) << aggregation_mode_name(mode);
+  }
+}
+
+// The same plan in bf16: the cut fp32 gradients of tp 2 and tp 3 ranks are written in place by
+// the bf16 row-chunk kernels (the column-parallel ones with fp32 partial input gradients), so the
+// first step's gradient is one bf16 process's to fp32 rounding, and every mode gives the same
+// bits over a few steps.
+TEST(TpEquivalence, Bf16GradientsCutByAnLcmAboveTpInEveryAggregationMode) {
+  const fs::path dir = test::temp_dir("tp_lcm6_bf16");
+  const ModelSpec m{"lcm6", 2, 24, 6, kSeq, 29, 36};
+  const Plan plan = test::make_plan(m, kSeq,
+                                    {{2, 4, {tp_stage(0, 1, 2), tp_stage(2, 3, 1)}},
+                                     {1, 2, {tp_stage(0, 2, 3), tp_stage(3, 3, 2)}}});
+  TrainConfig c = test::train_config(m, test::synthetic_file(dir, 6000, 29), plan.gbs, kSeq, 3);
+  c.precision = Precision::Bf16;
+  const test::RunResult single = test::run_single(c, 1);
+  test::DistRun run;
+  const test::RunResult first = test::run_plan(c, plan, 1, run);
+  const double gmax = test::max_abs(single.grads);
+  ASSERT_GT(gmax, 0);
+  EXPECT_LT(test::max_diff(first.grads, single.grads), 1e-5 * gmax);
+  const test::RunResult block = test::run_plan(c, plan, 3, run);
+  for (AggregationMode mode : {AggregationMode::Tensor, AggregationMode::Device}) {
+    run.mode = mode;
+    const test::RunResult other = test::run_plan(c, plan, 3, run);
+    EXPECT_EQ(other.losses, block.losses) << aggregation_mode_name(mode);
+    EXPECT_EQ(other.grads, block.grads) << aggregation_mode_name(mode);
+    EXPECT_EQ(other.params, block.params) << aggregation_mode_name(mode);
   }
 }
 

@@ -43,9 +43,9 @@ void copy_rows(const ParamLayout& whole, const ParamLayout& shard, std::vector<d
     const UnitSlot& wu = whole.unit(u.unit);
     for (std::size_t i = 0; i < u.tensors.size(); ++i) {
       const TensorSlot& t = u.tensors[i];
-      const auto a = static_cast<std::size_t>(u.offset + t.offset);
+      const auto a = static_cast<std::size_t>(t.offset);
       const auto b =
-          static_cast<std::size_t>(wu.offset + wu.tensors[i].offset + t.rows.begin * t.row_size());
+          static_cast<std::size_t>(wu.tensors[i].offset + t.rows.begin * t.row_size());
       for (std::int64_t k = 0; k < t.desc.numel(); ++k) {
         if (to_shard) {
           s[a + static_cast<std::size_t>(k)] = w[b + static_cast<std::size_t>(k)];
@@ -86,7 +86,7 @@ TEST(TpGradient, Tp2StageMatchesTheDoubleReferenceAndFiniteDifferences) {
     for (const TensorSlot& t : u.tensors) {
       const std::int64_t n = t.desc.numel();
       for (std::int64_t k : {std::int64_t{0}, n / 3, n / 2 + 1, n - 1}) {
-        coords.push_back(static_cast<std::size_t>(u.offset + t.offset + k));
+        coords.push_back(static_cast<std::size_t>(t.offset + k));
       }
     }
   }
@@ -115,7 +115,7 @@ TEST(TpGradient, Tp2StageMatchesTheDoubleReferenceAndFiniteDifferences) {
         for (std::size_t i = 0; i < u.tensors.size(); ++i) {
           const TensorSlot& t = u.tensors[i];
           if (t.desc.split == TpSplit::Replicated && rank != 0) continue;
-          const std::int64_t at = wu.offset + wu.tensors[i].offset + t.rows.begin * t.row_size();
+          const std::int64_t at = wu.tensors[i].offset + t.rows.begin * t.row_size();
           for (std::int64_t k = 0; k < t.desc.numel(); ++k) {
             got[static_cast<std::size_t>(at + k)] = part[static_cast<std::size_t>(at + k)];
           }

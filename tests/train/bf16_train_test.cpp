@@ -130,7 +130,7 @@ TEST(Bf16Stage, TwoStagesEqualTheWholeModelBitwise) {
   const auto tokens = test::random_tokens(3, static_cast<std::size_t>(B * T), m.vocab);
   const auto targets = test::random_tokens(4, static_cast<std::size_t>(B * T), m.vocab);
   const MicroBatch mb = micro_batch(tokens, targets, B, T);
-  const std::int64_t split = st.layout().unit(3).offset;
+  const std::int64_t split = st.layout().offset(3, 0);  // unit-major: unit 3 starts here
   std::vector<Bf16> act(static_cast<std::size_t>(B * T * C)), dact(act.size());
   std::vector<float> grads(static_cast<std::size_t>(st.numel()), 0.0f);
   a.forward(0, st.params_bf16(), mb, nullptr, act.data());

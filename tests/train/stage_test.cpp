@@ -145,7 +145,7 @@ TEST(StageCompute, TwoStagesEqualTheWholeModel) {
   const auto tokens = test::random_tokens(3, static_cast<std::size_t>(B * T), m.vocab);
   const auto targets = test::random_tokens(4, static_cast<std::size_t>(B * T), m.vocab);
   const MicroBatch mb = micro_batch(tokens, targets, B, T);
-  const std::int64_t split = st.layout().unit(3).offset;  // stage B's parameters start here
+  const std::int64_t split = st.layout().offset(3, kLn1W);  // stage B's parameters start here
   std::vector<float> act(static_cast<std::size_t>(B * T * C)), dact(act.size());
   std::vector<float> grads(static_cast<std::size_t>(st.numel()), 0.0f);
   a.forward(0, st.params(), mb, nullptr, act.data());

@@ -19,22 +19,35 @@ TEST(ParamLayout, UnitsAreContiguousAndMatchTheArithmetic) {
   const ModelSpec m = model_preset("tiny");
   const ParamLayout all(m, 0, m.num_units() - 1);
   EXPECT_EQ(all.numel(), total_params(m));
+  EXPECT_EQ(all.grad_numel(), all.numel());
   std::int64_t offset = 0;
   for (const UnitSlot& u : all.units()) {
-    EXPECT_EQ(u.offset, offset) << "unit " << u.unit;
     EXPECT_EQ(u.numel, unit_params(m, u.unit));
-    std::int64_t t_off = 0;
     for (const TensorSlot& t : u.tensors) {
-      EXPECT_EQ(t.offset, t_off) << t.desc.name;
+      EXPECT_EQ(t.offset, offset) << t.desc.name;
+      ASSERT_EQ(t.grad.size(), 1u) << t.desc.name;  // gradients at the parameters' offsets
+      EXPECT_EQ(t.grad.front().offset, offset) << t.desc.name;
+      EXPECT_EQ(t.grad.front().rows, t.rows) << t.desc.name;
       EXPECT_EQ(t.decay, t.desc.shape.size() == 2) << t.desc.name;
-      t_off += t.desc.numel();
+      offset += t.desc.numel();
     }
-    offset += u.numel;
   }
   // A stage's layout is the same range, rebased: unit 2's tensors sit at the same relative place.
   const ParamLayout mid(m, 2, 3);
-  EXPECT_EQ(mid.offset(3, kFcW) - mid.unit(2).offset, all.offset(3, kFcW) - all.unit(2).offset);
+  EXPECT_EQ(mid.offset(3, kFcW) - mid.offset(2, kLn1W), all.offset(3, kFcW) - all.offset(2, kLn1W));
   EXPECT_EQ(mid.numel(), unit_params(m, 2) + unit_params(m, 3));
+  // The optimizer's runs cover every element once, split only where the decay flag changes.
+  std::int64_t covered = 0;
+  for (std::size_t i = 0; i < all.runs().size(); ++i) {
+    const StateRun& r = all.runs()[i];
+    EXPECT_EQ(r.param_offset, covered);
+    EXPECT_EQ(r.grad_offset, covered);
+    if (i > 0) {
+      EXPECT_NE(r.decay, all.runs()[i - 1].decay);
+    }
+    covered += r.count;
+  }
+  EXPECT_EQ(covered, all.numel());
 }
 
 TEST(ModelState, InitDependsOnlyOnSeedUnitAndTensor) {
@@ -43,7 +56,7 @@ TEST(ModelState, InitDependsOnlyOnSeedUnitAndTensor) {
   all.init(11);
   ModelState stage(m, 2, 4);  // another plan's stage: same units, same numbers
   stage.init(11);
-  const std::int64_t off = all.layout().unit(2).offset;
+  const std::int64_t off = all.layout().offset(2, kLn1W);
   EXPECT_EQ(0, std::memcmp(stage.params(), all.params() + off,
                            static_cast<std::size_t>(stage.numel()) * 4));
   ModelState other(m, 2, 4);
@@ -102,10 +115,9 @@ TEST(ModelState, TpShardsInitToTheirRowsOfTheWholeModel) {
       for (const UnitSlot& u : shard.layout().units()) {
         for (std::size_t i = 0; i < u.tensors.size(); ++i) {
           const TensorSlot& t = u.tensors[i];
-          const float* want = whole.params() + whole.layout().unit(u.unit).offset +
-                              whole.layout().unit(u.unit).tensors[i].offset +
+          const float* want = whole.params() + whole.layout().unit(u.unit).tensors[i].offset +
                               t.rows.begin * t.row_size();
-          EXPECT_EQ(0, std::memcmp(shard.params() + u.offset + t.offset, want,
+          EXPECT_EQ(0, std::memcmp(shard.params() + t.offset, want,
                                    static_cast<std::size_t>(t.desc.numel()) * 4))
               << t.desc.name << " tp " << tp << " rank " << r;
         }
@@ -133,13 +145,12 @@ TEST(ModelState, TpShardsLoadTheirRowsOfAWholeCheckpoint) {
   for (const UnitSlot& u : shard.layout().units()) {
     for (std::size_t i = 0; i < u.tensors.size(); ++i) {
       const TensorSlot& t = u.tensors[i];
-      const std::int64_t at = whole.layout().unit(u.unit).offset +
-                              whole.layout().unit(u.unit).tensors[i].offset +
-                              t.rows.begin * t.row_size();
+      const std::int64_t at =
+          whole.layout().unit(u.unit).tensors[i].offset + t.rows.begin * t.row_size();
       const auto bytes = static_cast<std::size_t>(t.desc.numel()) * 4;
-      EXPECT_EQ(0, std::memcmp(shard.params() + u.offset + t.offset, whole.params() + at, bytes));
-      EXPECT_EQ(0, std::memcmp(shard.adam_m() + u.offset + t.offset, whole.adam_m() + at, bytes));
-      EXPECT_EQ(0, std::memcmp(shard.adam_v() + u.offset + t.offset, whole.adam_v() + at, bytes));
+      EXPECT_EQ(0, std::memcmp(shard.params() + t.offset, whole.params() + at, bytes));
+      EXPECT_EQ(0, std::memcmp(shard.adam_m() + t.offset, whole.adam_m() + at, bytes));
+      EXPECT_EQ(0, std::memcmp(shard.adam_v() + t.offset, whole.adam_v() + at, bytes));
     }
   }
 }

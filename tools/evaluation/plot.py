@@ -230,7 +230,8 @@ def fig10(F):
                  fontsize=9)
     ax.set_ylim(top=ax.get_ylim()[1] * 1.1)
     ax.legend(fontsize=6, loc="lower right")
-    meas = F.rb.rows("aggregation[]")
+    # The asymmetric plan's rows (runtime_bench also measures a tp plan, "plan": "tp").
+    meas = [r for r in F.rb.rows("aggregation[]") if r["plan"] == "asymmetric"]
     ranks = sorted(set(r["ranks"] for r in meas))
     mb = {(r["ranks"], r["mode"]): r for r in meas}
     bars(axes[1, 1], [f"{n} MPI ranks" for n in ranks],

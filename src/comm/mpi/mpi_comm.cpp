@@ -3,6 +3,8 @@
 // collective times out, the ranks stuck in it exchange tokens on a reserved tag for a short
 // grace period; whoever stays silent is named as the rank that never arrived. Not thread-safe
 // beyond MPI_THREAD_FUNNELED.
+#include <malloc.h>
+
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -482,6 +484,16 @@ int ranks_on_this_machine(MPI_Comm world) {
 bool mpi_compiled() { return true; }
 
 MpiSession::MpiSession() {
+  // MPI's non-blocking collectives allocate a temporary per piece (chunk_bytes, 4 MiB) when
+  // posted and free it on completion. glibc serves such blocks by mmap, or returns the heap top
+  // to the system once they are freed, so every step page-faulted (and the kernel zeroed) the
+  // whole gradient's size again: that cost block-wise aggregation, whose collectives are pieces
+  // of full size, ~30 ms a step on 4 ranks (bench/runtime_bench, docs/runtime.md). Freed memory
+  // stays in the process instead: blocks up to 32 MiB (glibc's ceiling) come from the heap and
+  // the heap is never trimmed, so later steps reuse the same resident pages. Peak memory is
+  // unchanged (the temporaries of one step were resident at its peak anyway).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
   int initialized = 0;
   ETH_MPI_CHECK(MPI_Initialized(&initialized));
   if (!initialized) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/bf16.h"
+#include "kernels/grad_rows.h"
 
 namespace eth::cpu::bf16 {
 
@@ -24,6 +25,12 @@ void matmul_nt_backward(Bf16* dinp, float* dweight, float* dbias, const Bf16* do
                         const Bf16* inp, const Bf16* weight, std::int64_t N, std::int64_t C,
                         std::int64_t OC);
 
+// matmul_nt_backward with the fp32 weight (and bias) gradient in row chunks stored apart, as
+// cpu::matmul_nt_backward_rows.
+void matmul_nt_backward_rows(Bf16* dinp, const GradRows<float>* rows, std::int64_t num_rows,
+                             const Bf16* dout, const Bf16* inp, const Bf16* weight,
+                             std::int64_t N, std::int64_t C, std::int64_t OC);
+
 // out = inp W + bias
 //   out (N,OC), inp (N,C), weight (C,OC), bias (OC) or nullptr
 void matmul_nn_forward(Bf16* out, const Bf16* inp, const Bf16* weight, const Bf16* bias,
@@ -35,6 +42,12 @@ void matmul_nn_forward(Bf16* out, const Bf16* inp, const Bf16* weight, const Bf1
 void matmul_nn_backward(Bf16* dinp, float* dweight, float* dbias, const Bf16* dout,
                         const Bf16* inp, const Bf16* weight, std::int64_t N, std::int64_t C,
                         std::int64_t OC);
+
+// matmul_nn_backward with the fp32 weight gradient in row chunks stored apart, the bias whole,
+// as cpu::matmul_nn_backward_rows.
+void matmul_nn_backward_rows(Bf16* dinp, const GradRows<float>* rows, std::int64_t num_rows,
+                             float* dbias, const Bf16* dout, const Bf16* inp, const Bf16* weight,
+                             std::int64_t N, std::int64_t C, std::int64_t OC);
 
 // A tensor-parallel rank's partial sums, kept in fp32 for the tp all-reduce (the caller rounds
 // the group's sum once, so a tp stage rounds where one process does: kernels/README.md,
@@ -50,5 +63,11 @@ void matmul_nn_forward_partial(float* out, const Bf16* inp, const Bf16* weight, 
 void matmul_nt_backward_partial(float* dinp, float* dweight, float* dbias, const Bf16* dout,
                                 const Bf16* inp, const Bf16* weight, std::int64_t N,
                                 std::int64_t C, std::int64_t OC);
+// The same with the weight gradient (and bias) in row chunks stored apart, as
+// matmul_nt_backward_rows.
+void matmul_nt_backward_partial_rows(float* dinp, const GradRows<float>* rows,
+                                     std::int64_t num_rows, const Bf16* dout, const Bf16* inp,
+                                     const Bf16* weight, std::int64_t N, std::int64_t C,
+                                     std::int64_t OC);
 
 }  // namespace eth::cpu::bf16
