@@ -1,13 +1,15 @@
 // `eth launch`: starts `eth train --plan` under mpirun with one rank per device of the plan and
 // the flags this kind of machine needs (comm/mpirun.h), so nobody writes the mpirun line by hand.
 // mpirun runs as a child (cli/launch_supervisor.h): a dead rank, Ctrl-C and SIGTERM become ETH's
-// exit codes with the rank and device named.
+// exit codes with the rank and device named. --elastic: cli/elastic_launch.h.
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/command.h"
 #include "cli/device_choice.h"
+#include "cli/elastic_launch.h"
+#include "cli/launch_command.h"
 #include "cli/launch_supervisor.h"
 #include "cli/launch_hosts.h"
 #include "comm/mpirun.h"
@@ -18,59 +20,16 @@ namespace eth::cli {
 
 namespace {
 
-struct LaunchArgs {
-  std::string plan;
-  std::string hostfile;
-  std::string network;
-  std::string mpirun = "mpirun";
-  bool dry_run = false;
-  std::string device = "cpu";
-  std::vector<std::string> train_args;
-};
-
-std::string quoted(const std::string& s) {
-  if (!s.empty() && s.find_first_of(" \t'\"\\$`") == std::string::npos) return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 int run_launch(const LaunchArgs& a) {
-  // Before the plan is read or a rank started (the ranks would each refuse it later).
-  choose_device(a.device, "--device");
-  for (const std::string& s : a.train_args) {
-    if (s == "--device" || s.rfind("--device=", 0) == 0) {
-      throw InputError("launch", "--device", "", "give the device to eth launch, not after --");
-    }
-  }
   const Plan plan = load_plan(a.plan);
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) {
-    throw InputError("launch", "/proc/self/exe", "", "cannot find this program: " + ec.message());
-  }
-  MpirunOptions o;
-  o.mpirun = a.mpirun;
-  o.num_ranks = static_cast<int>(plan.num_devices());
-  o.as_root = running_as_root();
-  o.network = a.network;
-  if (!a.hostfile.empty()) {
-    // Host by host in device order (host_of_rank(o.hosts, r) names rank r's host).
-    o.hosts = launch_hosts(plan, a.plan, a.hostfile, a.train_args);
-    for (const std::string& name : eth_environment()) o.env.push_back(name);
-  }
-  std::vector<std::string> program{self.string(), "train", "--plan", a.plan, "--backend", "mpi"};
-  if (a.device != "cpu") program.insert(program.end(), {"--device", a.device});
-  for (const std::string& s : a.train_args) {
-    if (s == "--plan" || s.rfind("--plan=", 0) == 0) {
-      throw InputError("launch", "--plan", "", "give the plan to eth launch only, not after --");
-    }
-    program.push_back(s);
-  }
-  const std::vector<std::string> argv = mpirun_argv(o, program);
-  std::string line;
-  for (const auto& s : argv) line += (line.empty() ? "" : " ") + quoted(s);
-  std::cerr << "launching " << o.num_ranks << " ranks: " << line << "\n" << std::flush;
+  std::vector<HostRanks> hosts;
+  // Host by host in device order (host_of_rank(hosts, r) names rank r's host).
+  if (!a.hostfile.empty()) hosts = launch_hosts(plan, a.plan, a.hostfile, a.train_args);
+  const int num_ranks = static_cast<int>(plan.num_devices());
+  const std::vector<std::string> argv =
+      train_launch_argv(a, a.plan, num_ranks, hosts, a.train_args);
+  const std::string line = command_line_text(argv);
+  std::cerr << "launching " << num_ranks << " ranks: " << line << "\n" << std::flush;
   if (a.dry_run) {
     std::cout << line << "\n";
     return kExitOk;
@@ -85,7 +44,7 @@ int run_launch(const LaunchArgs& a) {
     if (s.rfind("--checkpoint-dir=", 0) == 0) checkpoint_dir = s.substr(17);
   }
   std::vector<LaunchRank> ranks = launch_ranks(plan);
-  for (LaunchRank& r : ranks) r.host = host_of_rank(o.hosts, r.rank);
+  for (LaunchRank& r : ranks) r.host = host_of_rank(hosts, r.rank);
   const LaunchOutcome outcome = supervise_launch(argv, ranks, checkpoint_dir);
   if (!outcome.message.empty()) std::cerr << outcome.message << "\n";
   return outcome.exit_code;
@@ -108,11 +67,39 @@ void add_launch_command(CLI::App& app, Registry& r) {
                   "subnets, comma-separated (default: every interface but loopback)");
   sub->add_option("--mpirun", a->mpirun, "The mpirun program")->capture_default_str();
   sub->add_flag("--dry-run", a->dry_run, "Print the mpirun command line and exit");
-  sub->add_option("--device", a->device, kDeviceHelp)
+  sub->add_option("train_args", a->train_args, "Arguments of eth train, after --");
+  // Checked before the plan is read or any rank starts (each rank would refuse it later). Not
+  // passed on to eth train: cuda is always refused today (device_choice.h), and cpu is its default.
+  auto device = std::make_shared<std::string>("cpu");
+  sub->add_option("--device", *device, kDeviceHelp)
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  sub->add_option("train_args", a->train_args, "Arguments of eth train, after --");
-  r.on(sub, [a] { return run_launch(*a); });
+  auto e = std::make_shared<ElasticArgs>();
+  add_elastic_options(sub, *e);
+  sub->footer(
+      "--elastic: eth launch keeps the run going when devices are lost. A rank that dies or stops "
+      "answering takes its device out (written into --lost-devices when given); eth launch "
+      "re-plans on the devices left with the same model, global batch, sequence length and "
+      "planner options and resumes from the newest checkpoint that reads back whole, until "
+      "--steps. Data order and learning-rate schedule are unchanged, so the losses are those of "
+      "an uninterrupted run. Devices added to or removed from --lost-devices (or hosts to "
+      "--hostfile) are acted on at the next checkpoint. Each recovery prints the lost device, "
+      "detection, planning and relaunch times, steps redone and the old and new predicted "
+      "iteration time (--elastic-log: JSON lines). Exit 5 when no plan fits the devices left "
+      "(the last checkpoint is whole: bring devices back and run the same command again).\n"
+      "  eth launch --plan P --elastic --checkpoint-dir C --checkpoint-every 50 -- --data D "
+      "--steps N");
+  r.on(sub, [a, e, device] {
+    choose_device(*device, "--device");
+    for (const std::string& s : a->train_args) {
+      if (s == "--device" || s.rfind("--device=", 0) == 0) {
+        throw InputError("launch", "--device", "", "give the device to eth launch, not after --");
+      }
+    }
+    if (e->enabled) return run_elastic_launch(*a, *e);
+    refuse_elastic_options(*e);
+    return run_launch(*a);
+  });
 }
 
 }  // namespace eth::cli

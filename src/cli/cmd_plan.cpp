@@ -10,11 +10,11 @@
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/plan_inputs.h"
+#include "cli/planner_args.h"
 #include "cluster/cluster_spec.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/limits.h"
-#include "profile/analytic.h"
 #include "profile/metis_format.h"
 #include "profile/profile_io.h"
 #include "search/planner.h"
@@ -24,15 +24,9 @@ namespace eth::cli {
 namespace {
 
 struct PlanArgs {
-  std::string cluster, hostfile, clusterfile, model, profile, method = "eth", out;
-  bool analytic = false;
-  std::int64_t gbs = 0, seq = 0, max_pipelines = 0, top_k = 8, max_partitions = 3'000'000;
-  std::vector<std::int64_t> mbss{1, 2, 4, 8, 16};
-  std::vector<std::int64_t> tps{1, 2, 4, 8};
-  double alpha = 0.0;
-  std::optional<double> v_inter, v_intra;
-  bool no_cpc = false, no_ses = false, no_oso = false, no_dpo = false;
-  bool layer_operator_recompute = false;
+  std::string cluster, hostfile, clusterfile, model, out;
+  std::int64_t gbs = 0, seq = 0;
+  PlannerArgs planner;
   Format format = Format::Text;
 };
 
@@ -63,56 +57,10 @@ Inputs load_inputs(const PlanArgs& a) {
     in.cluster = load_cluster(a.cluster);
   }
   in.seq = a.seq == 0 ? in.model.seq_len : a.seq;
-  if (!a.profile.empty() && a.analytic) {
-    throw UsageError("--profile", "give --profile DIR or --analytic, not both");
-  }
-  if (!a.profile.empty()) {
-    const bool metis = is_metis_profile_dir(a.profile);
-    in.profile = metis ? read_metis_profile_dir(a.profile, in.model, &in.cluster)
-                       : read_profile_for_cluster(a.profile, in.model, in.cluster);
-    in.profile_source = a.profile + (metis ? " (Metis format)" : " (ETH format)");
-    bool emulated = false;
-    for (const auto& [name, type] : in.cluster.device_types) {
-      emulated = emulated || type.emulated_slowdown != 1.0;
-    }
-    if (!metis && emulated) in.profile_source += ", cpu times scaled to the EMULATED types";
-    for (const auto& [key, e] : in.profile->entries()) {
-      if (e.seq_len != in.seq) {
-        throw InputError("cli", "--seq", "",
-                         "the profile " + a.profile + " was taken at sequence length " +
-                             std::to_string(e.seq_len) + ", the plan asks for " +
-                             std::to_string(in.seq));
-      }
-    }
-  } else {
-    // Analytic: every tp the model splits into, at every micro-batch size asked for.
-    std::vector<std::int64_t> tps;
-    for (auto t : a.tps) {
-      if (t >= 1 && in.model.heads % t == 0 && in.model.ffn % t == 0) tps.push_back(t);
-    }
-    if (tps.empty()) throw InputError("cli", "--tp", "", "no tp degree divides the model's heads");
-    in.profile = analytic_profile_db(in.model, in.cluster, tps, a.mbss, in.seq);
-    in.profile_source = "analytic";
-  }
+  PlannerProfile p = planner_profile(a.planner, in.model, in.cluster, in.seq);
+  in.profile = std::move(p.db);
+  in.profile_source = std::move(p.source);
   return in;
-}
-
-PlannerOptions planner_options(const PlanArgs& a) {
-  PlannerOptions o;
-  o.micro_batch_sizes = a.mbss;
-  o.tp = a.tps;
-  o.max_pipelines = a.max_pipelines;
-  o.alpha = a.alpha;
-  o.v_inter = a.v_inter;
-  o.v_intra = a.v_intra;
-  o.cpc = !a.no_cpc;
-  o.ses = !a.no_ses;
-  o.oso = !a.no_oso;
-  o.dpo = !a.no_dpo;
-  o.top_k = a.top_k;
-  o.max_partitions = a.max_partitions;
-  o.layer_operator_recompute = a.layer_operator_recompute;
-  return o;
 }
 
 struct TimedResult {
@@ -247,7 +195,7 @@ void print_plan_text(const TimedResult& t, const Inputs& in) {
             << search_text(r.stats, t.seconds);
 }
 
-void add_common_options(CLI::App* sub, PlanArgs& a) {
+void add_common_options(CLI::App* sub, PlanArgs& a, bool with_method) {
   sub->add_option("--cluster", a.cluster, "Cluster preset name or cluster JSON file");
   sub->add_option("--hostfile", a.hostfile, "Metis hostfile (with --clusterfile)");
   sub->add_option("--clusterfile", a.clusterfile, "Metis clusterfile.json (with --hostfile)");
@@ -259,41 +207,7 @@ void add_common_options(CLI::App* sub, PlanArgs& a) {
       ->check(CLI::Range(std::int64_t{1}, limits::kMaxGlobalBatch));
   sub->add_option("--seq", a.seq, "Sequence length (default: the model's)")
       ->check(CLI::Range(std::int64_t{1}, limits::kMaxSeqLen));
-  sub->add_option("--profile", a.profile, "Profile directory (ETH or Metis format)");
-  sub->add_flag("--analytic", a.analytic, "Analytic profile from FLOP counts (the default)");
-  sub->add_option("--micro-batch-sizes", a.mbss, "Candidate micro-batch sizes (default 1,2,4,8,16)")
-      ->delimiter(',')
-      ->check(CLI::Range(std::int64_t{1}, limits::kMaxMicroBatch));
-  sub->add_option("--tp", a.tps, "Candidate tp degrees per stage (default 1,2,4,8)")
-      ->delimiter(',')
-      ->check(CLI::Range(std::int64_t{1}, limits::kMaxTp));
-  sub->add_option("--max-pipelines", a.max_pipelines, "Most pipelines a plan may have (0: gbs)")
-      ->check(CLI::Range(std::int64_t{0}, limits::kMaxGlobalBatch));
-  sub->add_option("--alpha", a.alpha,
-                  "SES tolerance: skip a candidate whose lower bound >= best x (1 - alpha) "
-                  "(default 0: exact)")
-      ->check(CLI::Range(0.0, 0.999));
-  sub->add_option("--v-inter", a.v_inter,
-                  "Skip partitions whose slowest per-sample pipeline time exceeds the fastest "
-                  "by more than this fraction")
-      ->check(CLI::Range(0.0, 1e6));
-  sub->add_option("--v-intra", a.v_intra,
-                  "Drop a template's micro-batch option when its bottleneck stage exceeds the "
-                  "mean stage time by more than this fraction")
-      ->check(CLI::Range(0.0, 1e6));
-  sub->add_flag("--no-cpc", a.no_cpc, "Do not cache unit splits of identical pipelines");
-  sub->add_flag("--no-ses", a.no_ses, "Do not skip candidates by their lower bound");
-  sub->add_flag("--no-oso", a.no_oso, "Visit candidates in generation order, not by bound");
-  sub->add_flag("--no-dpo", a.no_dpo, "Enumerate unit splits instead of the dynamic program");
-  sub->add_option("--max-partitions", a.max_partitions,
-                  "Most partitions the eth search builds and bounds (default 3000000; bounds the "
-                  "search's time; when it binds the plan says so)")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
-  sub->add_option("--top-k", a.top_k, "Finalists priced by the predictor (default 8)")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
-  sub->add_flag("--layer-operator-recompute", a.layer_operator_recompute,
-                "Let the layer baseline's stages recompute single operators as eth's do (by "
-                "default, as in Metis and HexiScale, only nothing or the whole unit)");
+  add_planner_options(sub, a.planner, with_method);
   add_format_option(sub, &a.format);
 }
 
@@ -305,16 +219,13 @@ void add_plan_command(CLI::App& app, Registry& r) {
       "plan",
       "Find a heterogeneous pipeline-parallel plan (docs/planner.md); --method layer or "
       "uniform for the baselines");
-  add_common_options(sub, *a);
-  sub->add_option("--method", a->method, "eth (default), layer or uniform")
-      ->check(CLI::IsMember({"eth", "layer", "uniform"}));
+  add_common_options(sub, *a, true);
   sub->add_option("--out", a->out, "Write the plan file here");
   r.on(sub, [a] {
-    const auto method = parse_plan_method(a->method);
-    if (!method) throw UsageError("--method", "expected one of: eth, layer, uniform");
+    const PlanMethod method = planner_method(a->planner);
     if (!a->out.empty()) check_output_file(a->out, "plan");  // before the search, not after
     const Inputs in = load_inputs(*a);
-    const TimedResult t = run_timed(*method, in, a->gbs, planner_options(*a));
+    const TimedResult t = run_timed(method, in, a->gbs, planner_options(a->planner));
     if (!a->out.empty()) save_plan(t.result.plan, a->out);
     if (a->format == Format::Json) {
       print_json(plan_to_json(t.result.plan));
@@ -330,10 +241,10 @@ void add_compare_command(CLI::App& app, Registry& r) {
   auto a = std::make_shared<PlanArgs>();
   auto* sub = app.add_subcommand(
       "compare", "Plan with eth, layer and uniform and print them side by side with speedups");
-  add_common_options(sub, *a);
+  add_common_options(sub, *a, false);
   r.on(sub, [a] {
     const Inputs in = load_inputs(*a);
-    const PlannerOptions o = planner_options(*a);
+    const PlannerOptions o = planner_options(a->planner);
     struct Row {
       PlanMethod method;
       std::optional<TimedResult> t;

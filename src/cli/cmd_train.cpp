@@ -32,6 +32,7 @@ int run_train(const TrainArgs& a) {
     throw InputError("cli", a.trace.empty() ? "--trace-steps" : "--trace", "",
                      "tracing records the distributed runtime: use it with --plan");
   }
+  if (!a.stop_file.empty()) throw InputError("cli", "--stop-file", "", "use it with --plan");
   const PrecisionChoice precision = choose_precision(a.precision, "--precision");
   std::cerr << precision.line << "\n" << std::flush;
   TrainConfig cfg = make_config(a);
@@ -127,6 +128,11 @@ void add_train_command(CLI::App& app, Registry& r) {
       "micro-batches), or with --plan on one rank per device of an HPP plan (start it with "
       "`eth launch`). AdamW, warm-up + cosine schedule, checkpoints any plan can resume.");
   auto a = std::make_shared<TrainArgs>();
+  add_train_options(sub, a.get());
+  r.on(sub, [a] { return run_train(*a); });
+}
+
+void add_train_options(CLI::App* sub, TrainArgs* a) {
   sub->add_option("--model", a->model,
                   "Model preset name or JSON file (see `eth models`); with --plan, the plan's");
   sub->add_option("--data", a->data, "Token file (llm.c format; see `eth data`)")->required();
@@ -258,8 +264,11 @@ void add_train_command(CLI::App& app, Registry& r) {
                   "Steps --trace records: N, A-B or a comma list (default: the 3 steps after the "
                   "first, which pays for set-up)")
       ->group(dist);
+  sub->add_option("--stop-file", a->stop_file,
+                  "With --plan and --checkpoint-dir: after each checkpoint, stop there (exit 0) "
+                  "when this file exists; eth launch --elastic asks a run to stop this way")
+      ->group(dist);
   add_format_option(sub, &a->format);
-  r.on(sub, [a] { return run_train(*a); });
 }
 
 }  // namespace eth::cli

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "cli/command.h"
+#include "cli/fault_injection.h"
 #include "cli/output.h"
 #include "cli/plan_inputs.h"
 #include "cli/precision_choice.h"
@@ -35,19 +36,6 @@
 #include "runtime/trace_recorder.h"
 
 namespace eth::cli {
-
-namespace {
-
-// Everything a rank needs, resolved and checked once before any rank starts.
-struct PlanRun {
-  Plan plan;
-  ClusterSpec cluster;  // emulated_slowdown already overridden by --emulate
-  DistTrainConfig config;
-  std::optional<ProfileDb> profile;  // for the prediction, emulated types included
-  std::optional<std::filesystem::path> resume;
-  CommOptions comm;
-  std::string precision_line;  // the run's first line (rank 0)
-};
 
 void apply_emulation(ClusterSpec& cluster, const std::vector<std::string>& specs) {
   for (const std::string& spec : specs) {
@@ -74,6 +62,19 @@ void apply_emulation(ClusterSpec& cluster, const std::vector<std::string>& specs
     it->second.emulated_slowdown = factor;
   }
 }
+
+namespace {
+
+// Everything a rank needs, resolved and checked once before any rank starts.
+struct PlanRun {
+  Plan plan;
+  ClusterSpec cluster;  // emulated_slowdown already overridden by --emulate
+  DistTrainConfig config;
+  std::optional<ProfileDb> profile;  // for the prediction, emulated types included
+  std::optional<std::filesystem::path> resume;
+  CommOptions comm;
+  std::string precision_line;  // the run's first line (rank 0)
+};
 
 PlanRun prepare(const TrainArgs& a) {
   PlanRun r;
@@ -119,6 +120,10 @@ PlanRun prepare(const TrainArgs& a) {
   // whole run away.
   if (!a.checkpoint_dir.empty()) prepare_output_dir(a.checkpoint_dir, "checkpoint");
   if (!a.log.empty()) check_output_file(a.log, "log");
+  if (!a.stop_file.empty() && a.checkpoint_dir.empty()) {
+    throw InputError("cli", "--stop-file", "",
+                     "give --checkpoint-dir too: a run stops at a checkpoint");
+  }
   // The data are read by every rank: check them here, once, before any rank starts.
   const TokenFile data = open_training_data(r.config.train);
   training_sampler_config(r.config.train, r.plan.seq_len, data.size());
@@ -207,19 +212,14 @@ Json rank_times_json(const RankTimes& t) {
               {"optimizer_s", t.optimizer_s}};
 }
 
-// Fault injection for the tests of what a dead rank does to the others: ETH_TEST_KILL_RANK=R:S
-// makes rank R exit abruptly (no clean-up, as a crash would) when it is about to take step S;
-// R:S:kill makes it die of SIGKILL instead, as `kill -9` or the OOM killer would.
-void maybe_die(int rank, std::int64_t step) {
-  const char* spec = std::getenv("ETH_TEST_KILL_RANK");
-  if (spec == nullptr) return;
-  int r = -1;
-  long long s = -1;
-  char how[8] = {};
-  const int n = std::sscanf(spec, "%d:%lld:%7s", &r, &s, how);
-  if (n < 2 || r != rank || s != step) return;
-  if (n == 3 && std::strcmp(how, "kill") == 0) ::raise(SIGKILL);
-  std::_Exit(9);
+// Whether the run should stop at the checkpoint just written: rank 0 looks for --stop-file and
+// tells every rank, so they all stop at the same step. Collective.
+bool stop_requested(const TrainArgs& a, const Communicator& world) {
+  if (a.stop_file.empty()) return false;
+  std::int64_t stop = 0;
+  if (world.rank() == 0) stop = std::filesystem::exists(a.stop_file) ? 1 : 0;
+  world.broadcast(std::span<std::int64_t>(&stop, 1), 0);
+  return stop != 0;
 }
 
 // --pin: the calling thread to allowed core `local_rank` mod (allowed cores). Best effort: a
@@ -287,28 +287,14 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
     if (!a.log.empty()) log = AppendFile(a.log, "log");
   }
   const std::int64_t first = t.next_step();
-  const std::int64_t end = a.stop_at > 0 ? std::min(a.stop_at, t.config().train.steps)
-                                         : t.config().train.steps;
+  std::int64_t end = a.stop_at > 0 ? std::min(a.stop_at, t.config().train.steps)
+                                   : t.config().train.steps;
   if (!a.trace.empty()) recorder.choose_steps(traced_steps(a, first, end));
   Summary summary;
   StepStats last;
   std::string checkpoint;
-  const auto t0 = std::chrono::steady_clock::now();
-  while (t.next_step() < end) {
-    maybe_die(world.rank(), t.next_step());
-    last = t.step();
-    const std::vector<RankTimes> times = t.gather_times();  // collective
-    if (!std::isfinite(last.loss)) {
-      throw InputError("train", "--lr", "",
-                       "the loss became " + std::to_string(last.loss) + " at step " +
-                           std::to_string(last.step) + "; try a smaller learning rate");
-    }
-    const bool periodic = a.checkpoint_every > 0 && t.next_step() % a.checkpoint_every == 0;
-    if (!a.checkpoint_dir.empty() && (periodic || t.next_step() >= end)) {
-      checkpoint = t.save_checkpoint(a.checkpoint_dir).string();  // collective
-    }
-    if (!lead) continue;
-    summary.step_s.push_back(last.seconds);
+  const auto log_step = [&](const StepStats& step, const std::vector<RankTimes>& times) {
+    summary.step_s.push_back(step.seconds);
     summary.ranks.push_back(times);
     if (log) {
       Json ranks = Json::array();
@@ -320,15 +306,36 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
         j["stage"] = places[i].stage;
         ranks.push_back(j);
       }
-      log.write_line(Json{{"step", last.step},
-                          {"loss", last.loss},
-                          {"lr", last.lr},
-                          {"grad_norm", last.grad_norm},
-                          {"tokens_per_s", last.tokens_per_s},
-                          {"seconds", last.seconds},
+      log.write_line(Json{{"step", step.step},
+                          {"loss", step.loss},
+                          {"lr", step.lr},
+                          {"grad_norm", step.grad_norm},
+                          {"tokens_per_s", step.tokens_per_s},
+                          {"seconds", step.seconds},
                           {"ranks", ranks}}
                          .dump());
     }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (t.next_step() < end) {
+    maybe_fail_before_step(world.rank(), world.size(), t.next_step(), a.stop_file);
+    last = t.step();
+    const std::vector<RankTimes> times = t.gather_times();  // collective
+    if (!std::isfinite(last.loss)) {
+      throw InputError("train", "--lr", "",
+                       "the loss became " + std::to_string(last.loss) + " at step " +
+                           std::to_string(last.step) + "; try a smaller learning rate");
+    }
+    // The step's log line before its checkpoint: a step logged is a step done, even when the
+    // run dies writing the checkpoint (eth launch --elastic counts the steps redone from it).
+    if (lead) log_step(last, times);
+    const bool periodic = a.checkpoint_every > 0 && t.next_step() % a.checkpoint_every == 0;
+    if (!a.checkpoint_dir.empty() && (periodic || t.next_step() >= end)) {
+      maybe_fail_in_checkpoint(world.rank(), world.size(), t.next_step(), a.checkpoint_dir);
+      checkpoint = t.save_checkpoint(a.checkpoint_dir).string();  // collective
+      if (t.next_step() < end && stop_requested(a, world)) end = t.next_step();
+    }
+    if (!lead) continue;
     if (a.print_every > 0 && (last.step % a.print_every == 0 || t.next_step() >= end)) {
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -18,6 +18,7 @@ inline constexpr int kExitInput = 2;     // bad input file or value, a plan that
                                          // an output that cannot be written
 inline constexpr int kExitInternal = 3;  // a bug in ETH
 inline constexpr int kExitComm = 4;      // a rank died or stopped answering (distributed runs)
+inline constexpr int kExitNoPlan = 5;    // eth launch --elastic: no plan fits the devices left
 inline constexpr int kExitSigint = 130;  // eth launch interrupted (128 + SIGINT)
 inline constexpr int kExitSigterm = 143; // eth launch terminated (128 + SIGTERM)
 

@@ -91,8 +91,33 @@ struct SignalScope {
   }
 };
 
-// Removes what checkpoint writes cut short left behind (AtomicFile's ".<name>.tmp-<pid>-<n>")
-// and names the newest checkpoint that reads back whole.
+// What was lost, as MpirunMessages read it: a host lost whole, else the rank that died on a
+// signal, exited on its own without a word, or that another rank waited for past --timeout.
+LaunchOutcome lost_of(const MpirunMessages& m, const std::vector<LaunchRank>& ranks) {
+  LaunchOutcome out;
+  out.lost_host = m.lost_host;
+  if (m.signal_rank >= 0) {
+    out.lost_rank = m.signal_rank;
+    out.lost_cause = std::string("killed by ") + signal_name(m.signal) + " (signal " +
+                     std::to_string(m.signal) + ")";
+  } else if (m.exit_rank >= 0 && m.exit_code != kExitInput && m.exit_code != kExitInternal &&
+             m.exit_code != kExitComm) {
+    out.lost_rank = m.exit_rank;
+    out.lost_cause = "exited with code " + std::to_string(m.exit_code);
+  } else if (m.timeout_rank >= 0) {
+    out.lost_rank = m.timeout_rank;
+    out.lost_cause = "stopped answering (rank " + std::to_string(m.timeout_waiter) +
+                     " waited " + m.timeout_seconds + " s for it)";
+  }
+  if (out.lost_rank >= 0 && static_cast<std::size_t>(out.lost_rank) < ranks.size()) {
+    out.lost_device = ranks[static_cast<std::size_t>(out.lost_rank)].device;
+  }
+  return out;
+}
+
+}  // namespace
+
+// AtomicFile's temporaries are ".<name>.tmp-<pid>-<n>".
 std::string checkpoint_report(const std::filesystem::path& dir) {
   if (dir.empty()) return "";
   std::error_code ec;
@@ -116,14 +141,33 @@ std::string checkpoint_report(const std::filesystem::path& dir) {
   }
 }
 
-}  // namespace
-
 void MpirunMessages::feed(const std::string& line) {
   static const std::regex died(
       R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+))");
   static const std::regex name(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\])");
   static const std::regex code(R"(Exit code:\s*(-?\d+))");
+  // comm/communicator.h timeout_message; Open MPI, ssh and scripts/netns-agent naming a host.
+  static const std::regex timeout(R"(\(world rank (\d+)\): .* timed out after ([0-9.]+) s )"
+                                  R"(waiting for rank \d+ \(world rank (\d+)\))");
+  static const std::regex host(R"((?:Remote daemon: \S+ on node |netns-agent: lost host |)"
+                               R"(netns-agent: host "|ssh: connect to host |)"
+                               R"(ssh: Could not resolve hostname )([A-Za-z0-9._-]+))");
+  static const std::regex fault(R"(^\[fault\] .* at monotonic ([0-9.]+) s)");
   std::smatch m;
+  if (timeout_rank < 0 && std::regex_search(line, m, timeout)) {
+    timeout_waiter = std::stoi(m[1]);
+    timeout_seconds = m[2];
+    timeout_rank = std::stoi(m[3]);
+    return;
+  }
+  if (lost_host.empty() && std::regex_search(line, m, host)) {
+    lost_host = m[1];
+    return;
+  }
+  if (!fault_monotonic_s && std::regex_search(line, m, fault)) {
+    fault_monotonic_s = std::stod(m[1]);
+    return;
+  }
   if (signal_rank < 0 && std::regex_search(line, m, died)) {
     signal_rank = std::stoi(m[1]);
     signal = std::stoi(m[2]);
@@ -136,6 +180,11 @@ void MpirunMessages::feed(const std::string& line) {
     }
     pending_rank_ = -1;
   }
+}
+
+bool MpirunMessages::failure_seen() const {
+  return signal_rank >= 0 || exit_rank >= 0 || timeout_rank >= 0 || !lost_host.empty() ||
+         fault_monotonic_s.has_value();
 }
 
 std::vector<LaunchRank> launch_ranks(const Plan& plan) {
@@ -173,7 +222,8 @@ std::string describe_rank(const std::vector<LaunchRank>& ranks, int rank) {
 
 LaunchOutcome supervise_launch(const std::vector<std::string>& argv,
                                const std::vector<LaunchRank>& ranks,
-                               const std::filesystem::path& checkpoint_dir) {
+                               const std::filesystem::path& checkpoint_dir,
+                               const SuperviseHooks& hooks) {
   ETH_CHECK(!argv.empty(), "supervise_launch: empty command line");
   int err_pipe[2], exec_pipe[2];
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
@@ -224,11 +274,14 @@ LaunchOutcome supervise_launch(const std::vector<std::string>& argv,
   int status = 0;
   bool exited = false, eof = false;
   std::chrono::steady_clock::time_point drain_until{};
+  std::optional<std::chrono::steady_clock::time_point> failed_at;
   char buf[4096];
+  const int poll_ms = static_cast<int>(std::max<std::int64_t>(1, hooks.poll_interval.count()));
   while (!(exited && (eof || std::chrono::steady_clock::now() > drain_until))) {
     pollfd fds[2] = {{err_pipe[0], static_cast<short>(eof ? 0 : POLLIN), 0},
                      {signals.wake[0], POLLIN, 0}};
-    ::poll(fds, 2, 100);
+    ::poll(fds, 2, poll_ms);
+    if (hooks.on_poll && !exited) hooks.on_poll();
     if (signals.wake[0] >= 0) {
       while (::read(signals.wake[0], buf, sizeof buf) > 0) {
       }
@@ -246,6 +299,7 @@ LaunchOutcome supervise_launch(const std::vector<std::string>& argv,
           if (buf[i] == '\n') {
             messages.feed(line);
             line.clear();
+            if (!failed_at && messages.failure_seen()) failed_at = std::chrono::steady_clock::now();
           } else if (line.size() < 4096) {
             line += buf[i];
           }
@@ -266,7 +320,15 @@ LaunchOutcome supervise_launch(const std::vector<std::string>& argv,
   ::close(err_pipe[0]);
   if (!line.empty()) messages.feed(line);
 
-  LaunchOutcome out;
+  LaunchOutcome out = lost_of(messages, ranks);
+  out.ended = std::chrono::steady_clock::now();
+  out.failed_at = failed_at;
+  if (messages.fault_monotonic_s) {
+    out.failed_at = std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(*messages.fault_monotonic_s)));
+  }
+  out.interrupted = interrupted;
   const int n = static_cast<int>(ranks.size());
   const std::string all = n > 0 ? "all " + std::to_string(n) + " ranks" : "every rank";
   if (interrupted != 0) {
@@ -276,7 +338,10 @@ LaunchOutcome supervise_launch(const std::vector<std::string>& argv,
     return out;
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (code == 0) return out;
+  if (code == 0) {
+    out.lost_rank = -1, out.lost_device = -1, out.lost_cause.clear(), out.lost_host.clear();
+    return out;
+  }
   if (messages.signal_rank >= 0) {
     out.exit_code = kExitComm;
     out.message = "error: [launch] " + describe_rank(ranks, messages.signal_rank) +

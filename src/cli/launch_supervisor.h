@@ -10,8 +10,11 @@
 // line) so the two change independently.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,8 +40,26 @@ std::vector<LaunchRank> launch_ranks(const Plan& plan);
 std::string describe_rank(const std::vector<LaunchRank>& ranks, int rank);
 
 struct LaunchOutcome {
+  using TimePoint = std::chrono::steady_clock::time_point;
   int exit_code = 0;
   std::string message;  // printed by the caller when not empty
+  // What was lost, as data (eth launch --elastic acts on it; `message` says it in words).
+  int lost_rank = -1;               // the rank that died or stopped answering; -1: none known
+  std::int64_t lost_device = -1;    // its device in `ranks` (-1: not in the table)
+  std::string lost_cause;           // "killed by SIGKILL (signal 9)", "stopped answering ..."
+  std::string lost_host;            // a host mpirun or its agent lost (every rank on it)
+  int interrupted = 0;              // SIGINT or SIGTERM received by eth launch, else 0
+  // When the failure first showed (the fault injection's own timestamp, else the first line of
+  // mpirun's or a rank's report of it), and when mpirun had ended: the detection time.
+  std::optional<TimePoint> failed_at;
+  TimePoint ended{};
+};
+
+struct SuperviseHooks {
+  // Called about every `poll_interval` while mpirun runs (eth launch --elastic watches its files
+  // from here); it must not block.
+  std::function<void()> on_poll;
+  std::chrono::milliseconds poll_interval{100};
 };
 
 // Runs `argv` (mpirun and its arguments) as a child and waits for it, forwarding SIGINT and
@@ -46,7 +67,13 @@ struct LaunchOutcome {
 // InputError("launch", "--mpirun", ...) when mpirun cannot be started.
 LaunchOutcome supervise_launch(const std::vector<std::string>& argv,
                                const std::vector<LaunchRank>& ranks,
-                               const std::filesystem::path& checkpoint_dir);
+                               const std::filesystem::path& checkpoint_dir,
+                               const SuperviseHooks& hooks = {});
+
+// Removes what checkpoint writes cut short left in `dir` (AtomicFile's temporaries) and says
+// which checkpoint is the newest that reads back: "; the last checkpoint, FILE (step K), is
+// whole: --resume DIR continues from it" ("" for an empty `dir`).
+std::string checkpoint_report(const std::filesystem::path& dir);
 
 // What mpirun's messages say about how the run ended (Open MPI 4: "process rank 1 with PID ...
 // exited on signal 9", "Process name: [[x,1],3]" + "Exit code: 9"). Fed line by line.
@@ -55,6 +82,18 @@ class MpirunMessages {
   void feed(const std::string& line);
   int signal_rank = -1, signal = 0;  // the first rank that died on a signal
   int exit_rank = -1, exit_code = 0;  // the first rank that exited non-zero on its own
+  // A rank's bounded wait that expired ("... timed out after 2.000 s waiting for rank 1 (world
+  // rank 1)"): the world rank waited for, who waited, and how long.
+  int timeout_rank = -1, timeout_waiter = -1;
+  std::string timeout_seconds;
+  // A host lost as a whole: Open MPI's "Remote daemon: ... on node B", ssh's "connect to host B
+  // port 22" or "Could not resolve hostname B", scripts/netns-agent's "lost host B" / "host "B"
+  // is unreachable".
+  std::string lost_host;
+  // ETH_TEST_KILL_RANK's "[fault] ... at monotonic T s" (cli/fault_injection.h), seconds.
+  std::optional<double> fault_monotonic_s;
+  // Whether any line so far reported a failure.
+  bool failure_seen() const;
 
  private:
   int pending_rank_ = -1;  // "Process name" seen, "Exit code" not yet

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
       "Exit codes (docs/exit-codes.md): 0 ok, 1 bad command line, 2 bad input (file, field or\n"
       "plan rule) or an output that cannot be written, 3 internal error (a bug in ETH: please\n"
       "report it), 4 communication failure (a rank of a distributed run died or stopped\n"
-      "answering; the message names it), 130/143 eth launch interrupted by SIGINT/SIGTERM.",
+      "answering; the message names it), 5 eth launch --elastic: no plan fits the devices left\n"
+      "(the last checkpoint is whole), 130/143 eth launch interrupted by SIGINT/SIGTERM.",
       "eth"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "eth 0.1.0");

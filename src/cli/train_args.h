@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/output.h"
 #include "model/recompute.h"
 #include "plan/plan.h"
@@ -52,7 +54,12 @@ struct TrainArgs {
   bool pin = false;  // each rank on one core of this host (local rank i on core i mod cores)
   std::string trace;        // Chrome trace of the run (rank 0 writes it)
   std::string trace_steps;  // which steps; empty: a few after the first
+  std::string stop_file;    // checked by rank 0 after each checkpoint: stop there if it exists
 };
+
+// Declares every flag of `eth train` on `sub`, bound to `*a` (eth train, and eth launch --elastic
+// reading the arguments it passes on).
+void add_train_options(CLI::App* sub, TrainArgs* a);
 
 RecomputeSet parse_recompute_list(const std::string& text);
 std::string fmt_sci(double v);
@@ -70,6 +77,10 @@ void check_train_memory(const TrainConfig& cfg);
 // arena and buffers, rank 0's whole-model checkpoint buffer when checkpointing).
 void check_plan_train_memory(const Plan& plan, const TrainConfig& cfg, int ranks_here,
                              bool checkpoints);
+
+// --emulate TYPE=FACTOR: sets the factors on `cluster`'s types; InputError naming --emulate for a
+// malformed spec or a type the cluster lacks.
+void apply_emulation(ClusterSpec& cluster, const std::vector<std::string>& specs);
 
 // `eth train --plan`: cmd_train_plan.cpp.
 int run_train_plan(const TrainArgs& a);

@@ -101,6 +101,9 @@ std::vector<std::string> mpirun_argv(const MpirunOptions& options,
       argv.insert(argv.end(), {"--mca", "oob_tcp_if_include", options.network});
     }
   }
+  if (options.kill_at_once) {
+    argv.insert(argv.end(), {"--mca", "odls_base_sigkill_timeout", "0"});
+  }
   for (const std::string& e : options.env) argv.insert(argv.end(), {"-x", e});
   argv.insert(argv.end(), {"-n", std::to_string(options.num_ranks)});
   argv.insert(argv.end(), program.begin(), program.end());

@@ -33,6 +33,10 @@ struct MpirunOptions {
   // Exported to every rank with -x: NAME=VALUE, or NAME alone for the launcher's own value.
   // The default makes glibc (and Open MPI's large collective temporaries) use huge pages.
   std::vector<std::string> env{"GLIBC_TUNABLES=glibc.malloc.hugetlb=1"};
+  // When a rank dies, Open MPI sends the others SIGTERM and waits odls_base_sigkill_timeout (1 s)
+  // before SIGKILL, whatever they do; ETH's ranks do not catch SIGTERM, so that second is only
+  // waiting. true: --mca odls_base_sigkill_timeout 0 (eth launch --elastic: detection time).
+  bool kill_at_once = false;
 };
 
 // [mpirun, flags..., -n N, program...]. Flags: --allow-run-as-root (as_root), --oversubscribe,
@@ -42,7 +46,8 @@ struct MpirunOptions {
 // --host A:n,B:m --map-by slot (ranks filled host by host),
 // --mca coll_libnbc_iallreduce_algorithm ring (the all-reduce the cost model prices) and, with a
 // network,
-// --mca btl_tcp_if_include / oob_tcp_if_include, then -x ENV.... Throws InputError("launch", ...)
+// --mca btl_tcp_if_include / oob_tcp_if_include, with kill_at_once
+// --mca odls_base_sigkill_timeout 0, then -x ENV.... Throws InputError("launch", ...)
 // naming the bad field for num_ranks < 1, hosts whose counts do not add up to it, a bad network,
 // an empty program or mpirun, or a malformed env entry.
 std::vector<std::string> mpirun_argv(const MpirunOptions& options,

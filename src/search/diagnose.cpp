@@ -12,11 +12,25 @@
 namespace eth::search {
 
 namespace {
+// Three significant figures in the largest unit that keeps the number at or above 1, so a
+// cluster of MB-sized devices does not read "needs 0.00 GB of its 0.00 GB".
 std::string gb(double bytes) {
+  const double mag = bytes < 0 ? -bytes : bytes;
+  const char* unit = "GB";
+  double scale = 1e9;
+  if (mag < 1e6) {
+    unit = "kB";
+    scale = 1e3;
+  } else if (mag < 1e9) {
+    unit = "MB";
+    scale = 1e6;
+  }
+  const double v = bytes / scale;
+  const double av = v < 0 ? -v : v;
   std::ostringstream s;
   s.setf(std::ios::fixed);
-  s.precision(2);
-  s << bytes / 1e9 << " GB";
+  s.precision(av >= 100 ? 0 : av >= 10 ? 1 : 2);
+  s << v << " " << unit;
   return s.str();
 }
 }  // namespace

@@ -51,6 +51,9 @@ TEST(Mpirun, RootAndEnvironmentOptions) {
 
   o.as_root = false;
   EXPECT_FALSE(has(mpirun_argv(o, {"prog"}), "--allow-run-as-root"));
+  EXPECT_FALSE(has(mpirun_argv(o, {"prog"}), "odls_base_sigkill_timeout"));
+  o.kill_at_once = true;
+  EXPECT_EQ(after(mpirun_argv(o, {"prog"}), "odls_base_sigkill_timeout"), "0");
 }
 
 TEST(Mpirun, SeveralHostsAreFilledInOrderOverTcpOnTheGivenNetwork) {

@@ -292,6 +292,10 @@ TEST(Planner, NoFitNamesTheOverflowingDevice) {
     EXPECT_NE(msg.find("overflows stage"), std::string::npos) << msg;
     EXPECT_NE(msg.find("device type tiny"), std::string::npos) << msg;
     EXPECT_NE(msg.find("over by"), std::string::npos) << msg;
+    // MB-sized devices read in MB: the figure the user wrote (0.03 or 0.02 GB), not "0.00 GB".
+    EXPECT_TRUE(msg.find("of its 30.0 MB") != std::string::npos ||
+                msg.find("of its 20.0 MB") != std::string::npos)
+        << msg;
   }
 }
 

@@ -1,0 +1,31 @@
+// Fault injection for the tests and benches of what a failure does to a distributed run (a dead
+// rank, a rank that stops answering, a rank lost while a checkpoint is written), driven by
+// ETH_TEST_KILL_RANK on every rank of `eth train --plan`:
+//   ETH_TEST_KILL_RANK=FAULT[,FAULT...]   FAULT = R:S[:HOW][@N]
+// Rank R fails when it is about to take step S (HOW = exit: exits abruptly with code 9, no
+// clean-up, as a crash would; kill: SIGKILL, as `kill -9` or the OOM killer; stop: SIGSTOP, a
+// rank that stops answering), or, with HOW = checkpoint, dies of SIGKILL while the checkpoint of
+// step S is being written (rank 0 after writing part of the file's temporary; another rank
+// before sending its units, so rank 0 waits mid-checkpoint). HOW = hold is no failure: the rank
+// waits before step S until the run's --stop-file exists (at most 60 s), so a test can change a
+// run's devices while it is known to be running (eth launch --elastic creates that file when it
+// sees the change). @N: only in a run of N ranks, so a
+// fault fires once in an elastic run whose later plans have fewer ranks. Before it fails the rank
+// prints "[fault] ... at monotonic T s" (the system-wide monotonic clock), from which
+// `eth launch --elastic` measures how long detection took.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+namespace eth::cli {
+
+// Before step `step` on rank `rank` of `ranks`; `stop_file`: eth train's --stop-file (may be
+// empty), for hold.
+void maybe_fail_before_step(int rank, int ranks, std::int64_t step,
+                            const std::filesystem::path& stop_file);
+// Before the checkpoint of `step` (steps done) into `dir`.
+void maybe_fail_in_checkpoint(int rank, int ranks, std::int64_t step,
+                              const std::filesystem::path& dir);
+
+}  // namespace eth::cli
