@@ -14,8 +14,10 @@ ctest --test-dir "$root/build-test" --output-on-failure -j2 --timeout 600
 # planner, data, comm, CLI): the input-handling code a bad file reaches. The numerics suites
 # (kernels, trainer) pass under -DETH_SANITIZE=address too but would double CI's time here.
 echo "== build (ASan + UBSan)"
+# Without CUDA (nvcc instruments nothing, and it keeps this pass short): it also checks that a
+# build without the toolkit works and that --device cuda says so (tests/cli/device_cli_test.cpp).
 cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DETH_WERROR=ON \
-  -DETH_SANITIZE=address -DETH_BUILD_BENCH=OFF >/dev/null
+  -DETH_SANITIZE=address -DETH_BUILD_BENCH=OFF -DETH_CUDA=OFF >/dev/null
 # Every test target labelled unit or integration (no LABEL means unit), found from tests/*/CMakeLists.txt.
 targets=$(grep -h "eth_test(" "$root"/tests/*/CMakeLists.txt | grep -v "LABEL numerics\|LABEL mpi" |
   sed -E 's/.*eth_test\(([a-z_]+).*/test_\1/' | tr '\n' ' ')

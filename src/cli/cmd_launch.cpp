@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/device_choice.h"
 #include "cli/elastic_launch.h"
 #include "cli/launch_command.h"
 #include "cli/launch_supervisor.h"
@@ -67,6 +68,12 @@ void add_launch_command(CLI::App& app, Registry& r) {
   sub->add_option("--mpirun", a->mpirun, "The mpirun program")->capture_default_str();
   sub->add_flag("--dry-run", a->dry_run, "Print the mpirun command line and exit");
   sub->add_option("train_args", a->train_args, "Arguments of eth train, after --");
+  // Checked before the plan is read or any rank starts (each rank would refuse it later). Not
+  // passed on to eth train: cuda is always refused today (device_choice.h), and cpu is its default.
+  auto device = std::make_shared<std::string>("cpu");
+  sub->add_option("--device", *device, kDeviceHelp)
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   auto e = std::make_shared<ElasticArgs>();
   add_elastic_options(sub, *e);
   sub->footer(
@@ -82,7 +89,13 @@ void add_launch_command(CLI::App& app, Registry& r) {
       "(the last checkpoint is whole: bring devices back and run the same command again).\n"
       "  eth launch --plan P --elastic --checkpoint-dir C --checkpoint-every 50 -- --data D "
       "--steps N");
-  r.on(sub, [a, e] {
+  r.on(sub, [a, e, device] {
+    choose_device(*device, "--device");
+    for (const std::string& s : a->train_args) {
+      if (s == "--device" || s.rfind("--device=", 0) == 0) {
+        throw InputError("launch", "--device", "", "give the device to eth launch, not after --");
+      }
+    }
     if (e->enabled) return run_elastic_launch(*a, *e);
     refuse_elastic_options(*e);
     return run_launch(*a);

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "cli/device_choice.h"
 #include "cli/output.h"
 #include "cli/precision_choice.h"
 #include "cli/resources.h"
@@ -45,6 +46,7 @@ struct ProfileOptions {
   int repeats = 3;       // --measure: timed runs per unit (median kept)
   double dropout = 0;    // --measure: dropout probability (masks held and measured)
   std::string precision;  // --measure: fp32 | bf16; empty: the CPU's default
+  std::string device;   // --measure: cpu | cuda (device_choice.h); empty: cpu
   std::string cache = "cold";  // --measure: caches flushed before each timed op, or warm
 };
 
@@ -129,6 +131,7 @@ double entry_step_ms(const ProfileEntry& e) {
 
 int run_measure(const ProfileOptions& o) {
   // Every check before any work: measuring gpt2-small takes minutes.
+  choose_device(o.device, "--device");
   if (o.out.empty())
     throw UsageError("--out", "missing: the folder to write the profile to");
   if (!o.cluster.empty()) {
@@ -300,6 +303,8 @@ void add_profile_command(CLI::App& app, Registry& r) {
   sub->add_option("--dropout", o->dropout,
                   "--measure: dropout probability; > 0 also holds the dropout masks (default 0)")
       ->check(CLI::Range(0.0, 0.95));
+  sub->add_option("--device", o->device, std::string("--measure: ") + kDeviceHelp)
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--cache", o->cache,
                   "--measure: cold (default) flushes the caches before each timed op, as a rank "
                   "sharing its core (emulation) or running a stage larger than the caches finds "
@@ -312,6 +317,10 @@ void add_profile_command(CLI::App& app, Registry& r) {
       throw UsageError("--analytic", "choose exactly one of --analytic, --measure, --show");
     }
     if (o->measure) return run_measure(*o);
+    if (!o->device.empty()) {
+      throw UsageError("--device", "only with --measure (analytic and Metis profiles are "
+                                   "computed, not run)");
+    }
     if (!o->precision.empty()) {
       throw UsageError("--precision", "only with --measure (analytic and Metis profiles describe "
                                       "16-bit training, precision mixed16)");

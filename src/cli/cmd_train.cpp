@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "cli/device_choice.h"
 #include "cli/output.h"
 #include "cli/precision_choice.h"
 #include "cli/train_args.h"
@@ -25,6 +26,7 @@ namespace eth::cli {
 namespace {
 
 int run_train(const TrainArgs& a) {
+  choose_device(a.device, "--device");  // before anything is read: cuda cannot run yet
   if (!a.plan.empty()) return run_train_plan(a);
   if (!a.trace.empty() || !a.trace_steps.empty()) {
     throw InputError("cli", a.trace.empty() ? "--trace-steps" : "--trace", "",
@@ -186,6 +188,9 @@ void add_train_options(CLI::App* sub, TrainArgs* a) {
                   "moments and gradients (default: bf16 where the CPU has bf16 matrix "
                   "instructions, fp32 otherwise; checkpoints resume in either)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  sub->add_option("--device", a->device, kDeviceHelp)
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   sub->add_option(
       "--checkpoint-dir", a->checkpoint_dir,
       "Write step_<N>.safetensors here at the end (and every --checkpoint-every steps)");

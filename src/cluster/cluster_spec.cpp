@@ -10,7 +10,8 @@
 namespace eth {
 
 const std::vector<DeviceType>& device_type_presets() {
-  // Table 1 of the paper; H100 from NVIDIA's SXM datasheet (dense BF16, NVLink 900 GB/s);
+  // Table 1 of the paper; H100 and H200 from NVIDIA's SXM datasheets (dense BF16, NVLink
+  // 900 GB/s; the H200 is the H100's compute with 141 GB of HBM3e, the GPU of docs/gpu.md);
   // `cpu` is one core of the 2-core machines ETH's CPU runtime runs on: fp32 sgemm measures
   // about 0.18-0.19 TFLOPS per core (the runtime trains in fp32), and one rank may use a third
   // of the 24 GiB. Its link figure is what the ring model needs to price MPI all-reduce over
@@ -23,6 +24,7 @@ const std::vector<DeviceType>& device_type_presets() {
       {"A100", 312, 80, 1536, std::nullopt, 1.0},
       {"RTX3090", 80, 24, 1408, std::nullopt, 1.0},
       {"H100", 989, 80, 7200, std::nullopt, 1.0},
+      {"H200", 989, 141, 7200, std::nullopt, 1.0},
       {"cpu", 0.19, 8, 20, std::nullopt, 1.0},
       // Emulated types for the CPU runtime (one core each, stretched 4x and 12x: the slow one is
       // 3x slower than the fast one, and four such ranks keep only 0.67 of 2 cores busy, so

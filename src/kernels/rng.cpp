@@ -23,15 +23,15 @@ void check_stream(const RngStream& s) {
   ETH_CHECK(s.unit >= 0 && s.unit < (std::int64_t{1} << 16), "rng: unit must be in [0, 2^16)");
 }
 
-// The counter of Philox block `block` of sample `sample`: indices verbatim, so it is injective.
+// The counter of Philox block `block` of sample `sample` (philox.h's layout: indices verbatim).
 Philox4x32 counter(const RngStream& s, std::int64_t sample, std::int64_t block) {
-  return {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(sample),
-          static_cast<std::uint32_t>(s.step),
-          (static_cast<std::uint32_t>(s.unit) << 16) | static_cast<std::uint32_t>(s.op)};
+  const philox::Block c =
+      philox::counter(s.step, s.unit, static_cast<std::uint16_t>(s.op), sample, block);
+  return {c.w[0], c.w[1], c.w[2], c.w[3]};
 }
 
 std::array<std::uint32_t, 2> key_of(const RngStream& s) {
-  return {static_cast<std::uint32_t>(s.seed), static_cast<std::uint32_t>(s.seed >> 32)};
+  return {philox::key0(s.seed), philox::key1(s.seed)};
 }
 
 // words[4j .. 4j+3] = Philox of counter `base` with word 0 advanced by j, for j < blocks. A
@@ -85,9 +85,9 @@ void dropout_mask_fill(std::uint8_t* mask, const RngStream& s, float p, std::int
   ETH_CHECK(sample0 + B <= kMaxSample, "dropout mask: sample index must be < 2^32");
   ETH_CHECK(elem0 + n <= kMaxElem, "dropout mask: element index must be < 2^34");
   if (B == 0 || n == 0) return;
-  // Keep iff word >= p * 2^32: an exact integer comparison, identical for every caller.
-  const auto threshold = static_cast<std::uint32_t>(
-      std::floor(static_cast<double>(p) * 4294967296.0));
+  // Keep iff word >= p * 2^32: an exact integer comparison, identical for every caller (and
+  // for the CUDA kernels, which use the same philox.h rule).
+  const std::uint32_t threshold = philox::dropout_threshold(p);
   const auto key = key_of(s);
   const std::int64_t first = elem0 >> 2, last = (elem0 + n - 1) >> 2;
   const std::int64_t chunks = (last - first + kBlocksPerTask) / kBlocksPerTask;
@@ -101,7 +101,7 @@ void dropout_mask_fill(std::uint8_t* mask, const RngStream& s, float p, std::int
     const std::int64_t hi = std::min(elem0 + n, (block0 + blocks) * 4);
     std::uint8_t* row = mask + b * n;
     for (std::int64_t e = lo; e < hi; ++e) {
-      row[e - elem0] = words[e - block0 * 4] >= threshold ? 1 : 0;
+      row[e - elem0] = philox::dropout_keep(words[e - block0 * 4], threshold) ? 1 : 0;
     }
   }
 }

@@ -7,6 +7,8 @@
 #include <array>
 #include <cstdint>
 
+#include "kernels/philox.h"
+
 namespace eth {
 
 // Which operator a stream belongs to; part of the counter, so every operator of every unit gets
@@ -31,21 +33,11 @@ struct RngStream {
 using Philox4x32 = std::array<std::uint32_t, 4>;
 
 // The Philox-4x32 bijection with 10 rounds: counter -> 4 random words, under a 64-bit key.
+// The arithmetic is philox.h's, shared with the CUDA kernels.
 constexpr Philox4x32 philox4x32_10(Philox4x32 ctr, std::array<std::uint32_t, 2> key) {
-  constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  // Fully unrolled, so a loop over independent blocks vectorizes (rng.cpp).
-#pragma GCC unroll 10
-  for (int round = 0; round < 10; ++round) {
-    const std::uint64_t p0 = static_cast<std::uint64_t>(kMul0) * ctr[0];
-    const std::uint64_t p1 = static_cast<std::uint64_t>(kMul1) * ctr[2];
-    const auto hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
-    const auto hi1 = static_cast<std::uint32_t>(p1 >> 32), lo1 = static_cast<std::uint32_t>(p1);
-    ctr = {hi1 ^ ctr[1] ^ key[0], lo1, hi0 ^ ctr[3] ^ key[1], lo0};
-    key[0] += kWeyl0;
-    key[1] += kWeyl1;
-  }
-  return ctr;
+  const philox::Block b = philox::rounds10(philox::Block{{ctr[0], ctr[1], ctr[2], ctr[3]}},
+                                           key[0], key[1]);
+  return {b.w[0], b.w[1], b.w[2], b.w[3]};
 }
 
 // The 32-bit random word for element `elem` of global sample `sample` in stream `s`. Elements

@@ -41,7 +41,7 @@ TEST(DevicePresets, PaperTable1) {
     EXPECT_EQ(d->peak_flops(), r.tflops * 1e12);
     EXPECT_FALSE(d->inter_node_bandwidth_gbps.has_value());  // the cluster's figure applies
   }
-  for (const char* extra : {"H100", "cpu"}) {
+  for (const char* extra : {"H100", "H200", "cpu"}) {
     auto d = find_device_type_preset(extra);
     ASSERT_TRUE(d.has_value()) << extra;
     EXPECT_GT(d->tflops, 0) << extra;
@@ -51,7 +51,10 @@ TEST(DevicePresets, PaperTable1) {
   // H100 is faster than A100, and a CPU core far slower than any accelerator.
   EXPECT_GT(find_device_type_preset("H100")->tflops, find_device_type_preset("A100")->tflops);
   EXPECT_LT(find_device_type_preset("cpu")->tflops, 1.0);
-  EXPECT_EQ(device_type_presets().size(), std::size(rows) + 4);
+  // H200 (docs/gpu.md): the H100's compute and links with 141 GB.
+  EXPECT_EQ(find_device_type_preset("H200")->tflops, find_device_type_preset("H100")->tflops);
+  EXPECT_EQ(find_device_type_preset("H200")->memory_bytes(), 141e9);
+  EXPECT_EQ(device_type_presets().size(), std::size(rows) + 5);
   EXPECT_FALSE(find_device_type_preset("910B9").has_value());
 }
 
@@ -170,7 +173,7 @@ TEST(ClusterJson, BadFilesNameFileAndPath) {
        "nodes[0].devices: expected an integer in [1, 65536], got -8"},
       {R"({"nodes": [{"device_type": "910B2", "devices": 8}, {"device_type": "910B9", "devices": 8}]})",
        "nodes[1].device_type: expected a preset device type (910B2, 910B3, 910B4, A100, RTX3090, "
-       "H100, cpu, cpu-fast, cpu-slow) or one defined under device_types, got \"910B9\""},
+       "H100, H200, cpu, cpu-fast, cpu-slow) or one defined under device_types, got \"910B9\""},
       {R"({"nodes": [{"device_type": "910B2", "devices": 8, "gpus": 8}]})",
        "nodes[0].gpus: unknown field; expected one of: device_type, devices"},
       {R"({"nodes": [], "bandwidth": 1})", "bandwidth: unknown field"},

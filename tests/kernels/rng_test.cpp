@@ -1,10 +1,12 @@
-// Philox against its published known-answer vectors, and (d): a dropout mask depends only on
+// Philox against its published known-answer vectors; the arithmetic shared with the CUDA kernels
+// (philox.h) against the CPU's and against masks pinned before it was shared; and (d): a dropout mask depends only on
 // its key, never on how samples are batched or how a sample's elements are sliced.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
+#include "kernels/philox.h"
 #include "kernels/rng.h"
 
 namespace eth {
@@ -27,6 +29,75 @@ std::vector<std::uint8_t> mask_of(const RngStream& s, float p, std::int64_t samp
   std::vector<std::uint8_t> m(static_cast<std::size_t>(B * n));
   dropout_mask_fill(m.data(), s, p, sample0, elem0, B, n);
   return m;
+}
+
+// The masks dropout_mask_fill drew before its arithmetic moved into philox.h (for the CUDA
+// kernels), pinned as FNV-1a hashes of the mask bytes: the masks of every existing run, and so its
+// losses, stay the same. The hashes were computed by the pre-philox.h rng.cpp (commit dfda61d).
+std::uint64_t fnv1a(const std::vector<std::uint8_t>& bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const std::uint8_t b : bytes) {
+    h ^= b;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+TEST(DropoutMask, SameMasksAsBeforePhiloxWasShared) {
+  struct Case {
+    RngStream s;
+    float p;
+    std::int64_t sample0, elem0, B, n;
+    std::uint64_t hash;
+  };
+  const Case cases[] = {
+      {{0, 0, 0, RngOp::AttnDropout}, 0.1f, 0, 0, 4, 1000, 0x68e2f62630a87c6cull},
+      {{0x123456789abcdefull, 17, 3, RngOp::EmbedDropout}, 0.5f, 5, 3, 3, 777,
+       0x3d019845dced2fcbull},
+      {{42, 1000, 65535, RngOp::AttnDropout}, 0.9f, 1 << 20, 12345, 2, 4099,
+       0xe18e3e3bda5336a2ull},
+      {{7, 2, 1, RngOp::AttnDropout}, 0.0f, 0, 0, 1, 64, 0x1f84144b88b64ec3ull},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::uint8_t> m(static_cast<std::size_t>(c.B * c.n));
+    dropout_mask_fill(m.data(), c.s, c.p, c.sample0, c.elem0, c.B, c.n);
+    EXPECT_EQ(fnv1a(m), c.hash) << "seed " << c.s.seed << " p " << c.p;
+  }
+}
+
+// What the CUDA kernels compute per element (philox::word and the keep rule) is the CPU's word
+// and mask, for keys at the edges of every field.
+TEST(PhiloxShared, WordAndKeepRuleEqualTheCpus) {
+  const RngStream streams[] = {{0, 0, 0, RngOp::AttnDropout},
+                               {~0ull, 0xFFFFFFFF, 65535, RngOp::EmbedDropout},
+                               {0x9E3779B97F4A7C15ull, 123, 7, RngOp::AttnDropout}};
+  for (const RngStream& s : streams) {
+    for (const std::int64_t sample : {std::int64_t{0}, std::int64_t{5}, std::int64_t{0xFFFFFFFF}}) {
+      for (std::int64_t e = 0; e < 37; ++e) {
+        const std::int64_t elem = e * 1009 + (e % 4);
+        EXPECT_EQ(philox::word(s.seed, s.step, s.unit, static_cast<std::uint16_t>(s.op), sample,
+                               elem),
+                  rng_word(s, sample, elem));
+      }
+    }
+  }
+  // Keep iff word >= floor(p 2^32), the threshold computed independently here in long double.
+  for (const float p : {0.0f, 0.1f, 0.25f, 0.5f, 0.9f, 0.99999994f, 1e-10f}) {
+    const auto want = static_cast<std::uint32_t>(
+        std::floor(static_cast<long double>(p) * 4294967296.0L));
+    EXPECT_EQ(philox::dropout_threshold(p), want) << p;
+  }
+  const RngStream s{3, 1, 2, RngOp::AttnDropout};
+  std::vector<std::uint8_t> m(4 * 301);
+  dropout_mask_fill(m.data(), s, 0.3f, 9, 2, 4, 301);
+  const std::uint32_t th = philox::dropout_threshold(0.3f);
+  for (std::int64_t b = 0; b < 4; ++b) {
+    for (std::int64_t e = 0; e < 301; ++e) {
+      const bool keep = philox::dropout_keep(
+          philox::word(s.seed, s.step, s.unit, static_cast<std::uint16_t>(s.op), 9 + b, 2 + e), th);
+      ASSERT_EQ(m[static_cast<std::size_t>(b * 301 + e)], keep ? 1 : 0);
+    }
+  }
 }
 
 TEST(DropoutMask, SampleAloneEqualsItsRowInABatch) {

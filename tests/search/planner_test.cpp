@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "cluster/cluster_spec.h"
 #include "cost/predictor.h"
 #include "plan/validate.h"
 #include "profile/analytic.h"
@@ -85,6 +86,32 @@ PlannerResult run(PlanMethod m, const ClusterSpec& c, std::int64_t gbs, const Pl
   PlannerResult r = plan_training(m, model, c, db, gbs, model.seq_len, o);
   expect_valid(r.plan, c, db, gbs);
   return r;
+}
+
+// The H200 preset (the GPU of docs/gpu.md) plans and predicts like the H100 it shares compute
+// and links with, with 141/80 of its memory: where memory does not bind, the same plan shape and
+// the same predicted time; every device's capacity in the prediction scales by 141/80.
+TEST(Planner, H200PresetPlansLikeH100WithItsMemory) {
+  const std::optional<DeviceType> h200 = find_device_type_preset("H200");
+  ASSERT_TRUE(h200.has_value());
+  EXPECT_EQ(h200->tflops, 989);
+  EXPECT_EQ(h200->memory_gb, 141);
+  const ClusterSpec c200 = make_cluster(R"({"nodes": [{"device_type": "H200", "devices": 4}]})");
+  const ClusterSpec c100 = make_cluster(R"({"nodes": [{"device_type": "H100", "devices": 4}]})");
+  const PlannerResult r200 = run(PlanMethod::Eth, c200, 16, small_options());
+  const PlannerResult r100 = run(PlanMethod::Eth, c100, 16, small_options());
+  EXPECT_DOUBLE_EQ(r200.prediction.iteration_ms, r100.prediction.iteration_ms);
+  ASSERT_EQ(r200.plan.pipelines.size(), r100.plan.pipelines.size());
+  for (std::size_t p = 0; p < r200.plan.pipelines.size(); ++p) {
+    EXPECT_EQ(r200.plan.pipelines[p].stages.size(), r100.plan.pipelines[p].stages.size());
+    EXPECT_EQ(r200.plan.pipelines[p].micro_batch_size, r100.plan.pipelines[p].micro_batch_size);
+  }
+  ASSERT_EQ(r200.prediction.devices.size(), r100.prediction.devices.size());
+  for (std::size_t d = 0; d < r200.prediction.devices.size(); ++d) {
+    EXPECT_NEAR(r200.prediction.devices[d].capacity_bytes,
+                r100.prediction.devices[d].capacity_bytes * 141.0 / 80.0,
+                1e-9 * r200.prediction.devices[d].capacity_bytes);
+  }
 }
 
 TEST(Planner, EveryMethodGivesAValidPlanAndEthIsNeverSlowerThanLayer) {

@@ -1,0 +1,56 @@
+// Launch shapes of the CUDA kernels: plain constexpr arithmetic, compiled by nvcc for the
+// launches and by the host compiler for tests/kernels/cuda_launch_test.cpp, which checks it on
+// machines without a GPU (a grid that misses rows would otherwise only show on a GPU).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/host_device.h"
+
+namespace eth::cuda::launch {
+
+// Threads per block of the element-wise and row kernels (a multiple of 32).
+inline constexpr int kThreads = 256;
+// At most this many blocks for a grid-stride loop: grid.x may be 2^31 - 1 on sm_90, but beyond
+// a few waves of 132 SMs more blocks add nothing; the loop covers the rest.
+inline constexpr std::int64_t kMaxBlocks = 65535 * 8;
+
+// Blocks of `threads` for n elements of a grid-stride loop: enough for one element per thread,
+// at least 1, at most kMaxBlocks.
+constexpr unsigned blocks_for(std::int64_t n, int threads = kThreads) {
+  const std::int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 1 ? 1 : b > kMaxBlocks ? kMaxBlocks : b);
+}
+
+// The fused attention kernels: a block of kAttnWarps warps owns kAttnRows consecutive rows of
+// one (batch, head) (query rows forward and for dQ, key rows for dK and dV); each warp owns
+// kAttnRowsPerWarp of them, its lanes splitting the head dimension (lane l holds dims l, l+32,
+// ...). The other side streams through shared memory kAttnKeys rows at a time.
+inline constexpr int kAttnWarps = 8;
+inline constexpr int kAttnRowsPerWarp = 4;
+inline constexpr int kAttnRows = kAttnWarps * kAttnRowsPerWarp;
+inline constexpr int kAttnKeys = 32;
+inline constexpr int kAttnMaxHead = 128;  // shared tiles hold kAttnKeys x 128 floats
+
+// Head dims per lane (1..4); 0 for an unsupported head size.
+constexpr int attn_chunks(std::int64_t hs) {
+  return hs >= 1 && hs <= kAttnMaxHead ? static_cast<int>((hs + 31) / 32) : 0;
+}
+
+struct AttnGrid {
+  std::int64_t x = 0;  // B * NH: one (batch, head) per x
+  std::int64_t y = 0;  // row tiles of kAttnRows
+};
+constexpr AttnGrid attention_grid(std::int64_t B, std::int64_t T, std::int64_t NH) {
+  return {B * NH, (T + kAttnRows - 1) / kAttnRows};
+}
+// Keys a query tile must see (causal): [0, keys_end).
+ETH_HOST_DEVICE constexpr std::int64_t attn_keys_end(std::int64_t tile, std::int64_t T) {
+  return (tile + 1) * kAttnRows < T ? (tile + 1) * kAttnRows : T;
+}
+// The queries a key tile must see (causal): [queries_begin, T).
+ETH_HOST_DEVICE constexpr std::int64_t attn_queries_begin(std::int64_t tile) {
+  return tile * kAttnRows;
+}
+
+}  // namespace eth::cuda::launch
