@@ -163,16 +163,19 @@ double median(std::vector<double> v) {
 
 // A summary row: min, median and max of `v`, and whether all of them lie in [lo, hi]; printed
 // unless `json`.
+// in_target: every run inside [lo, hi], or with `median_only` the median (the cpu-2 target is
+// on the median of its runs, the emulated ones on each run).
 Json summary(const std::string& section, const std::string& what, const std::vector<double>& v,
-             double lo, double hi, bool json) {
+             double lo, double hi, bool json, bool median_only = false) {
   if (v.empty()) return Json();
   const auto [mn, mx] = std::minmax_element(v.begin(), v.end());
-  const bool in = *mn >= lo && *mx <= hi;
+  const double med = median(v);
+  const bool in = median_only ? med >= lo && med <= hi : *mn >= lo && *mx <= hi;
   if (!json) {
     std::printf("summary   %-9s %-22s min=%.3f median=%.3f max=%.3f target=%.2f-%.2f in_target=%s\n",
-                section.c_str(), what.c_str(), *mn, median(v), *mx, lo, hi, in ? "yes" : "no");
+                section.c_str(), what.c_str(), *mn, med, *mx, lo, hi, in ? "yes" : "no");
   }
-  return Json{{"what", what}, {"min", *mn},     {"median", median(v)}, {"max", *mx},
+  return Json{{"what", what}, {"min", *mn},     {"median", med}, {"max", *mx},
               {"target_lo", lo}, {"target_hi", hi}, {"in_target", in}};
 }
 
@@ -183,7 +186,7 @@ Json summary(const std::string& section, const std::string& what, const std::vec
 int aggregation_worker(const std::string& kind, int ranks, int reps) {
   MpiSession mpi;
   CommOptions co;
-  // The piece size of the collectives (bytes; default the communicator's 4 MiB), to measure
+  // The piece size of the collectives (bytes; default the communicator's 512 KiB), to measure
   // its effect: ETH_BENCH_CHUNK=1048576 runtime_bench --only aggregation.
   if (const char* c = std::getenv("ETH_BENCH_CHUNK")) co.chunk_bytes = std::stoul(c);
   // glibc's fixed default thresholds instead of the session's (MpiSession keeps freed memory
@@ -481,7 +484,7 @@ Json cpu2_section(const Setup& s) {
       std::fflush(stdout);
     }
   }
-  out["summary"].push_back(summary("cpu2", "ratio", ratios, 0.95, 1.05, s.json));
+  out["summary"].push_back(summary("cpu2", "median ratio", ratios, 0.95, 1.05, s.json, true));
   return out;
 }
 

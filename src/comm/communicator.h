@@ -36,9 +36,12 @@ struct CommOptions {
   std::chrono::milliseconds timeout{120'000};
   // allreduce_sum / iallreduce_sum / broadcast issue one collective per piece of at most this
   // many bytes: single MPI collectives of 64 MiB or more are 15-40x slower per byte here
-  // (shared/notes/machine-figures.md), and bench/runtime_bench measured block-wise aggregation
-  // of ~30 MB per rank 2-3x faster in 1-4 MiB pieces than in 16 MiB ones (4 and 8 ranks).
-  std::size_t chunk_bytes = std::size_t{4} << 20;
+  // (shared/notes/machine-figures.md), block-wise aggregation of ~30 MB per rank was 2-3x faster
+  // in 1-4 MiB pieces than in 16 MiB ones, and pieces about half a core's L2 (512 KiB) keep the
+  // shared-memory copy and the reduction in cache: a 2-rank all-reduce of 13.8 MB took 7.5-9.4
+  // ms in 512 KiB pieces against 13.4-14.5 in 4 MiB ones, and block-wise aggregation on 4 ranks
+  // 21-31 ms against 31-40 (bench/runtime_bench, docs/comm.md).
+  std::size_t chunk_bytes = std::size_t{512} << 10;
 };
 
 // Throws InputError("comm", "", "timeout" | "chunk_bytes", ...) for a non-positive timeout or a

@@ -484,7 +484,7 @@ int ranks_on_this_machine(MPI_Comm world) {
 bool mpi_compiled() { return true; }
 
 MpiSession::MpiSession() {
-  // MPI's non-blocking collectives allocate a temporary per piece (chunk_bytes, 4 MiB) when
+  // MPI's non-blocking collectives allocate a temporary per piece (chunk_bytes) when
   // posted and free it on completion. glibc serves such blocks by mmap, or returns the heap top
   // to the system once they are freed, so every step page-faulted (and the kernel zeroed) the
   // whole gradient's size again: that cost block-wise aggregation, whose collectives are pieces
