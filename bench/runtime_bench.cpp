@@ -322,7 +322,9 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
 struct Setup {
   std::string eth;
   fs::path dir;
-  int steps = 10;
+  // 20 steps a run: with 10, one run in five of some plan left 0.90-1.10 on the quiet machine
+  // (four ranks time-sharing two vCPUs); with 20 all fifteen held (docs/runtime.md).
+  int steps = 20;
   int runs = 5;
   bool quick = false;
   bool json = false;  // rows into the document, no tables
