@@ -24,12 +24,15 @@
 #include <vector>
 
 #include "core/json_cursor.h"
+#include "log_util.h"
 #include "test_util.h"
 
 namespace eth {
 namespace {
 
 namespace fs = std::filesystem;
+using test::log_losses;
+using test::occurrences;
 using test::slurp;
 
 // Hosts of these tests: eth-t0..2 on 10.232.0.0/24 (not the default eth-h, so a user's own hosts
@@ -77,19 +80,6 @@ Result shell(const std::string& cmd, const fs::path& dir) {
   const fs::path out = dir / "stdout", err = dir / "stderr";
   const int status = std::system((cmd + " >" + out.string() + " 2>" + err.string()).c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
-
-std::vector<double> losses(const fs::path& log) {
-  std::vector<double> v;
-  std::istringstream lines(slurp(log));
-  for (std::string line; std::getline(lines, line);) v.push_back(Json::parse(line)["loss"]);
-  return v;
-}
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (auto i = text.find(what); i != std::string::npos; i = text.find(what, i + 1)) ++n;
-  return n;
 }
 
 // Bytes host `h` has sent over its link (its tbf qdisc's counter).
@@ -177,7 +167,7 @@ class MultiHost : public ::testing::Test {
       ::_exit(127);
     }
     const auto t0 = std::chrono::steady_clock::now();
-    while (count(slurp(log), "\n") < 2 &&
+    while (occurrences(slurp(log), "\n") < 2 &&
            std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -200,7 +190,7 @@ TEST_F(MultiHost, ThreeHostsTrainWithOneProcessLossesInEveryAggregationMode) {
                                   train_args(dir_ / "single.jsonl", 20),
                               dir_);
   ASSERT_EQ(single.code, 0) << single.err;
-  const std::vector<double> want = losses(dir_ / "single.jsonl");
+  const std::vector<double> want = log_losses(dir_ / "single.jsonl");
   ASSERT_EQ(want.size(), 20u);
   for (const char* mode : {"block", "tensor", "device"}) {
     long long before[3];
@@ -212,7 +202,7 @@ TEST_F(MultiHost, ThreeHostsTrainWithOneProcessLossesInEveryAggregationMode) {
     ASSERT_EQ(r.code, 0) << mode << "\n" << r.err;
     // Ranks were placed host by host, node k's devices on host k.
     EXPECT_NE(r.err.find("--host eth-t0:2,eth-t1:1,eth-t2:2"), std::string::npos) << r.err;
-    const std::vector<double> got = losses(log);
+    const std::vector<double> got = log_losses(log);
     ASSERT_EQ(got.size(), want.size()) << mode;
     for (std::size_t i = 0; i < got.size(); ++i) {
       EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << mode << " step " << i;
@@ -284,7 +274,7 @@ TEST_F(MultiHost, AnUnreachableHostIsNamedAndBadInputsAreRefusedBeforeAnyRankSta
   const std::string bad = test::write(dir_ / "gap.json", gap);
   r = shell(launch(bad, hostfile_, train_args(log, 2)), dir_);
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_EQ(count(r.err, "error: [plan]"), 1) << r.err;
+  EXPECT_EQ(occurrences(r.err, "error: [plan]"), 1) << r.err;
   EXPECT_NE(r.err.find("pipelines[0]"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(log));
 }

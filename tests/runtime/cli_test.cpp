@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/json_cursor.h"
+#include "log_util.h"
 #include "test_util.h"
 
 namespace eth {
@@ -28,6 +29,8 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
+using test::log_losses;
+using test::occurrences;
 using test::slurp;
 
 struct Result {
@@ -43,19 +46,6 @@ Result run(const std::string& args, const fs::path& dir, const std::string& env 
                           err.string();
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
-
-std::vector<double> losses(const fs::path& log) {
-  std::vector<double> v;
-  std::istringstream lines(slurp(log));
-  for (std::string line; std::getline(lines, line);) v.push_back(Json::parse(line)["loss"]);
-  return v;
-}
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (auto i = text.find(what); i != std::string::npos; i = text.find(what, i + 1)) ++n;
-  return n;
 }
 
 // tiny (6 units) on 5 cpu devices: pipeline A 2 stages, micro-batch 2, local batch 6; pipeline
@@ -112,7 +102,7 @@ TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
                                 train_args(f, f.dir / "single.jsonl"),
                             f.dir);
   ASSERT_EQ(single.code, 0) << single.err;
-  const std::vector<double> want = losses(f.dir / "single.jsonl");
+  const std::vector<double> want = log_losses(f.dir / "single.jsonl");
   ASSERT_EQ(want.size(), 3u);
   for (const char* mode : {"block", "tensor", "device"}) {
     const fs::path log = f.dir / (std::string(mode) + ".jsonl");
@@ -120,7 +110,7 @@ TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
                              f.cluster.string() + " --allreduce " + mode + " " + train_args(f, log),
                          f.dir);
     ASSERT_EQ(r.code, 0) << mode << "\n" << r.err;
-    const std::vector<double> got = losses(log);
+    const std::vector<double> got = log_losses(log);
     ASSERT_EQ(got.size(), want.size()) << mode;
     // Losses are means over 128 tokens: fp32 sums in another order, relative 1e-5.
     for (std::size_t i = 0; i < got.size(); ++i) {
@@ -133,7 +123,7 @@ TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
                            " --backend threads " + train_args(f, log),
                        f.dir);
   ASSERT_EQ(t.code, 0) << t.err;
-  const std::vector<double> got = losses(log);
+  const std::vector<double> got = log_losses(log);
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]);
 }
 
@@ -155,8 +145,8 @@ TEST(TrainPlanCli, LaunchPassesThePrecisionThroughAndEveryRankRunsIt) {
   const Json j = Json::parse(r.out.substr(r.out.find('{')));
   EXPECT_EQ(j["precision"], "bf16");
   ASSERT_EQ(j["rank_memory"].size(), 5u);
-  const std::vector<double> want = losses(f.dir / "single.jsonl");
-  const std::vector<double> got = losses(f.dir / "launch.jsonl");
+  const std::vector<double> want = log_losses(f.dir / "single.jsonl");
+  const std::vector<double> got = log_losses(f.dir / "launch.jsonl");
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-3 * want[i]);
 }
@@ -169,7 +159,7 @@ TEST(TrainPlanCli, TensorParallelPlanUnderMpiMatchesOneProcess) {
                                 train_args(f, f.dir / "single.jsonl", 20),
                             f.dir);
   ASSERT_EQ(single.code, 0) << single.err;
-  const std::vector<double> want = losses(f.dir / "single.jsonl");
+  const std::vector<double> want = log_losses(f.dir / "single.jsonl");
   ASSERT_EQ(want.size(), 20u);
   for (const auto& [mode, steps] :
        {std::pair{"block", 20}, std::pair{"tensor", 3}, std::pair{"device", 3}}) {
@@ -179,7 +169,7 @@ TEST(TrainPlanCli, TensorParallelPlanUnderMpiMatchesOneProcess) {
                              std::to_string(steps) + " " + train_args(f, log, 20),
                          f.dir);
     ASSERT_EQ(r.code, 0) << mode << "\n" << r.err;
-    const std::vector<double> got = losses(log);
+    const std::vector<double> got = log_losses(log);
     ASSERT_EQ(got.size(), static_cast<std::size_t>(steps)) << mode;
     for (std::size_t i = 0; i < got.size(); ++i) {
       EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << mode << " step " << i;
@@ -205,8 +195,8 @@ TEST(TrainPlanCli, APlanOfThePlannerWithItsDefaultTpRunsLikeOneProcess) {
                            "--backend threads " + train_args(f, f.dir / "threads.jsonl"),
                        f.dir);
   ASSERT_EQ(t.code, 0) << t.err;
-  const std::vector<double> want = losses(f.dir / "single.jsonl");
-  const std::vector<double> got = losses(f.dir / "threads.jsonl");
+  const std::vector<double> want = log_losses(f.dir / "single.jsonl");
+  const std::vector<double> got = log_losses(f.dir / "threads.jsonl");
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]);
 }
@@ -234,8 +224,8 @@ TEST(TrainPlanCli, ResumesUnderAnotherPlanWithDpUnderMpi) {
   const Result b = run("launch --plan " + second.string() + common + " --resume " + ckpt.string(),
                        f.dir);
   ASSERT_EQ(b.code, 0) << b.err;
-  const std::vector<double> want = losses(f.dir / "single.jsonl");
-  const std::vector<double> got = losses(f.dir / "dist.jsonl");
+  const std::vector<double> want = log_losses(f.dir / "single.jsonl");
+  const std::vector<double> got = log_losses(f.dir / "dist.jsonl");
   ASSERT_EQ(got.size(), 4u);
   for (std::size_t i = 0; i < got.size(); ++i) {
     EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << "step " << i;
@@ -253,7 +243,7 @@ TEST(TrainPlanCli, WrongRankCountIsRefusedOnceBeforeCompute) {
   const int status = std::system(cmd.c_str());
   EXPECT_NE(WEXITSTATUS(status), 0);
   const std::string err = slurp(f.dir / "e");
-  EXPECT_EQ(count(err, "the plan has 5 devices but the run has 3 ranks"), 1) << err;
+  EXPECT_EQ(occurrences(err, "the plan has 5 devices but the run has 3 ranks"), 1) << err;
   EXPECT_FALSE(fs::exists(log)) << "no rank may start training";
 }
 
@@ -272,7 +262,7 @@ TEST(TrainPlanCli, BadPlansAreRefusedWithOneMessageNamingTheField) {
                          f.dir);
     EXPECT_EQ(r.code, 2) << name << "\n" << r.err;
     EXPECT_NE(r.err.find(want), std::string::npos) << name << "\n" << r.err;
-    EXPECT_EQ(count(r.err, "error: [plan]"), 1) << name << "\n" << r.err;
+    EXPECT_EQ(occurrences(r.err, "error: [plan]"), 1) << name << "\n" << r.err;
     EXPECT_FALSE(fs::exists(log)) << name;
   }
 }
