@@ -59,22 +59,6 @@ std::string Table::render() const {
   return out.str();
 }
 
-std::string fmt_num(double v, int precision) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", precision, v);
-  return buf;
-}
-
-std::string fmt_bytes(double bytes) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (std::fabs(bytes) >= 1000.0 && u < 4) {
-    bytes /= 1000.0;
-    ++u;
-  }
-  return fmt_num(bytes, u == 0 ? 0 : 1) + " " + units[u];
-}
-
 std::string fmt_ms(double ms) {
   if (ms >= 10000.0) return fmt_num(ms / 1000.0, 2) + " s";
   return fmt_num(ms, ms < 10 ? 3 : 1) + " ms";

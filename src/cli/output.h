@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/format.h"
 #include "core/json_cursor.h"
 
 namespace eth::cli {
@@ -29,8 +30,8 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-std::string fmt_num(double v, int precision = 2);  // fixed, trailing zeros kept
-std::string fmt_bytes(double bytes);                // "12.3 GB" (10^9)
+using eth::fmt_bytes;                               // core/format.h
+using eth::fmt_num;
 std::string fmt_ms(double ms);                      // "12.3 ms" / "1.23 s"
 void print_json(const Json& j);                     // pretty, to stdout
 

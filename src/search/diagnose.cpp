@@ -7,33 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "core/format.h"
 #include "search/engine.h"
 
 namespace eth::search {
 
-namespace {
-// Three significant figures in the largest unit that keeps the number at or above 1, so a
-// cluster of MB-sized devices does not read "needs 0.00 GB of its 0.00 GB".
-std::string gb(double bytes) {
-  const double mag = bytes < 0 ? -bytes : bytes;
-  const char* unit = "GB";
-  double scale = 1e9;
-  if (mag < 1e6) {
-    unit = "kB";
-    scale = 1e3;
-  } else if (mag < 1e9) {
-    unit = "MB";
-    scale = 1e6;
-  }
-  const double v = bytes / scale;
-  const double av = v < 0 ? -v : v;
-  std::ostringstream s;
-  s.setf(std::ios::fixed);
-  s.precision(av >= 100 ? 0 : av >= 10 ? 1 : 2);
-  s << v << " " << unit;
-  return s.str();
-}
-}  // namespace
 
 std::string explain_overflow(Context& ctx, const TemplateSet& templates) {
   if (ctx.types.empty()) {
@@ -74,8 +52,8 @@ std::string explain_overflow(Context& ctx, const TemplateSet& templates) {
     if (need <= cap) continue;
     s << "still overflows stage " << i << " (device type " << best_slots[i].table->device_type
       << ", tp " << best_slots[i].table->tp << ", units " << best.bounds[i] << "-"
-      << best.bounds[i + 1] - 1 << "): it needs " << gb(need) << " of its " << gb(cap)
-      << " (over by " << gb(need - cap) << ")";
+      << best.bounds[i + 1] - 1 << "): it needs " << fmt_bytes(need) << " of its "
+      << fmt_bytes(cap) << " (over by " << fmt_bytes(need - cap) << ")";
     return s.str();
   }
   ctx.limits_not_memory = true;
