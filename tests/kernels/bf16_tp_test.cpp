@@ -11,6 +11,7 @@
 #include <random>
 
 #include "bf16_check.h"
+#include "gemm_path_fixture.h"
 #include "kernels/cpu/bf16/encoder.h"
 #include "kernels/cpu/bf16/gemm.h"
 #include "kernels/cpu/bf16/matmul.h"
@@ -23,7 +24,6 @@
 namespace eth {
 namespace {
 
-using cpu::bf16::GemmPath;
 using test::expect_bf16_close;
 using test::expect_fp32_close;
 using test::nan_bf16;
@@ -38,28 +38,9 @@ using test::VecF;
 constexpr std::int64_t B = 2, T = 24, C = 32, N = B * T, V = 53, K = 96;
 constexpr auto sz = [](std::int64_t n) { return static_cast<std::size_t>(n); };
 
-class Bf16TpGemm : public ::testing::TestWithParam<GemmPath> {
- protected:
-  void SetUp() override {
-    if (!cpu::bf16::gemm_path_available(GetParam())) {
-      GTEST_SKIP() << cpu::bf16::gemm_path_name(GetParam()) << " is not available here";
-    }
-    saved_ = cpu::bf16::gemm_path();
-    cpu::bf16::set_gemm_path(GetParam());
-  }
-  void TearDown() override {
-    if (cpu::bf16::gemm_path_available(GetParam())) cpu::bf16::set_gemm_path(saved_);
-  }
+class Bf16TpGemm : public test::GemmPathTest {};
 
- private:
-  GemmPath saved_ = GemmPath::Fp32Compute;
-};
-
-INSTANTIATE_TEST_SUITE_P(Paths, Bf16TpGemm,
-                         ::testing::Values(GemmPath::OneDnn, GemmPath::Fp32Compute),
-                         [](const ::testing::TestParamInfo<GemmPath>& p) {
-                           return p.param == GemmPath::OneDnn ? "OneDnn" : "Fp32Compute";
-                         });
+INSTANTIATE_TEST_SUITE_P(Paths, Bf16TpGemm, test::all_gemm_paths(), test::gemm_path_test_name);
 
 // Rows [r*R/n, (r+1)*R/n) of a row-major (R, cols) matrix.
 Vec rows_of(const Vec& m, std::int64_t cols, std::int64_t R, std::int64_t n, std::int64_t r) {

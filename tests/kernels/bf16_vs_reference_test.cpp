@@ -12,6 +12,7 @@
 #include <random>
 
 #include "bf16_check.h"
+#include "gemm_path_fixture.h"
 #include "kernels/cpu/bf16/attention.h"
 #include "kernels/cpu/bf16/crossentropy.h"
 #include "kernels/cpu/bf16/encoder.h"
@@ -64,28 +65,9 @@ constexpr auto sz = [](std::int64_t n) { return static_cast<std::size_t>(n); };
 constexpr std::int64_t hs = C / NH;
 
 // Runs each GEMM-based test on one GEMM path, restoring the process-wide path afterwards.
-class Bf16Gemm : public ::testing::TestWithParam<GemmPath> {
- protected:
-  void SetUp() override {
-    if (!cpu::bf16::gemm_path_available(GetParam())) {
-      GTEST_SKIP() << cpu::bf16::gemm_path_name(GetParam()) << " is not available here";
-    }
-    saved_ = cpu::bf16::gemm_path();
-    cpu::bf16::set_gemm_path(GetParam());
-  }
-  void TearDown() override {
-    if (cpu::bf16::gemm_path_available(GetParam())) cpu::bf16::set_gemm_path(saved_);
-  }
+class Bf16Gemm : public test::GemmPathTest {};
 
- private:
-  GemmPath saved_ = GemmPath::Fp32Compute;
-};
-
-INSTANTIATE_TEST_SUITE_P(Paths, Bf16Gemm,
-                         ::testing::Values(GemmPath::OneDnn, GemmPath::Fp32Compute),
-                         [](const ::testing::TestParamInfo<GemmPath>& p) {
-                           return p.param == GemmPath::OneDnn ? "OneDnn" : "Fp32Compute";
-                         });
+INSTANTIATE_TEST_SUITE_P(Paths, Bf16Gemm, test::all_gemm_paths(), test::gemm_path_test_name);
 
 // C = alpha op(A) op(B) (+ beta C0 | + bias) in double, from the stored (padded) operands.
 Vec reference_gemm(bool ta, bool tb, std::int64_t M, std::int64_t Nc, std::int64_t K, double alpha,
