@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bench_json.h"
+#include "bench_util.h"
 #include "cluster/cluster_spec.h"
 #include "core/json_cursor.h"
 #include "data/token_file.h"
@@ -39,6 +40,7 @@
 namespace {
 
 using namespace eth;
+using bench::run_capture;
 using bench::machine_info;
 using bench::machine_line;
 namespace fs = std::filesystem;
@@ -96,17 +98,6 @@ std::vector<NamedPlan> plans() {
                     {3, 5, 2, {RecomputeOp::AttnSoftmax, RecomputeOp::MlpAct}},
                     {6, 7, 1, {}}}}})},
   };
-}
-
-// Runs `cmd` with its stdout in `tmp`, returned in *out.
-int run_command(const std::string& cmd, const fs::path& tmp, std::string* out) {
-  const int status = std::system((cmd + " >" + tmp.string()).c_str());
-  std::ifstream in(tmp);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (out) *out = ss.str();
-  fs::remove(tmp);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 double mb(double bytes) { return bytes / 1e6; }
@@ -175,7 +166,7 @@ int main(int argc, char** argv) {
                               " --profile " + prof.string() + " --precision " + pname +
                               " --print-every 0 --format json --threads 1 2>/dev/null";
       std::string out;
-      if (run_command(cmd, dir / "stdout.txt", &out) != 0 || out.find('{') == std::string::npos) {
+      if (run_capture(cmd, &out) != 0 || out.find('{') == std::string::npos) {
         std::printf("%s, %s: the run failed: %s\n", pname.c_str(), np.name.c_str(), cmd.c_str());
         continue;
       }

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpirun.h"
 #include "core/json_cursor.h"
@@ -79,23 +80,8 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-int run(const std::string& cmd, std::string* out = nullptr) {
-  const fs::path tmp = fs::temp_directory_path() / ("eth_mhbench_" + std::to_string(::getpid()));
-  const int status = std::system((cmd + " >" + tmp.string()).c_str());
-  if (out) {
-    std::ifstream in(tmp);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    *out = ss.str();
-  }
-  fs::remove(tmp);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::median;
+using bench::run_capture;
 
 // Two stages: device 0 (node 0) sends one micro-batch of `mbs` samples to device 1 (node 1).
 Plan two_stage_plan(std::int64_t mbs) {
@@ -236,7 +222,7 @@ struct Measured {
 
 Measured worker_ms(const std::string& line) {
   std::string out;
-  if (run(line, &out) != 0 || out.find('{') == std::string::npos) return {};
+  if (run_capture(line, &out) != 0 || out.find('{') == std::string::npos) return {};
   const Json j = Json::parse(out.substr(out.find('{')));
   return {j["best"], j["median"]};
 }
@@ -253,7 +239,7 @@ void bandwidth_section(double mbit, const std::string& self, const std::string& 
   const fs::path cluster_file = dir / "cluster.json";
   std::ofstream(cluster_file) << cluster_to_json(cluster).dump(1);
   const fs::path hostfile = dir / "hosts";
-  if (run(kHostEnv + "bash " + kScript + " up --cluster " + cluster_file.string() +
+  if (run_capture(kHostEnv + "bash " + kScript + " up --cluster " + cluster_file.string() +
           " --hostfile " + hostfile.string() + " 1>&2") != 0) {
     std::printf("(cannot make the namespace hosts: %s up failed)\n", kScript.c_str());
     return;
@@ -325,7 +311,7 @@ void bandwidth_section(double mbit, const std::string& self, const std::string& 
                             " 2>/dev/null";  // the measured profile is fp32
     std::string out;
     const std::string label = std::string(plan_method_name(m)) + " plan, iteration";
-    if (run(cmd, &out) != 0 || out.find('{') == std::string::npos) {
+    if (run_capture(cmd, &out) != 0 || out.find('{') == std::string::npos) {
       std::printf("%-46s (run failed: %s)\n", label.substr(0, 46).c_str(), cmd.c_str());
       continue;
     }
@@ -355,7 +341,7 @@ void bandwidth_section(double mbit, const std::string& self, const std::string& 
                 "hidden %.0f predicted, %.0f measured (slowest rank)\n",
                 shape.c_str(), compute, compute_meas, pr.sync.exposed_ms, sync_meas);
   }
-  run(kHostEnv + "bash " + kScript + " down");
+  run_capture(kHostEnv + "bash " + kScript + " down");
 }
 
 }  // namespace

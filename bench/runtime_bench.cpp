@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "bench_json.h"
+#include "bench_util.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpirun.h"
 #include "core/json_cursor.h"
@@ -67,6 +68,8 @@
 namespace {
 
 using namespace eth;
+using bench::run_capture;
+using bench::median;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
@@ -132,17 +135,6 @@ ClusterSpec aggregation_cluster(int ranks) {
   return c;
 }
 
-int run_command(const std::string& cmd, std::string* out) {
-  const fs::path tmp = fs::temp_directory_path() / ("eth_bench_" + std::to_string(::getpid()));
-  const int status = std::system((cmd + " >" + tmp.string()).c_str());
-  std::ifstream in(tmp);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (out) *out = ss.str();
-  fs::remove(tmp);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 std::string join(const std::vector<std::string>& argv) {
   std::string s;
   for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
@@ -156,15 +148,9 @@ double load1() {
   return l;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-// A summary row: min, median and max of `v`, and whether all of them lie in [lo, hi]; printed
-// unless `json`.
-// in_target: every run inside [lo, hi], or with `median_only` the median (the cpu-2 target is
-// on the median of its runs, the emulated ones on each run).
+// A summary row: min, median and max of `v`, printed unless `json`, and whether they meet the
+// target: every run inside [lo, hi], or with `median_only` the median (the cpu-2 target is on
+// the median of its runs, the emulated ones on each run).
 Json summary(const std::string& section, const std::string& what, const std::vector<double>& v,
              double lo, double hi, bool json, bool median_only = false) {
   if (v.empty()) return Json();
@@ -280,7 +266,7 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
       o.num_ranks = ranks;
       o.as_root = running_as_root();
       std::string out;
-      const int code = run_command(
+      const int code = run_capture(
           join(mpirun_argv(o, {self, "--worker-aggregation", kind, std::to_string(ranks),
                                std::to_string(reps)})),
           &out);
@@ -335,7 +321,7 @@ std::string eth(const Setup& s, const std::string& args) {
   std::string out;
   const std::string err = (s.dir / "stderr.txt").string();
   const std::string cmd = s.eth + " " + args + " 2>" + err;
-  if (run_command(cmd, &out) != 0) {
+  if (run_capture(cmd, &out) != 0) {
     std::ifstream in(err);
     std::stringstream ss;
     ss << in.rdbuf();

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench_json.h"
+#include "bench_util.h"
 #include "cluster/cluster_spec.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpirun.h"
@@ -164,18 +165,6 @@ int worker(int steps) {
   return 0;
 }
 
-int run_capture(const std::string& cmd, std::string& out) {
-  const fs::path tmp =
-      fs::temp_directory_path() / ("eth_tp_bench_out_" + std::to_string(::getpid()));
-  const int status = std::system((cmd + " >" + tmp.string()).c_str());
-  std::ifstream in(tmp);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  fs::remove(tmp);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,7 +201,7 @@ int main(int argc, char** argv) {
       cmd += (cmd.empty() ? "" : " ") + a;
     }
     std::string out;
-    const int code = run_capture(cmd, out);
+    const int code = bench::run_capture(cmd, &out);
     const auto at = out.find('{');
     if (code != 0 || at == std::string::npos) {
       std::printf("%3d  (mpirun failed with exit code %d)\n", tp, code);

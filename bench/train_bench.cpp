@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "data/token_file.h"
 #include "data/tokenize.h"
 #include "kernels/cpu/bf16/gemm.h"
@@ -40,6 +41,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using eth::bench::median;
 using eth::cpu::Trans;
 
 struct Gemm {
@@ -163,13 +165,6 @@ std::string torch_command(const std::string& python, const eth::ModelSpec& m, st
          std::to_string(batch) + " --seq " + std::to_string(seq) + " --threads " +
          std::to_string(threads) + " --warmup " + std::to_string(warmup) +
          " --precisions fp32,bf16 --serve";
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 double best(const std::vector<double>& v) {
