@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "data/tokenize.h"
 #include "kernels/cpu/bf16/convert.h"
 #include "kernels/cpu/threads.h"
@@ -193,6 +194,11 @@ double measure_optimizer_ms(const MeasureOptions& opt, CacheEvictor& cold) {
   return median(times);
 }
 
+// A time (or difference of times) under the timer's resolution is noise, and a profile refuses
+// positive times below limits::kMinTimeMs (a difference of two close medians can land there):
+// it costs nothing measurable.
+double measurable(double ms) { return ms < limits::kMinTimeMs ? 0.0 : ms; }
+
 UnitProfile measure_unit(const MeasureOptions& opt, std::int64_t u, UnitInputs& in) {
   const ModelSpec& m = opt.model;
   const std::int64_t T = resolved_seq(opt);
@@ -203,8 +209,8 @@ UnitProfile measure_unit(const MeasureOptions& opt, std::int64_t u, UnitInputs& 
   up.params = unit_params(m, u);
   PrecisionStage sc(opt.precision, m, cfg);
   const Timing base = time_unit(sc, st, in, opt, T);
-  up.forward_ms = base.forward_ms;
-  up.backward_ms = base.backward_ms;
+  up.forward_ms = measurable(base.forward_ms);
+  up.backward_ms = measurable(base.backward_ms);
   up.activation = sc.activation_bytes(u);
   if (opt.recompute_times) {
     for (int k = 0; k < kNumRecomputeOps; ++k) {
@@ -219,7 +225,7 @@ UnitProfile measure_unit(const MeasureOptions& opt, std::int64_t u, UnitInputs& 
       PrecisionStage rc(opt.precision, m, rc_cfg);
       const Timing t = time_unit(rc, st, in, opt, T);
       up.recompute_ms[static_cast<std::size_t>(k)] =
-          std::max(0.0, t.backward_ms - base.backward_ms);
+          measurable(t.backward_ms - base.backward_ms);
     }
   }
   return up;
