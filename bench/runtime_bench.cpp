@@ -48,6 +48,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -175,6 +176,8 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
   // The piece size of the collectives (bytes; default the communicator's 512 KiB), to measure
   // its effect: ETH_BENCH_CHUNK=1048576 runtime_bench --only aggregation.
   if (const char* c = std::getenv("ETH_BENCH_CHUNK")) co.chunk_bytes = std::stoul(c);
+  // The bytes of pieces in flight at once (default the communicator's window_bytes).
+  if (const char* w = std::getenv("ETH_BENCH_WINDOW")) co.window_bytes = std::stoul(w);
   // glibc's fixed default thresholds instead of the session's (MpiSession keeps freed memory
   // resident): ETH_BENCH_MALLOC_DEFAULTS=1 shows what the per-step page faults cost.
   if (std::getenv("ETH_BENCH_MALLOC_DEFAULTS")) {
@@ -194,49 +197,73 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
   const ClusterSpec cluster = aggregation_cluster(ranks);
   PredictOptions po;
   po.precision = Precision::Fp32;  // the gradients are fp32 in both runtime precisions
+  // ETH_BENCH_MODES=block,tensor: only those modes (experiments; the table wants all three).
+  const char* only_modes = std::getenv("ETH_BENCH_MODES");
+  struct ModeRun {
+    AggregationMode mode;
+    std::vector<float> grads;
+    std::unique_ptr<GradSync> sync;
+    std::vector<double> times;  // rank 0: the slowest rank's time of each timed repetition
+    long faults = 0;            // minor page faults inside the timed start() + finish()
+  };
+  std::vector<ModeRun> runs;
   for (AggregationMode mode : {AggregationMode::Block, AggregationMode::Tensor,
                                AggregationMode::Device}) {
+    if (only_modes &&
+        std::string(only_modes).find(aggregation_mode_name(mode)) == std::string::npos) {
+      continue;
+    }
     const ParamLayout layout = plan_layout(plan, place.device, mode);
-    std::vector<float> grads(static_cast<std::size_t>(layout.grad_numel()), 1.0f);
-    GradSync sync(plan, mode, world, layout, tp_comm);
-    std::vector<double> times;
-    const int warmup = 2;
-    long faults = 0;  // minor page faults inside the timed start() + finish(), this rank
-    auto minflt = [] {
-      rusage ru{};
-      ::getrusage(RUSAGE_SELF, &ru);
-      return ru.ru_minflt;
-    };
-    for (int rep = 0; rep < warmup + reps; ++rep) {
-      std::fill(grads.begin(), grads.end(), 1.0f);
+    ModeRun& r = runs.emplace_back();
+    r.mode = mode;
+    r.grads.assign(static_cast<std::size_t>(layout.grad_numel()), 1.0f);
+    r.sync = std::make_unique<GradSync>(plan, mode, world, layout, tp_comm);
+  }
+  auto minflt = [] {
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+  };
+  // The modes take turns within each repetition, so a burst of load from another job on this
+  // shared machine lands on all of them rather than on whichever ran its repetitions then.
+  const int warmup = 2;
+  for (int rep = 0; rep < warmup + reps; ++rep) {
+    for (ModeRun& r : runs) {
+      std::fill(r.grads.begin(), r.grads.end(), 1.0f);
       world.barrier();
       const long f0 = minflt();
       const auto t0 = Clock::now();
-      sync.start(grads.data());
-      sync.finish(grads.data());
+      r.sync->start(r.grads.data());
+      r.sync->finish(r.grads.data());
       std::vector<double> mine{std::chrono::duration<double>(Clock::now() - t0).count()};
-      if (rep >= warmup) faults += minflt() - f0;
+      if (rep >= warmup) r.faults += minflt() - f0;
       std::vector<double> all = world.gather(mine);
       if (rep >= warmup && world.rank() == 0) {
-        times.push_back(*std::max_element(all.begin(), all.end()));
+        r.times.push_back(*std::max_element(all.begin(), all.end()));
       }
     }
-    const std::vector<double> copied = world.gather(std::vector<double>{sync.bytes_copied()});
+  }
+  for (ModeRun& r : runs) {
+    const std::vector<double> copied = world.gather(std::vector<double>{r.sync->bytes_copied()});
     const std::vector<double> faulted =
-        world.gather(std::vector<double>{static_cast<double>(faults) / reps});
+        world.gather(std::vector<double>{static_cast<double>(r.faults) / reps});
+    const std::vector<double> window = world.gather(
+        std::vector<double>{static_cast<double>(r.sync->peak_bytes_in_flight())});
     const AggregationStats stats =
-        aggregation_stats(aggregation_collectives(plan, mode), sizeof(float));
+        aggregation_stats(aggregation_collectives(plan, r.mode), sizeof(float));
     if (world.rank() == 0) {
+      const std::vector<double>& times = r.times;
       std::cout << Json{{"plan", kind},
                         {"ranks", ranks},
-                        {"mode", aggregation_mode_name(mode)},
+                        {"mode", aggregation_mode_name(r.mode)},
                         {"ms", median(times) * 1e3},
                         {"ms_min", *std::min_element(times.begin(), times.end()) * 1e3},
                         {"ms_max", *std::max_element(times.begin(), times.end()) * 1e3},
                         {"reps", times.size()},
-                        {"predicted_ms", predict_aggregation(plan, cluster, mode, po).end_ms},
+                        {"predicted_ms", predict_aggregation(plan, cluster, r.mode, po).end_ms},
                         {"copied_bytes_max", *std::max_element(copied.begin(), copied.end())},
                         {"page_faults_max", *std::max_element(faulted.begin(), faulted.end())},
+                        {"in_flight_bytes_max", *std::max_element(window.begin(), window.end())},
                         {"bytes_per_rank_max", stats.bytes_per_device_max},
                         {"collectives", stats.collectives},
                         {"communicators", stats.communicators}}

@@ -13,6 +13,7 @@ namespace eth {
 namespace {
 
 constexpr std::size_t kMaxChunkBytes = std::size_t{1} << 30;
+constexpr std::size_t kMaxWindowBytes = std::size_t{1} << 40;
 
 // One Request over the pieces of a chunked collective.
 class MultiRequest : public RequestImpl {
@@ -58,6 +59,10 @@ void validate(const CommOptions& options) {
   if (options.chunk_bytes < sizeof(double) || options.chunk_bytes > kMaxChunkBytes) {
     throw InputError("comm", "", "chunk_bytes",
                      "must be in [8, 1073741824], got " + std::to_string(options.chunk_bytes));
+  }
+  if (options.window_bytes < sizeof(double) || options.window_bytes > kMaxWindowBytes) {
+    throw InputError("comm", "", "window_bytes",
+                     "must be in [8, 1099511627776], got " + std::to_string(options.window_bytes));
   }
 }
 

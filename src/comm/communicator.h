@@ -42,10 +42,16 @@ struct CommOptions {
   // ms in 512 KiB pieces against 13.4-14.5 in 4 MiB ones, and block-wise aggregation on 4 ranks
   // 21-31 ms against 31-40 (bench/runtime_bench, docs/comm.md).
   std::size_t chunk_bytes = std::size_t{512} << 10;
+  // AllreduceQueue (the gradient collectives) keeps at most this many bytes of pieces in
+  // flight, posting the next piece as one completes: each posted MPI all-reduce holds a
+  // temporary of its piece's size, so a rank holds at most max(window_bytes, chunk_bytes) of
+  // them (docs/comm.md, "Window").
+  std::size_t window_bytes = std::size_t{4} << 20;
 };
 
-// Throws InputError("comm", "", "timeout" | "chunk_bytes", ...) for a non-positive timeout or a
-// chunk outside [8 bytes, 1 GiB] (MPI counts are int).
+// Throws InputError("comm", "", "timeout" | "chunk_bytes" | "window_bytes", ...) for a
+// non-positive timeout, a chunk outside [8 bytes, 1 GiB] (MPI counts are int) or a window
+// outside [8 bytes, 1 TiB].
 void validate(const CommOptions& options);
 
 // A communication failure at run time (a bad MPI return code, a message of the wrong size,

@@ -51,7 +51,7 @@ GradSync::Job GradSync::make_job(std::vector<PackRun> runs) {
 
 GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& world,
                    const ParamLayout& layout, const Communicator& tp_comm)
-    : mode_(mode), tp_comm_(tp_comm) {
+    : mode_(mode), tp_comm_(tp_comm), queue_(world.options().window_bytes) {
   const std::int64_t my_device = plan.device_ids()[static_cast<std::size_t>(world.rank())];
   std::map<std::vector<std::int64_t>, Communicator> groups;
   std::int64_t index = -1;
@@ -102,8 +102,10 @@ void GradSync::start_ready(float* grads, std::int64_t lowest_done_unit) {
   for (; next_ < jobs_.size() && jobs_[next_].lowest_unit >= lowest_done_unit; ++next_) {
     Job& job = jobs_[next_];
     TraceScope trace(trace_, TraceKind::CollectivePost, -1, job.index);
-    job.request = job.comm.iallreduce_sum(job.data(grads));
+    job.queued = queue_.push(job.comm, job.data(grads));
   }
+  // Called as the backward passes each unit: posts what the window has room for.
+  queue_.progress();
 }
 
 void GradSync::finish(float* grads) {
@@ -111,10 +113,11 @@ void GradSync::finish(float* grads) {
   next_ = 0;
   for (Job& job : jobs_) {
     TraceScope trace(trace_, TraceKind::CollectiveWait, -1, job.index);
-    job.request.wait();
-    job.request = Request();
+    queue_.wait(job.queued);
     job.unpack(grads);
   }
+  queue_.wait_all();
+  queue_.clear();
   // Replicated tensors were summed from each tp group's representative (tp rank 0); share its
   // result with the group, so every tp rank steps them with the same bits.
   for (Job& b : broadcasts_) {

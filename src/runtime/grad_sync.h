@@ -17,7 +17,7 @@
 // How to use (every rank of the world, in the same order):
 //   GradSync sync(plan, AggregationMode::Block, world, state.layout());  // creates the groups
 //   ... backward of every micro-batch ...
-//   sync.start(state.grads());   // posts every collective this rank joins
+//   sync.start(state.grads());   // queues every collective this rank joins
 //   sync.finish(state.grads());  // waits (and unpacks what was packed)
 #pragma once
 
@@ -25,6 +25,7 @@
 #include <span>
 #include <vector>
 
+#include "comm/allreduce_queue.h"
 #include "comm/communicator.h"
 #include "plan/blocks.h"
 #include "plan/plan.h"
@@ -46,18 +47,23 @@ class GradSync {
   AggregationMode mode() const { return mode_; }
   // eth train --trace: records each collective's post and wait (null: off).
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
-  // Posts, in the global order, every not yet posted collective whose units this rank has
+  // Queues, in the global order, every not yet queued collective whose units this rank has
   // finished: those whose lowest unit held here is >= `lowest_done_unit` (backward runs from
   // the last unit down, so a block is final once the last micro-batch's backward has passed its
   // lowest unit). Stops at the first collective not ready, so every rank keeps the one order.
-  // Call it as the last backward passes each unit to overlap aggregation with the rest of it.
-  // `grads` is the buffer the sums land in (in place) for the whole step.
+  // Then posts queued pieces while the window (CommOptions::window_bytes) has room and retires
+  // completed ones. Call it as the last backward passes each unit to overlap aggregation with
+  // the rest of it. `grads` is the buffer the sums land in (in place) for the whole step.
   void start_ready(float* grads, std::int64_t lowest_done_unit);
-  // Posts every remaining collective (all gradients final).
+  // Queues every remaining collective (all gradients final).
   void start(float* grads);
-  // Waits for the posted collectives (unpacking packed ones into `grads`); then, under tp, the
-  // representative's replicated sums overwrite the other tp ranks' (one broadcast per segment).
+  // Waits for the queued collectives, posting the rest through the window (unpacking packed
+  // ones into `grads`); then, under tp, the representative's replicated sums overwrite the
+  // other tp ranks' (one broadcast per segment).
   void finish(float* grads);
+  // The most bytes of collective pieces this rank had in flight at once (<= the window, or one
+  // chunk when the window is smaller): what the MPI temporaries of the window peaked at.
+  std::size_t peak_bytes_in_flight() const { return queue_.peak_bytes_in_flight(); }
 
   // Per step, for this rank: collectives it joins (groups of two or more) and bytes it feeds.
   std::int64_t collectives() const { return static_cast<std::int64_t>(jobs_.size()); }
@@ -81,7 +87,7 @@ class GradSync {
     std::vector<PackRun> runs;
     std::vector<float> buffer;  // empty when in place
     std::vector<PackRun> gaps;  // in place device-wise: padding zeroed before the collective
-    Request request;
+    std::size_t queued = 0;  // its index in queue_ this step
     bool in_place() const { return runs.size() == 1 && runs.front().offset >= 0; }
     std::int64_t elements() const;
     std::span<float> data(float* grads);  // packs first unless in place
@@ -93,7 +99,8 @@ class GradSync {
   Communicator tp_comm_;
   std::vector<Job> broadcasts_;  // replicated pieces, from tp rank 0 (tp > 1)
   std::vector<Job> jobs_;
-  std::size_t next_ = 0;  // first job not posted yet
+  std::size_t next_ = 0;  // first job not queued yet
+  AllreduceQueue queue_;  // posts the jobs' pieces, at most window_bytes in flight
   std::int64_t communicators_ = 0;
   TraceRecorder* trace_ = nullptr;
 };

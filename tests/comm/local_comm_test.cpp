@@ -427,6 +427,8 @@ TEST(LocalComm, InvalidOptionsAndSizesAreRejectedWithTheFieldName) {
   EXPECT_EQ(field_of([] { LocalWorld w(0); }), "num_ranks");
   EXPECT_EQ(field_of([] { LocalWorld w(2, CommOptions{milliseconds(0), 1024}); }), "timeout");
   EXPECT_EQ(field_of([] { LocalWorld w(2, CommOptions{milliseconds(10), 4}); }), "chunk_bytes");
+  EXPECT_EQ(field_of([] { LocalWorld w(2, CommOptions{milliseconds(10), 1024, 4}); }),
+            "window_bytes");
 }
 
 TEST(MpiStub, BuildsWithoutMpiSayWhyMpiIsUnavailable) {
