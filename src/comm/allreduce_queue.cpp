@@ -2,6 +2,8 @@
 #include "comm/allreduce_queue.h"
 
 #include <algorithm>
+#include <chrono>
+#include <string>
 
 #include "core/error.h"
 
@@ -13,61 +15,67 @@ AllreduceQueue::AllreduceQueue(std::size_t window_bytes) : window_bytes_(window_
 
 std::size_t AllreduceQueue::push(const Communicator& comm, std::span<float> data) {
   const std::size_t index = pending_.size();
+  std::size_t lane = 0;
+  while (lane < lanes_.size() && !lanes_[lane].comm.same_as(comm)) ++lane;
+  if (lane == lanes_.size()) lanes_.push_back(Lane{comm, {}, {}, 0});
   const std::size_t per_piece = std::max<std::size_t>(1, comm.options().chunk_bytes / sizeof(float));
   std::size_t pieces = 0;
   for (std::size_t begin = 0; begin < data.size(); begin += per_piece) {
-    queued_.push_back(Piece{index, data.subspan(begin, std::min(per_piece, data.size() - begin)),
-                            comm, Request()});
+    lanes_[lane].waiting.push_back(pieces_.size());
+    pieces_.push_back(
+        Piece{index, lane, data.subspan(begin, std::min(per_piece, data.size() - begin)), {}});
     ++pieces;
   }
   pending_.push_back(pieces);
+  lane_of_.push_back(lane);
   return index;
 }
 
-void AllreduceQueue::post_what_fits() {
-  while (next_ < queued_.size()) {
-    Piece& p = queued_[next_];
+void AllreduceQueue::post_what_fits(Lane& lane) {
+  while (!lane.waiting.empty()) {
+    Piece& p = pieces_[lane.waiting.front()];
     const std::size_t bytes = p.data.size_bytes();
-    if (!in_flight_.empty() && bytes_in_flight_ + bytes > window_bytes_) return;
+    if (!lane.in_flight.empty() && lane.bytes_in_flight + bytes > window_bytes_) return;
     // One piece: iallreduce_sum cuts nothing below chunk_bytes, so this is one collective.
-    p.request = p.comm.iallreduce_sum(p.data);
-    in_flight_.push_back(next_++);
+    p.request = lane.comm.iallreduce_sum(p.data);
+    lane.in_flight.push_back(lane.waiting.front());
+    lane.waiting.pop_front();
+    lane.bytes_in_flight += bytes;
     bytes_in_flight_ += bytes;
     peak_bytes_ = std::max(peak_bytes_, bytes_in_flight_);
   }
 }
 
 void AllreduceQueue::retire(std::size_t piece) {
-  Piece& p = queued_[piece];
+  Piece& p = pieces_[piece];
   p.request = Request();
+  lanes_[p.lane].bytes_in_flight -= p.data.size_bytes();
   bytes_in_flight_ -= p.data.size_bytes();
   --pending_[p.collective];
-}
-
-void AllreduceQueue::wait_front() {
-  const std::size_t piece = in_flight_.front();
-  queued_[piece].request.wait();
-  in_flight_.pop_front();
-  retire(piece);
+  ++completed_;
 }
 
 bool AllreduceQueue::progress() {
-  post_what_fits();
-  // Every piece in flight is tested (on MPI each test also progresses the others); finished
-  // ones leave the window wherever they sit, so a slow group does not hold a fast one's room.
-  std::deque<std::size_t> still;
-  for (const std::size_t piece : in_flight_) {
-    if (queued_[piece].request.test()) {
-      retire(piece);
-    } else {
-      still.push_back(piece);
+  bool complete = true;
+  for (Lane& lane : lanes_) {
+    post_what_fits(lane);
+    // Every piece in flight is tested (on MPI each test also progresses the others); finished
+    // ones leave the window wherever they sit.
+    std::deque<std::size_t> still;
+    for (const std::size_t piece : lane.in_flight) {
+      if (pieces_[piece].request.test()) {
+        retire(piece);
+      } else {
+        still.push_back(piece);
+      }
     }
+    if (still.size() != lane.in_flight.size()) {
+      lane.in_flight.swap(still);
+      post_what_fits(lane);
+    }
+    complete = complete && lane.waiting.empty() && lane.in_flight.empty();
   }
-  if (still.size() != in_flight_.size()) {
-    in_flight_.swap(still);
-    post_what_fits();
-  }
-  return next_ == queued_.size() && in_flight_.empty();
+  return complete;
 }
 
 bool AllreduceQueue::done(std::size_t index) const {
@@ -76,29 +84,50 @@ bool AllreduceQueue::done(std::size_t index) const {
 }
 
 void AllreduceQueue::wait(std::size_t index) {
+  // Never blocks on one piece for long: a rank stuck in one communicator's piece would stop
+  // refilling its other windows, and peers waiting on those could wait on it in a cycle. So it
+  // waits in short slices on the collective's oldest piece in flight (its communicator posts
+  // in order, so that one finishes first there) and refills every window between slices.
+  using std::chrono::microseconds;
+  using Clock = std::chrono::steady_clock;
+  constexpr microseconds kSlice{200};
+  Clock::time_point last_completion = Clock::now();
   while (!done(index)) {
+    const std::size_t before = completed_;
     progress();
     if (done(index)) return;
-    // Block on the oldest piece in flight: pieces are posted in order, so the collective's
-    // remaining ones are in flight behind it or wait for its room.
-    ETH_CHECK(!in_flight_.empty(), "AllreduceQueue: a collective pending with nothing in flight");
-    wait_front();
+    Lane& lane = lanes_[lane_of_[index]];
+    ETH_CHECK(!lane.in_flight.empty(),
+              "AllreduceQueue: a collective pending with nothing in flight");
+    const std::size_t piece = lane.in_flight.front();
+    const auto waited = std::chrono::duration_cast<microseconds>(Clock::now() - last_completion);
+    if (pieces_[piece].request.wait_for(kSlice, waited)) {
+      lane.in_flight.pop_front();
+      retire(piece);
+    }
+    if (completed_ != before) {
+      last_completion = Clock::now();
+    } else if (Clock::now() - last_completion > lane.comm.options().timeout) {
+      // Nothing anywhere completed for a whole timeout: the blocking wait names the ranks it
+      // waits for (CommTimeout), after at most one more timeout.
+      pieces_[piece].request.wait();
+    }
   }
 }
 
 void AllreduceQueue::wait_all() {
-  if (!pending_.empty()) wait(pending_.size() - 1);
-  // Pieces complete out of order across communicators: wait for any earlier stragglers too.
-  while (!in_flight_.empty()) wait_front();
+  for (std::size_t i = 0; i < pending_.size(); ++i) wait(i);
   ETH_CHECK(progress(), "AllreduceQueue: pieces left after wait_all");
 }
 
 void AllreduceQueue::clear() {
-  ETH_CHECK(next_ == queued_.size() && in_flight_.empty(),
-            "AllreduceQueue::clear with collectives still pending");
-  queued_.clear();
+  for (const Lane& lane : lanes_) {
+    ETH_CHECK(lane.waiting.empty() && lane.in_flight.empty(),
+              "AllreduceQueue::clear with collectives still pending");
+  }
+  pieces_.clear();
   pending_.clear();
-  next_ = 0;
+  lane_of_.clear();
 }
 
 }  // namespace eth

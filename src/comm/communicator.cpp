@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "core/error.h"
 
@@ -107,6 +108,19 @@ bool Request::test() {
 
 void Request::wait() {
   if (impl_) impl_->wait();
+}
+
+bool Request::wait_for(std::chrono::microseconds slice, std::chrono::microseconds waited) {
+  return impl_ ? impl_->wait_for(slice, waited) : true;
+}
+
+bool RequestImpl::wait_for(std::chrono::microseconds slice, std::chrono::microseconds) {
+  const auto deadline = std::chrono::steady_clock::now() + slice;
+  while (!test()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
 }
 
 void wait_all(std::span<Request> requests) {

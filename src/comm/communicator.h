@@ -108,6 +108,11 @@ class RequestImpl {
   virtual bool test() = 0;
   // Blocks until complete, at most the communicator's timeout, then throws CommTimeout.
   virtual void wait() = 0;
+  // Waits at most `slice` for completion and returns whether it completed (no timeout error).
+  // `waited`: how long the caller has been waiting for progress so far, so a backend can
+  // apply the policy its wait() applies over a long wait (MPI: stop spinning when the machine
+  // is crowded). The default polls test(), yielding between polls.
+  virtual bool wait_for(std::chrono::microseconds slice, std::chrono::microseconds waited);
 };
 
 // A value handle on a posted operation; default-constructed means already complete. Its
@@ -120,6 +125,9 @@ class Request {
 
   bool test();
   void wait();
+  // RequestImpl::wait_for: at most `slice`, true when complete. For callers that watch several
+  // requests and must not block on one (AllreduceQueue).
+  bool wait_for(std::chrono::microseconds slice, std::chrono::microseconds waited);
 
  private:
   std::shared_ptr<RequestImpl> impl_;
@@ -172,6 +180,8 @@ class Communicator {
   explicit Communicator(std::shared_ptr<CommImpl> impl) : impl_(std::move(impl)) {}
 
   bool is_null() const { return impl_ == nullptr; }
+  // Whether two handles share one communicator (copies do; two groups of the same ranks don't).
+  bool same_as(const Communicator& other) const { return impl_ == other.impl_; }
   std::string_view backend() const;
   int rank() const;
   int size() const;

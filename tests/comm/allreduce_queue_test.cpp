@@ -1,7 +1,7 @@
-// AllreduceQueue: the window bounds the bytes in flight (a fake backend whose pieces complete
-// only when the test says), pieces are posted in queue order and refill freed room, and over
-// LocalWorld overlapping groups queued in one global order sum correctly with a one-piece
-// window (no deadlock).
+// AllreduceQueue: each communicator's window bounds its bytes in flight (a fake backend whose
+// pieces complete only when the test says), pieces are posted in queue order and refill freed
+// room, two communicators each get a window, and over LocalWorld overlapping groups sum
+// correctly with a one-piece window, in one global order and in orders that differ by rank.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +18,10 @@ struct ManualRequest : RequestImpl {
   bool done = false;
   bool test() override { return done; }
   void wait() override { done = true; }
+  bool wait_for(std::chrono::microseconds, std::chrono::microseconds) override {
+    done = true;  // as if it finished within the slice
+    return true;
+  }
 };
 
 // One rank; records each posted piece (its offset in floats from `base`) and its request.
@@ -95,6 +99,30 @@ TEST(AllreduceQueue, PostsInQueueOrderWithinTheWindowAndRefillsFreedRoom) {
   EXPECT_TRUE(q.progress()) << "an empty queue is complete";
 }
 
+TEST(AllreduceQueue, EachCommunicatorHasAWindowOfItsOwn) {
+  CommOptions o;
+  o.chunk_bytes = 64;
+  auto x = std::make_shared<ManualImpl>(o);
+  auto y = std::make_shared<ManualImpl>(o);
+  std::vector<float> a(160), b(160);
+  x->base = a.data();
+  y->base = b.data();
+  AllreduceQueue q(2 * 64);
+  q.push(Communicator(x), a);
+  q.push(Communicator(y), b);
+  q.push(Communicator(x), std::span<float>(a).subspan(0, 16));  // a second one on x: same window
+  q.progress();
+  // y's pieces need not wait for x's ten: each communicator has two in flight.
+  EXPECT_EQ(x->offsets.size(), 2u);
+  EXPECT_EQ(y->offsets.size(), 2u);
+  EXPECT_EQ(q.communicators(), 2u);
+  EXPECT_EQ(q.peak_bytes_in_flight(), 4u * 64u);
+  q.wait_all();
+  EXPECT_EQ(x->offsets.size(), 11u);
+  EXPECT_EQ(y->offsets.size(), 10u);
+  EXPECT_LE(q.peak_bytes_in_flight(), q.communicators() * 2 * 64);
+}
+
 TEST(AllreduceQueue, APieceLargerThanTheWindowGoesAlone) {
   CommOptions o;
   o.chunk_bytes = 64;
@@ -122,11 +150,13 @@ std::vector<float> input_of(int rank, std::size_t n, int salt) {
   return v;
 }
 
-TEST(AllreduceQueue, OverlappingGroupsInOneGlobalOrderSumWithAOnePieceWindow) {
-  // Three ranks, every pair a group, queued in one global order: with one piece in flight a
-  // rank's next piece waits for its previous one, the case a wrong order would deadlock.
+TEST(AllreduceQueue, OverlappingGroupsSumWithAOnePieceWindowInAnyOrder) {
+  // Three ranks, every pair a group. With one piece in flight per group, a rank that blocked
+  // on one group's piece without refilling the others would deadlock the cycle 0-1-2 when the
+  // ranks queue their groups in different orders (`rotate`); in one order it must work too.
   const std::vector<std::vector<int>> groups{{0, 1}, {1, 2}, {0, 2}};
   constexpr std::size_t kN = 301;
+  for (const bool rotate : {false, true})
   for (std::size_t window : {std::size_t{8}, std::size_t{64}, std::size_t{1} << 20}) {
     LocalWorld world(3, CommOptions{std::chrono::milliseconds(20'000), 64});
     std::vector<std::vector<std::vector<float>>> got(3);
@@ -142,9 +172,14 @@ TEST(AllreduceQueue, OverlappingGroupsInOneGlobalOrderSumWithAOnePieceWindow) {
       auto& data = got[static_cast<std::size_t>(r)];
       for (std::size_t g : which) data.push_back(input_of(r, kN, static_cast<int>(g)));
       AllreduceQueue q(window);
-      for (std::size_t k = 0; k < mine.size(); ++k) q.push(mine[k], data[k]);
+      for (std::size_t i = 0; i < mine.size(); ++i) {
+        const std::size_t k = rotate ? (i + static_cast<std::size_t>(r)) % mine.size() : i;
+        q.push(mine[k], data[k]);
+      }
       q.wait_all();
-      EXPECT_LE(q.peak_bytes_in_flight(), std::max<std::size_t>(window, 64));
+      // The documented bound: communicators x max(window, chunk).
+      EXPECT_EQ(q.communicators(), 2u);
+      EXPECT_LE(q.peak_bytes_in_flight(), 2 * std::max<std::size_t>(window, 64));
     });
     for (const auto& e : errors) EXPECT_EQ(e, nullptr);
     for (int r = 0; r < 3; ++r) {
@@ -158,7 +193,7 @@ TEST(AllreduceQueue, OverlappingGroupsInOneGlobalOrderSumWithAOnePieceWindow) {
           for (std::size_t i = 0; i < kN; ++i) want[i] += x[i];
         }
         EXPECT_EQ(got[static_cast<std::size_t>(r)][k++], want)
-            << "rank " << r << " group " << g << " window " << window;
+            << "rank " << r << " group " << g << " window " << window << " rotate " << rotate;
       }
     }
   }

@@ -70,10 +70,13 @@ std::chrono::milliseconds diagnose_grace(std::chrono::milliseconds timeout) {
 // ranks. With a core per rank it keeps polling: sleeping there stalls a long collective whose
 // peer came late (a 14 MB all-reduce of 2 ranks on 2 cores took 25-70 ms sleeping, 14 ms not;
 // eth train --trace). Each MPI_Test also progresses non-blocking collectives.
+constexpr std::chrono::milliseconds kSpinBurst{5};
+
 bool poll(MPI_Request& req, MPI_Status& status, Clock::time_point deadline, bool oversubscribed,
-          bool crowded) {
+          bool crowded, Clock::duration waited = Clock::duration::zero()) {
   using std::chrono::microseconds;
-  Clock::time_point burst_end = Clock::now() + std::chrono::milliseconds(5);
+  Clock::time_point burst_end =
+      Clock::now() + kSpinBurst - std::min<Clock::duration>(waited, kSpinBurst);
   for (;;) {
     int flag = 0;
     ETH_MPI_CHECK(MPI_Test(&req, &flag, &status));
@@ -197,6 +200,19 @@ class MpiRequest : public RequestImpl {
       return;
     }
     on_timeout();
+  }
+
+  // The same polling as wait(), for at most `slice`, the spin burst shortened by what the
+  // caller has waited already.
+  bool wait_for(std::chrono::microseconds slice, std::chrono::microseconds waited) override {
+    if (!failed_.empty()) throw CommError(failed_);
+    if (done_) return true;
+    MPI_Status status;
+    if (poll(req_, status, Clock::now() + slice, owner_->oversubscribed(), owner_->crowded(),
+             waited)) {
+      finish(status);
+    }
+    return done_;
   }
 
  private:
