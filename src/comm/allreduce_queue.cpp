@@ -59,20 +59,16 @@ bool AllreduceQueue::progress() {
   bool complete = true;
   for (Lane& lane : lanes_) {
     post_what_fits(lane);
-    // Every piece in flight is tested (on MPI each test also progresses the others); finished
-    // ones leave the window wherever they sit.
-    std::deque<std::size_t> still;
-    for (const std::size_t piece : lane.in_flight) {
-      if (pieces_[piece].request.test()) {
-        retire(piece);
-      } else {
-        still.push_back(piece);
-      }
+    // Only each communicator's oldest piece is tested (its pieces finish in order): on MPI
+    // every test runs Open MPI's whole progress engine over every posted piece, so testing all
+    // of them cost a sweep quadratic in the pieces in flight.
+    bool freed = false;
+    while (!lane.in_flight.empty() && pieces_[lane.in_flight.front()].request.test()) {
+      retire(lane.in_flight.front());
+      lane.in_flight.pop_front();
+      freed = true;
     }
-    if (still.size() != lane.in_flight.size()) {
-      lane.in_flight.swap(still);
-      post_what_fits(lane);
-    }
+    if (freed) post_what_fits(lane);
     complete = complete && lane.waiting.empty() && lane.in_flight.empty();
   }
   return complete;
