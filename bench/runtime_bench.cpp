@@ -149,6 +149,25 @@ double load1() {
   return l;
 }
 
+// The share of the CPUs' time idle over the next `seconds` (/proc/stat): other jobs on this
+// shared machine show up here, where the load average also counts this bench's own ranks.
+double idle_share(double seconds) {
+  auto sample = [] {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    in >> cpu;
+    std::vector<double> t;
+    for (double v; t.size() < 8 && in >> v;) t.push_back(v);
+    double total = 0;
+    for (double v : t) total += v;
+    return std::pair<double, double>{t.size() > 3 ? t[3] : 0.0, total};
+  };
+  const auto [idle0, total0] = sample();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const auto [idle1, total1] = sample();
+  return total1 > total0 ? (idle1 - idle0) / (total1 - total0) : 0.0;
+}
+
 // A summary row: min, median and max of `v`, printed unless `json`, and whether they meet the
 // target: every run inside [lo, hi], or with `median_only` the median (the cpu-2 target is on
 // the median of its runs, the emulated ones on each run).
@@ -274,59 +293,108 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
   return 0;
 }
 
-// The rows of section (1), printed as a table unless `json`.
+// The rows of section (1), printed as a table unless `json`. Each configuration runs in
+// `launches` separate mpirun launches, interleaved with the other configurations: with 8 ranks
+// on 2 cores one launch's scheduling pattern persists through all its repetitions, and the
+// same configuration measured 13-39 ms from one launch to the next, while the modes of one
+// launch stayed within a few percent of each other. ms is the median over the launches of each
+// launch's median; vs_block the median over the launches of the mode's time over block-wise's
+// in the same launch (paired, so the launch pattern cancels).
 Json aggregation_section(const std::string& self, bool quick, bool json) {
   const int reps = quick ? 5 : 21;
-  Json rows = Json::array();
-  if (!json) {
-    std::printf("\n== gradient aggregation (%s, %.1f M parameters, fp32 gradients, MPI over "
-                "shared memory), median of %d repetitions of the slowest rank\n",
-                aggregation_model().name.c_str(),
-                static_cast<double>(total_params(aggregation_model())) / 1e6, reps);
-    std::printf("%-11s %-10s %5s %-7s %9s %9s %9s %8s %10s %10s %6s %6s %8s %7s\n", "", "plan",
-                "ranks", "mode", "ms", "min_ms", "pred_ms", "pred/ms", "mb_per_rank",
-                "copied_mb", "coll", "comms", "vs_block", "faults");
-  }
+  const int launches = quick ? 1 : 3;
+  struct Config {
+    std::string kind;
+    int ranks;
+    std::vector<Json> rows;                   // per mode, the first launch's row
+    std::vector<std::vector<double>> ms;      // per mode, per launch
+    std::vector<std::vector<double>> ratio;   // per mode, per launch: over block-wise's
+    std::vector<double> idle;                 // per launch: the CPUs' idle share just before
+  };
+  std::vector<Config> configs;
   for (const std::string kind : {"asymmetric", "tp"}) {
     for (int ranks : quick ? std::vector<int>{4} : std::vector<int>{4, 8}) {
+      configs.push_back(Config{kind, ranks, {}, {}, {}, {}});
+    }
+  }
+  for (int launch = 0; launch < launches; ++launch) {
+    for (Config& c : configs) {
       MpirunOptions o;
-      o.num_ranks = ranks;
+      o.num_ranks = c.ranks;
       o.as_root = running_as_root();
       std::string out;
+      c.idle.push_back(idle_share(0.5));
       const int code = run_capture(
-          join(mpirun_argv(o, {self, "--worker-aggregation", kind, std::to_string(ranks),
+          join(mpirun_argv(o, {self, "--worker-aggregation", c.kind, std::to_string(c.ranks),
                                std::to_string(reps)})),
           &out);
       if (code != 0) {
         std::fprintf(stderr, "runtime_bench: mpirun of %d ranks (%s plan) failed with exit code %d\n",
-                     ranks, kind.c_str(), code);
+                     c.ranks, c.kind.c_str(), code);
         std::exit(1);
       }
       std::istringstream lines(out);
       double block_ms = 0;
+      std::size_t m = 0;
       for (std::string line; std::getline(lines, line);) {
         if (line.empty() || line[0] != '{') continue;
         Json j = Json::parse(line);
         const double ms = j["ms"];
         if (j["mode"] == "block") block_ms = ms;
-        j["vs_block"] = block_ms > 0 ? ms / block_ms : 1.0;
-        rows.push_back(j);
-        if (json) continue;
-        std::printf("aggregation %-10s %5d %-7s %9.2f %9.2f %9.2f %8.2f %10.2f %10.2f %6lld %6lld %7.2fx %7.0f\n",
-                    kind.c_str(), ranks, j["mode"].get<std::string>().c_str(), ms,
-                    j["ms_min"].get<double>(), j["predicted_ms"].get<double>(),
-                    j["predicted_ms"].get<double>() / ms,
-                    j["bytes_per_rank_max"].get<double>() / 1e6,
-                    j["copied_bytes_max"].get<double>() / 1e6,
-                    static_cast<long long>(j["collectives"].get<std::int64_t>()),
-                    static_cast<long long>(j["communicators"].get<std::int64_t>()),
-                    block_ms > 0 ? ms / block_ms : 1.0, j["page_faults_max"].get<double>());
+        if (launch == 0) {
+          c.rows.push_back(j);
+          c.ms.emplace_back();
+          c.ratio.emplace_back();
+        }
+        c.ms[m].push_back(ms);
+        c.ratio[m].push_back(block_ms > 0 ? ms / block_ms : 1.0);
+        ++m;
       }
+    }
+  }
+  Json rows = Json::array();
+  if (!json) {
+    std::printf("\n== gradient aggregation (%s, %.1f M parameters, fp32 gradients, MPI over "
+                "shared memory): per launch the median of %d repetitions of the slowest rank, "
+                "modes interleaved; ms = median of %d launches\n",
+                aggregation_model().name.c_str(),
+                static_cast<double>(total_params(aggregation_model())) / 1e6, reps, launches);
+    std::printf("%-11s %-10s %5s %-7s %9s %9s %9s %8s %10s %10s %6s %6s %8s %9s %5s\n", "",
+                "plan", "ranks", "mode", "ms", "min_ms", "pred_ms", "pred/ms", "mb_per_rank",
+                "copied_mb", "coll", "comms", "vs_block", "window_mb", "idle");
+  }
+  for (Config& c : configs) {
+    for (std::size_t m = 0; m < c.rows.size(); ++m) {
+      Json j = c.rows[m];
+      const double ms = median(c.ms[m]);
+      j["ms"] = ms;
+      j["ms_launches"] = c.ms[m];
+      j["ms_min"] = std::min(j["ms_min"].get<double>(),
+                             *std::min_element(c.ms[m].begin(), c.ms[m].end()));
+      j["launches"] = launches;
+      j["vs_block"] = median(c.ratio[m]);
+      j["vs_block_launches"] = c.ratio[m];
+      j["idle_before_min"] = *std::min_element(c.idle.begin(), c.idle.end());
+      rows.push_back(j);
+      if (json) continue;
+      std::printf("aggregation %-10s %5d %-7s %9.2f %9.2f %9.2f %8.2f %10.2f %10.2f %6lld %6lld "
+                  "%7.2fx %9.2f %4.0f%%\n",
+                  c.kind.c_str(), c.ranks, j["mode"].get<std::string>().c_str(), ms,
+                  j["ms_min"].get<double>(), j["predicted_ms"].get<double>(),
+                  j["predicted_ms"].get<double>() / ms,
+                  j["bytes_per_rank_max"].get<double>() / 1e6,
+                  j["copied_bytes_max"].get<double>() / 1e6,
+                  static_cast<long long>(j["collectives"].get<std::int64_t>()),
+                  static_cast<long long>(j["communicators"].get<std::int64_t>()),
+                  j["vs_block"].get<double>(), j["in_flight_bytes_max"].get<double>() / 1e6,
+                  100.0 * j["idle_before_min"].get<double>());
     }
   }
   if (!json) {
     std::printf("   (copied: bytes a rank copies or fills outside the collectives per step; "
-                "device-wise zero-fills its padding; load after: %.2f)\n", load1());
+                "device-wise zero-fills its padding; window_mb: the most bytes of pieces one "
+                "rank had in flight; idle: the CPUs' least idle share over 0.5 s before a "
+                "launch; load after: %.2f)\n", load1());
   }
   return rows;
 }

@@ -16,7 +16,11 @@ const std::vector<DeviceType>& device_type_presets() {
   // about 0.18-0.19 TFLOPS per core (the runtime trains in fp32), and one rank may use a third
   // of the 24 GiB. Its link figure is what the ring model needs to price MPI all-reduce over
   // shared memory: 16 MiB over 4 ranks on 2 cores takes 10.7 ms, 2 * 3/4 * 16.8 MB / 10.7 ms =
-  // 2.35 GB/s, about 20 Gbit/s (point-to-point messages alone move 8.7-20 GB/s).
+  // 2.35 GB/s, about 20 Gbit/s (point-to-point messages alone move 8.7-20 GB/s). Its ranks share
+  // the host's cores and memory (node_shared_bandwidth_gbps, 48 Gbit/s): the runtime's
+  // non-blocking all-reduce of 42.2 MB over all 8 ranks of this 2-core machine took 96-99 ms,
+  // 2 * 7 * 42.2 MB / t = 6.0-6.2 GB/s, over 4 ranks 31-32 ms, 8 GB/s (quiet machine,
+  // bench/runtime_bench's device-wise rows: one all-reduce over every rank).
   static const std::vector<DeviceType> presets = {
       {"910B2", 376, 64, 1536, std::nullopt, 1.0},
       {"910B3", 313, 64, 1536, std::nullopt, 1.0},
@@ -25,7 +29,7 @@ const std::vector<DeviceType>& device_type_presets() {
       {"RTX3090", 80, 24, 1408, std::nullopt, 1.0},
       {"H100", 989, 80, 7200, std::nullopt, 1.0},
       {"H200", 989, 141, 7200, std::nullopt, 1.0},
-      {"cpu", 0.19, 8, 20, std::nullopt, 1.0},
+      {"cpu", 0.19, 8, 20, std::nullopt, 1.0, 48.0},
       // Emulated types for the CPU runtime (one core each, stretched 4x and 12x: the slow one is
       // 3x slower than the fast one, and four such ranks keep only 0.67 of 2 cores busy, so
       // they seldom slow each other down; docs/runtime.md). Their link figure is what the
@@ -134,7 +138,7 @@ DeviceType parse_device_type(const std::string& name, const JsonCursor& c) {
   c.require_object();
   // "name" is what `eth devices --format json` prints beside the figures; it must be the key.
   c.allow_only({"name", "tflops", "memory_gb", "intra_node_bandwidth_gbps",
-                "inter_node_bandwidth_gbps", "emulated_slowdown"});
+                "inter_node_bandwidth_gbps", "emulated_slowdown", "node_shared_bandwidth_gbps"});
   if (auto v = c.find("name"); v && v->as_string() != name) {
     v->fail("the type's own name \"" + name + "\" (the key it is listed under)");
   }
@@ -151,6 +155,10 @@ DeviceType parse_device_type(const std::string& name, const JsonCursor& c) {
   }
   if (auto v = c.find("emulated_slowdown")) {
     d.emulated_slowdown = v->as_number(1.0, limits::kMaxEmulatedSlowdown);
+  }
+  if (auto v = c.find("node_shared_bandwidth_gbps")) {
+    d.node_shared_bandwidth_gbps =
+        v->as_quantity(limits::kMinBandwidthGbps, limits::kMaxBandwidthGbps);
   }
   return d;
 }
@@ -170,6 +178,7 @@ Json device_type_to_json(const DeviceType& d) {
   j["intra_node_bandwidth_gbps"] = d.intra_node_bandwidth_gbps;
   if (d.inter_node_bandwidth_gbps) j["inter_node_bandwidth_gbps"] = *d.inter_node_bandwidth_gbps;
   if (d.emulated_slowdown != 1.0) j["emulated_slowdown"] = d.emulated_slowdown;
+  if (d.node_shared_bandwidth_gbps) j["node_shared_bandwidth_gbps"] = *d.node_shared_bandwidth_gbps;
   return j;
 }
 

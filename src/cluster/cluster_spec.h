@@ -23,6 +23,13 @@ struct DeviceType {
   // Emulation only: every compute op of a rank of this type is stretched by this factor when the
   // CPU runtime emulates a heterogeneous cluster (1 = no slowdown).
   double emulated_slowdown = 1.0;
+  // Optional: the devices of one node of this type share one memory system and its cores (CPU
+  // ranks on one host), so their collectives do not run side by side on links of their own.
+  // Every all-reduce of B bytes over n holders moves 2 (n-1)/n B through the memory system for
+  // each of its holders on the node (2 (n-1) B when all n are here), all of the node's
+  // collectives together at this rate, one at a time (cost/predictor.h). Measured by an
+  // all-reduce of B bytes over all n ranks of the node taking t: 2 (n-1) B 8 / t bit/s.
+  std::optional<double> node_shared_bandwidth_gbps = std::nullopt;
 
   double memory_bytes() const { return memory_gb * 1e9; }
   double peak_flops() const { return tflops * 1e12; }

@@ -66,7 +66,9 @@ double backward_passed_ms(const PipelineCosts& pc, const StagePlan& st, std::siz
 
 // In-order list schedule: every device issues the collectives in the one global order, one at
 // a time; a collective starts once `ready(block, holder)` on every holder and every holder is
-// done with its previous one. Disjoint groups therefore run in parallel.
+// done with its previous one. Disjoint groups therefore run in parallel, except on a node whose
+// devices share one memory system (DeviceType::node_shared_bandwidth_gbps), which runs one
+// collective at a time.
 template <typename Ready>
 SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, AggregationMode mode,
                              const PredictOptions& opt, double element_bytes, Ready ready) {
@@ -78,12 +80,25 @@ SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, Aggr
   // of a prediction).
   const auto n = static_cast<std::size_t>(cluster.num_devices());
   std::vector<double> free_at(n, 0.0), busy(n, 0.0);
+  // Nodes whose devices share one memory system (node_shared_bandwidth_gbps) run their
+  // collectives one at a time: two groups of CPU ranks on one host share its cores.
+  std::map<std::int64_t, double> node_free_at;
+  std::vector<std::int64_t> shared_nodes;
   for (const GradBlock& b : blocks) {
     if (b.holders.size() < 2) continue;
+    shared_nodes.clear();
+    for (std::int64_t h : b.holders) {
+      const std::int64_t node = cluster.node_of(h);
+      if (cluster.type_of(h).node_shared_bandwidth_gbps &&
+          (shared_nodes.empty() || shared_nodes.back() != node)) {
+        shared_nodes.push_back(node);
+      }
+    }
     double start = 0;
     for (std::int64_t h : b.holders) {
       start = std::max({start, ready(b, h), free_at[static_cast<std::size_t>(h)]});
     }
+    for (std::int64_t node : shared_nodes) start = std::max(start, node_free_at[node]);
     const double dur = ring_allreduce_ms(
         cluster, b.holders, static_cast<double>(b.elements) * element_bytes,
         opt.collective_latency_ms);
@@ -91,6 +106,7 @@ SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, Aggr
       free_at[static_cast<std::size_t>(h)] = start + dur;
       busy[static_cast<std::size_t>(h)] += dur;
     }
+    for (std::int64_t node : shared_nodes) node_free_at[node] = start + dur;
     sp.end_ms = std::max(sp.end_ms, start + dur);
   }
   for (const double ms : busy) sp.busy_ms = std::max(sp.busy_ms, ms);
@@ -225,7 +241,19 @@ double ring_allreduce_ms(const ClusterIndex& cluster, const std::vector<std::int
     bw = std::min(bw, cluster.link_bytes_per_s(holders[i], holders[i + 1]));
   }
   const double nn = static_cast<double>(n);
-  return 2.0 * (nn - 1.0) / nn * bytes / bw * 1e3 + latency_ms;
+  const double per_holder = 2.0 * (nn - 1.0) / nn * bytes;
+  double s = per_holder / bw;
+  // A node whose devices share one memory system moves every holder's share there itself.
+  for (std::size_t i = 0; i < n;) {
+    const std::int64_t node = cluster.node_of(holders[i]);
+    std::size_t j = i;
+    while (j < n && cluster.node_of(holders[j]) == node) ++j;  // ids of a node are consecutive
+    if (const auto& shared = cluster.type_of(holders[i]).node_shared_bandwidth_gbps) {
+      s = std::max(s, static_cast<double>(j - i) * per_holder / (*shared * 1e9 / 8.0));
+    }
+    i = j;
+  }
+  return s * 1e3 + latency_ms;
 }
 
 // 1F1B, k >= 2: the first micro-batch (always full) fills and drains the pipeline, forward

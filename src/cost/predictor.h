@@ -42,7 +42,9 @@ struct PredictOptions {
 
 // Ring all-reduce of `bytes` per holder over `holders` (global ids): 2(n-1)/n * bytes / bw +
 // latency, bw the slowest link of the ring through the holders in ascending id order (wrapping
-// around). 0 for fewer than two holders.
+// around). On a node whose type has node_shared_bandwidth_gbps (S), its k holders move
+// k * 2(n-1)/n * bytes through the shared memory system: the time is at least that over S (all
+// n on one node: 2(n-1) * bytes / S). 0 for fewer than two holders.
 double ring_allreduce_ms(const ClusterSpec& cluster, const std::vector<std::int64_t>& holders,
                          double bytes, double latency_ms);
 double ring_allreduce_ms(const ClusterIndex& cluster, const std::vector<std::int64_t>& holders,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <variant>
 
 #include "core/error.h"
@@ -23,13 +24,21 @@ std::vector<SimCollective> make_collectives(const Plan& plan, const ClusterSpec&
                                             AggregationMode mode, double latency_ms,
                                             double bytes_per_element) {
   std::vector<SimCollective> out;
+  const ClusterIndex index(cluster);
   for (const GradBlock& b : aggregation_collectives(plan, mode)) {
     if (b.holders.size() < 2) continue;
     SimCollective c;
     c.holders = b.holders;
     c.ready_unit = b.lowest_unit();
     c.bytes = static_cast<double>(b.elements) * bytes_per_element;
-    c.duration_ms = ring_allreduce_ms(cluster, b.holders, c.bytes, latency_ms);
+    c.duration_ms = ring_allreduce_ms(index, b.holders, c.bytes, latency_ms);
+    for (std::int64_t h : b.holders) {
+      const std::int64_t node = index.node_of(h);
+      if (index.type_of(h).node_shared_bandwidth_gbps &&
+          (c.shared_nodes.empty() || c.shared_nodes.back() != node)) {
+        c.shared_nodes.push_back(node);
+      }
+    }
     out.push_back(std::move(c));
   }
   return out;
@@ -166,6 +175,7 @@ class Engine {
   std::vector<std::size_t> slot_of_device_;  // device id -> slot (SIZE_MAX: not in the plan)
   std::vector<std::size_t> joined_;          // per collective: holders waiting in it
   std::vector<TimeNs> coll_ns_;
+  std::map<std::int64_t, TimeNs> node_free_;  // shared nodes: when their last collective ends
   std::size_t groups_backward_done_ = 0;
   TimeNs end_ = 0;
   Timeline timeline_;
@@ -412,8 +422,12 @@ void Engine::try_join(std::size_t sl) {
   S.in_collective = true;
   const std::size_t c = S.queue[S.pos];
   if (++joined_[c] < colls_[c].holders.size()) return;
-  // Every holder is here: the collective runs now on all of them.
-  const TimeNs now = q_.now(), end = now + coll_ns_[c];
+  // Every holder is here: the collective runs on all of them, now or, on a node whose devices
+  // share one memory system, once that node's previous collective has ended.
+  TimeNs now = q_.now();
+  for (std::int64_t node : colls_[c].shared_nodes) now = std::max(now, node_free_[node]);
+  const TimeNs end = now + coll_ns_[c];
+  for (std::int64_t node : colls_[c].shared_nodes) node_free_[node] = end;
   for (std::int64_t h : colls_[c].holders) {
     Slot& H = slots_[slot_of_device_[static_cast<std::size_t>(h)]];
     H.reduce_ns += coll_ns_[c];

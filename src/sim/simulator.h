@@ -37,6 +37,9 @@ struct SimCollective {
   std::int64_t ready_unit = 0;
   double duration_ms = 0;
   double bytes = 0;  // per holder (for reports)
+  // Nodes of holders whose devices share one memory system (node_shared_bandwidth_gbps): such
+  // a node runs one collective at a time, as the predictor's schedule does.
+  std::vector<std::int64_t> shared_nodes;
 };
 
 // The collectives of `mode` in the global order (plan/blocks.h), priced by the ring model
