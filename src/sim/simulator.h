@@ -39,7 +39,7 @@ struct SimCollective {
   double bytes = 0;  // per holder (for reports)
   // Nodes of holders whose devices share one memory system (node_shared_bandwidth_gbps): such
   // a node runs one collective at a time, as the predictor's schedule does.
-  std::vector<std::int64_t> shared_nodes;
+  std::vector<std::int64_t> shared_nodes = {};
 };
 
 // The collectives of `mode` in the global order (plan/blocks.h), priced by the ring model

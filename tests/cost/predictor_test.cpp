@@ -185,6 +185,63 @@ TEST(Predictor, RingAllReduceArithmetic) {
   EXPECT_EQ(ring_allreduce_ms(c, {3}, 3000, 0.5), 0.0);
 }
 
+// One node of 4 "host" devices whose links run at 1e9 B/s (8 Gbit/s) but which share one
+// memory system moving 1e9 B/s in all (node_shared_bandwidth_gbps 8), like CPU ranks on a host.
+ClusterSpec shared_host(bool shared) {
+  ClusterSpec c;
+  c.name = "host";
+  c.nodes = {{"host", 4}};
+  DeviceType t{"host", 1, 1, 8, std::nullopt, 1.0};
+  if (shared) t.node_shared_bandwidth_gbps = 8;
+  c.device_types["host"] = t;
+  c.custom_types = {"host"};
+  return c;
+}
+
+TEST(Predictor, ASharedNodeMovesEveryHoldersShareThroughItsMemory) {
+  const ClusterSpec c = shared_host(true);
+  // Two holders: the ring moves 2 (2-1)/2 x 1e6 = 1e6 bytes per holder (1 ms on its link);
+  // both shares pass through the node's memory: 2e6 bytes at 1e9 B/s = 2 ms.
+  EXPECT_NEAR(ring_allreduce_ms(c, {0, 1}, 1e6, 0.0), 2.0, 1e-9);
+  // All four: 4 x 2 (3/4) x 1e6 = 2 (n-1) x 1e6 = 6e6 bytes: 6 ms (the links alone: 1.5 ms).
+  EXPECT_NEAR(ring_allreduce_ms(c, {0, 1, 2, 3}, 1e6, 0.5), 6.5, 1e-9);
+  EXPECT_NEAR(ring_allreduce_ms(shared_host(false), {0, 1, 2, 3}, 1e6, 0.0), 1.5, 1e-9);
+}
+
+TEST(Predictor, ASharedNodeRunsOneCollectiveAtATime) {
+  // Two pipelines cut at the same unit: two disjoint pairs, {0, 2} (units 0-2: embedding and
+  // two blocks, 160 + 2 x 872 = 1904 elements) and {1, 3} (two blocks and the head, 1888).
+  Plan plan = test::asymmetric_plan();
+  plan.pipelines.resize(2);
+  std::int64_t dev = 0;
+  for (PipelinePlan& pipe : plan.pipelines) {
+    pipe.stages.resize(2);
+    for (std::size_t s = 0; s < 2; ++s) {
+      StagePlan& st = pipe.stages[s];
+      st.device_type = "host";
+      st.tp = 1;
+      st.dp = 1;
+      st.recompute = {};
+      st.first_unit = s == 0 ? 0 : 3;
+      st.last_unit = s == 0 ? 2 : 5;
+      st.devices = {s == 0 ? dev : dev + 1};
+    }
+    dev += 2;
+  }
+  // Devices 0, 1 are pipeline 0's stages and 2, 3 pipeline 1's: pairs {0, 2} and {1, 3}.
+  PredictOptions o;
+  o.collective_latency_ms = 0;
+  // fp32 gradients: a pair moves 2 x bytes through the shared memory at 1e9 B/s.
+  const double first = 2.0 * 1888 * 4 / 1e9 * 1e3, second = 2.0 * 1904 * 4 / 1e9 * 1e3;
+  const SyncPrediction shared =
+      predict_aggregation(plan, shared_host(true), AggregationMode::Block, o);
+  EXPECT_NEAR(shared.end_ms, first + second, 1e-9) << "one after the other";
+  // Separate links (no shared figure): each pair at 1e6 bytes per ms, side by side.
+  const SyncPrediction apart =
+      predict_aggregation(plan, shared_host(false), AggregationMode::Block, o);
+  EXPECT_NEAR(apart.end_ms, std::max(first, second) / 2, 1e-9) << "side by side";
+}
+
 TEST(Predictor, ModesDifferAsTheirCountsSay) {
   const auto plan = test::asymmetric_plan();
   const auto cluster = test::tiny_cluster();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "cost/predictor.h"
 #include "schedule/generate.h"
 #include "schedule/lower.h"
 #include "schedule/schedule.h"
@@ -231,6 +232,33 @@ TEST(Simulator, HandWorkedExampleWithoutOverlap) {
   expect_interval(r, 1, ActionKind::OptimizerStep, -1, 34.5, 34.7);
   EXPECT_EQ(ms_to_ns(r.iteration_ms), ms_to_ns(36.9));
   EXPECT_TRUE(check_timeline(h.plan, h.costs, h.colls, r, o).empty());
+}
+
+TEST(Simulator, ASharedNodeRunsOneCollectiveAtATimeAsThePredictorSays) {
+  // Two identical pipelines cut at the same unit on one node whose 4 devices share one memory
+  // system: pairs {0, 2} and {1, 3} are disjoint, yet run one after the other.
+  ClusterSpec c;
+  c.nodes = {{"host", 4}};
+  DeviceType t{"host", 1, 1, 8, std::nullopt, 1.0};
+  t.node_shared_bandwidth_gbps = 8;
+  c.device_types["host"] = t;
+  c.custom_types = {"host"};
+  const PipeSpec pipe{1, 2, {{0, 2, 1, 1, "host"}, {3, 5, 1, 1, "host"}}};
+  const Plan plan = make_plan(sim_model(4), {pipe, pipe});
+  const auto colls = make_collectives(plan, c, AggregationMode::Block, 0.05, 4.0);
+  ASSERT_EQ(colls.size(), 2u);
+  for (const SimCollective& coll : colls) EXPECT_EQ(coll.shared_nodes, std::vector<std::int64_t>{0});
+  SimOptions o;
+  o.overlap = false;  // both start after the pipelines: the aggregation alone
+  const auto costs = uniform_costs(plan, 1, 2);
+  const SimResult r = simulate(plan, costs, colls, o);
+  const double pipelines = *std::max_element(r.pipeline_ms.begin(), r.pipeline_ms.end());
+  PredictOptions po;
+  po.collective_latency_ms = 0.05;
+  const double predicted = predict_aggregation(plan, c, AggregationMode::Block, po).end_ms;
+  EXPECT_NEAR(r.iteration_ms - pipelines, predicted, 1e-5);
+  EXPECT_NEAR(predicted, colls[0].duration_ms + colls[1].duration_ms, 1e-9);
+  EXPECT_TRUE(check_timeline(plan, costs, colls, r, o).empty());
 }
 
 TEST(Simulator, DeadlockReportsTheStuckGrid) {
