@@ -4,8 +4,10 @@
 //     ranks, for an asymmetric plan (pipelines cut in different places) and a tp plan
 //     (pipelines of different tp, so lcm(tp) chunks), each rank's gradients laid out as the
 //     trainer lays them out (runtime/grad_layout.h); beside the time: the bytes a rank copies
-//     outside the collectives (block-wise: zero), bytes fed, collectives issued and the
-//     predictor's aggregation term (predict_aggregation; target: within 15% of measured).
+//     outside the collectives (block-wise: zero), bytes fed, collectives issued, the most bytes
+//     of pieces a rank had in flight (the window, docs/comm.md) and the predictor's aggregation
+//     term (predict_aggregation; target: within 15% of measured). The modes take turns within
+//     each repetition, and each configuration runs in 3 launches (1 with --quick).
 // (2) emulated: the eth, layer and uniform plans of bench-4x256 on `cpu-emulated` (2 fast + 2
 //     slow CPU ranks, EMULATED: every op stretched 4x / 12x), each trained --runs times in a row
 //     (the runs interleaved: run 1 of each plan, then run 2, ...), every run's measured
@@ -22,8 +24,10 @@
 // Output: the machine line (CPU model, cores, load), then per section one row per measurement,
 // each text row starting with its section tag; with --format json one document with the same
 // rows: {"bench", "machine", "aggregation": [...], "emulated": {...}, "cpu2": {...}}.
-//   aggregation[]: plan ranks mode ms ms_min ms_max reps predicted_ms copied_bytes_max
-//                  bytes_per_rank_max collectives communicators vs_block
+//   aggregation[]: plan ranks mode ms (median over launches) ms_launches ms_min ms_max reps
+//                  launches predicted_ms copied_bytes_max in_flight_bytes_max
+//                  bytes_per_rank_max collectives communicators vs_block vs_block_launches
+//                  idle_before_min
 //   emulated.runs[]: run method predicted_ms measured_ms ratio load_1m  (ratio = pred / meas)
 //   emulated.speedups[]: run measured predicted error   (eth over layer; error relative)
 //   cpu2.runs[]: run predicted_ms measured_ms ratio load_1m
@@ -345,6 +349,10 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
           c.rows.push_back(j);
           c.ms.emplace_back();
           c.ratio.emplace_back();
+        } else {  // the extremes over every repetition of every launch
+          Json& first = c.rows[m];
+          first["ms_min"] = std::min(first["ms_min"].get<double>(), j["ms_min"].get<double>());
+          first["ms_max"] = std::max(first["ms_max"].get<double>(), j["ms_max"].get<double>());
         }
         c.ms[m].push_back(ms);
         c.ratio[m].push_back(block_ms > 0 ? ms / block_ms : 1.0);
@@ -369,8 +377,6 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
       const double ms = median(c.ms[m]);
       j["ms"] = ms;
       j["ms_launches"] = c.ms[m];
-      j["ms_min"] = std::min(j["ms_min"].get<double>(),
-                             *std::min_element(c.ms[m].begin(), c.ms[m].end()));
       j["launches"] = launches;
       j["vs_block"] = median(c.ratio[m]);
       j["vs_block_launches"] = c.ratio[m];

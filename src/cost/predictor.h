@@ -120,9 +120,10 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
                    const PredictOptions& options = {});
 
 // The aggregation term on its own: `mode`'s collectives of `plan` scheduled as predict() does
-// (in the one global order, each after its holders' previous one, disjoint groups in parallel,
-// priced by ring_allreduce_ms at options.element_bytes) with every gradient final at time 0,
-// i.e. one aggregation after the pipelines: end_ms (= exposed_ms) is its time. Needs no profile.
+// (in the one global order, each after its holders' previous one, disjoint groups in parallel
+// except on a node whose devices share one memory system, priced by ring_allreduce_ms) with
+// every gradient final at time 0, i.e. one aggregation after the pipelines: end_ms (=
+// exposed_ms) is its time. Needs no profile.
 SyncPrediction predict_aggregation(const Plan& plan, const ClusterSpec& cluster,
                                    AggregationMode mode, const PredictOptions& options = {});
 
