@@ -25,6 +25,7 @@
 #include "profile/analytic.h"
 #include "profile/metis_format.h"
 #include "profile/profile_io.h"
+#include "comm/mpi_comm.h"
 #include "train/measure_profile.h"
 
 namespace eth::cli {
@@ -150,6 +151,14 @@ int run_measure(const ProfileOptions& o) {
       throw UsageError("--micro-batch-sizes", "size " + std::to_string(b) + " given twice");
     }
   }
+  // What a training rank of this machine holds before any model buffer: this binary's libraries
+  // with MPI initialized, as `eth launch` starts each rank (MPI_Init alone maps ~10 MB here).
+  double baseline = 0;
+  {
+    std::optional<MpiSession> mpi;
+    if (mpi_compiled()) mpi.emplace();
+    baseline = process_resident_bytes();
+  }
   const ModelSpec m = load_model(o.model);
   std::vector<MeasureOptions> runs;
   const double memory = available_memory_bytes();
@@ -163,6 +172,7 @@ int run_measure(const ProfileOptions& o) {
     mo.dropout = static_cast<float>(o.dropout);
     mo.precision = precision.precision;
     mo.cold_cache = o.cache == "cold";
+    mo.process_baseline_bytes = baseline;
     check_measure_options(mo, memory);
     runs.push_back(mo);
   }

@@ -34,6 +34,7 @@
 #include "runtime/dist_trainer.h"
 #include "runtime/placement.h"
 #include "runtime/trace_recorder.h"
+#include "train/measure_profile.h"
 
 namespace eth::cli {
 
@@ -279,6 +280,9 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   TraceRecorder recorder({});
   DistTrainConfig config = r.config;
   if (!a.trace.empty()) config.trace = &recorder;
+  // Resident memory before the model's buffers: libraries, MPI, threads (the baseline the
+  // predictor charges from the profile's process_baseline_bytes).
+  const double baseline_rss = process_resident_bytes();
   DistributedTrainer t(config, world, r.resume);
   const std::vector<RankPlace> places = place_ranks(r.plan);
   AppendFile log;
@@ -349,6 +353,8 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   }
   if (!a.trace.empty()) write_trace(r, a, recorder, world);  // collective
   const std::vector<RankMemory> memory = t.gather_memory();  // collective
+  const std::vector<double> baselines =
+      world.gather(std::span<const double>(&baseline_rss, 1));  // collective
   if (!lead) return kExitOk;
   log.close();
 
@@ -379,6 +385,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
              {"optimizer_state_bytes", m.optimizer_state},
              {"activations_bytes", m.activations},
              {"buffers_bytes", m.buffers},
+             {"baseline_rss_bytes", i < baselines.size() ? baselines[i] : 0.0},
              {"peak_rss_bytes", m.peak_rss}};
       if (prediction) {
         // The predictor's memory of this rank's stage (one device of it).
@@ -386,12 +393,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
             prediction->pipelines[static_cast<std::size_t>(places[i].pipeline)]
                 .stages[static_cast<std::size_t>(places[i].stage)]
                 .memory;
-        j["predicted"] = Json{{"weights_bytes", p.weights},
-                              {"gradients_bytes", p.gradients},
-                              {"optimizer_state_bytes", p.optimizer_state},
-                              {"activations_bytes", p.activations},
-                              {"workspace_bytes", p.workspace},
-                              {"total_bytes", p.total()}};
+        j["predicted"] = memory_to_json(p);
       }
       ranks_memory.push_back(j);
     }

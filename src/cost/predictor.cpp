@@ -115,17 +115,29 @@ SyncPrediction predict_sync(const Plan& plan, const ClusterIndex& cluster,
   return sp;
 }
 
-double held_activations(const PipelineCosts& pc, std::size_t s, std::int64_t in_flight,
-                        std::int64_t k) {
-  // The in-flight window holds the last micro-batch only when it holds all k of them.
-  if (in_flight == k) {
-    return static_cast<double>(k - 1) * pc.full[s].activation_bytes + pc.last[s].activation_bytes;
-  }
+// The runtime's arena holds `in_flight` slots, each sized for a full micro-batch share (the
+// last micro-batch, partial or not, reuses a slot), mapped and pre-faulted at start-up.
+double held_activations(const PipelineCosts& pc, std::size_t s, std::int64_t in_flight) {
   return static_cast<double>(in_flight) * pc.full[s].activation_bytes;
 }
 
+// Per device id, the gradient bytes it feeds into `mode`'s collectives of two or more holders.
+std::vector<double> collective_bytes_per_device(const Plan& plan, std::int64_t num_devices,
+                                                AggregationMode mode, double element_bytes) {
+  std::vector<double> out(static_cast<std::size_t>(num_devices), 0.0);
+  for (const GradBlock& b : aggregation_collectives(plan, mode)) {
+    if (b.holders.size() < 2) continue;
+    for (std::int64_t h : b.holders) {
+      out[static_cast<std::size_t>(h)] += static_cast<double>(b.elements) * element_bytes;
+    }
+  }
+  return out;
+}
+
 StagePrediction predict_stage(const Plan& plan, const ClusterSpec& cluster,
-                              const PipelinePlan& pipe, const PipelineCosts& pc, std::size_t s) {
+                              const PipelinePlan& pipe, const PipelineCosts& pc, std::size_t s,
+                              const std::vector<double>& collective_bytes,
+                              const PredictOptions& opt, Precision precision) {
   const StagePlan& st = pipe.stages[s];
   const std::int64_t k = pipe.num_microbatches();
   const std::int64_t num_stages = static_cast<std::int64_t>(pipe.stages.size());
@@ -151,7 +163,17 @@ StagePrediction predict_stage(const Plan& plan, const ClusterSpec& cluster,
   sp.memory.gradients = m.gradient_bytes;
   sp.memory.optimizer_state = m.optimizer_bytes;
   sp.memory.workspace = m.workspace_bytes;
-  sp.memory.activations = held_activations(pc, s, sp.in_flight, k);
+  sp.memory.baseline = m.baseline_bytes;
+  sp.memory.activations = held_activations(pc, s, sp.in_flight);
+  const double sample_bytes = static_cast<double>(plan.seq_len) *
+                              static_cast<double>(plan.model.hidden) *
+                              precision_bytes(precision).activation;
+  sp.memory.messages = message_buffer_bytes(static_cast<std::int64_t>(s), num_stages,
+                                            sp.in_flight, pc.full[s].share_mbs, sample_bytes);
+  double fed = 0;  // the stage's devices feed alike up to tp shards: the largest
+  for (std::int64_t d : st.devices) fed = std::max(fed, collective_bytes[static_cast<std::size_t>(d)]);
+  sp.memory.collective_buffers =
+      collective_buffer_bytes(precision, opt.collective_window_bytes, fed);
   sp.capacity_bytes = cluster.type(st.device_type).memory_bytes();
   sp.fits = sp.memory.total() <= sp.capacity_bytes;
   sp.optimizer_ms = pc.optimizer_ms[s];
@@ -180,12 +202,6 @@ double effective_flops(const ProfileDb& profile, const std::string& type, std::i
   return best;
 }
 
-Json memory_to_json(const MemoryBreakdown& m) {
-  return Json{{"weights_bytes", m.weights},          {"gradients_bytes", m.gradients},
-              {"optimizer_state_bytes", m.optimizer_state}, {"activations_bytes", m.activations},
-              {"workspace_bytes", m.workspace},      {"total_bytes", m.total()}};
-}
-
 Json sync_to_json(const SyncPrediction& s) {
   return Json{{"mode", std::string(aggregation_mode_name(s.mode))},
               {"collectives", s.stats.collectives},
@@ -198,6 +214,19 @@ Json sync_to_json(const SyncPrediction& s) {
 }
 
 }  // namespace
+
+Json memory_to_json(const MemoryBreakdown& m) {
+  return Json{{"weights_bytes", m.weights},
+              {"gradients_bytes", m.gradients},
+              {"optimizer_state_bytes", m.optimizer_state},
+              {"activations_bytes", m.activations},
+              {"workspace_bytes", m.workspace},
+              {"message_buffers_bytes", m.messages},
+              {"collective_buffers_bytes", m.collective_buffers},
+              {"comm_buffers_bytes", m.comm_buffers()},
+              {"baseline_bytes", m.baseline},
+              {"total_bytes", m.total()}};
+}
 
 SyncPrediction predict_aggregation(const Plan& plan, const ClusterSpec& cluster,
                                    AggregationMode mode, const PredictOptions& options) {
@@ -281,6 +310,9 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
   out.gradient_element_bytes = precision_bytes(out.precision).gradient_element;
   const std::vector<PipelineCosts> costs =
       compute_stage_costs(plan, cluster, profile, options.p2p_latency_ms, out.precision);
+  const ClusterIndex index(cluster);
+  const std::vector<double> collective_bytes = collective_bytes_per_device(
+      plan, index.num_devices(), options.aggregation, out.gradient_element_bytes);
   std::vector<double> t_p;
   for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
     const PipelinePlan& pipe = plan.pipelines[p];
@@ -292,7 +324,8 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
     pp.time_ms = pipeline_time_ms(costs[p], pp.num_microbatches, plan.schedule);
     double worst = -1;
     for (std::size_t s = 0; s < pipe.stages.size(); ++s) {
-      pp.stages.push_back(predict_stage(plan, cluster, pipe, costs[p], s));
+      pp.stages.push_back(predict_stage(plan, cluster, pipe, costs[p], s, collective_bytes,
+                                        options, out.precision));
       if (fb(costs[p].full[s]) > worst) {
         worst = fb(costs[p].full[s]);
         pp.bottleneck_stage = static_cast<std::int64_t>(s);
@@ -304,7 +337,6 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
     out.pipelines.push_back(std::move(pp));
   }
 
-  const ClusterIndex index(cluster);
   const std::vector<Seat> seats = seats_of(plan, index);
   for (std::size_t id = 0; id < seats.size(); ++id) {
     const Seat& seat = seats[id];
