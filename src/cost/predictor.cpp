@@ -121,23 +121,8 @@ double held_activations(const PipelineCosts& pc, std::size_t s, std::int64_t in_
   return static_cast<double>(in_flight) * pc.full[s].activation_bytes;
 }
 
-// Per device id, the gradient bytes it feeds into `mode`'s collectives of two or more holders.
-std::vector<double> collective_bytes_per_device(const Plan& plan, std::int64_t num_devices,
-                                                AggregationMode mode, double element_bytes) {
-  std::vector<double> out(static_cast<std::size_t>(num_devices), 0.0);
-  for (const GradBlock& b : aggregation_collectives(plan, mode)) {
-    if (b.holders.size() < 2) continue;
-    for (std::int64_t h : b.holders) {
-      out[static_cast<std::size_t>(h)] += static_cast<double>(b.elements) * element_bytes;
-    }
-  }
-  return out;
-}
-
 StagePrediction predict_stage(const Plan& plan, const ClusterSpec& cluster,
-                              const PipelinePlan& pipe, const PipelineCosts& pc, std::size_t s,
-                              const std::vector<double>& collective_bytes,
-                              const PredictOptions& opt, Precision precision) {
+                              const PipelinePlan& pipe, const PipelineCosts& pc, std::size_t s) {
   const StagePlan& st = pipe.stages[s];
   const std::int64_t k = pipe.num_microbatches();
   const std::int64_t num_stages = static_cast<std::int64_t>(pipe.stages.size());
@@ -154,10 +139,7 @@ StagePrediction predict_stage(const Plan& plan, const ClusterSpec& cluster,
   sp.last_forward_ms = pc.last[s].forward_ms;
   sp.last_backward_ms = pc.last[s].backward_ms;
   sp.last_send_ms = pc.last[s].send_ms;
-  // 1F1B: stage s (0-based) runs S - s warm-up-plus-one forwards before its first backward.
-  sp.in_flight = plan.schedule == "gpipe"
-                     ? k
-                     : std::min(num_stages - static_cast<std::int64_t>(s), k);
+  sp.in_flight = stage_in_flight(plan.schedule, static_cast<std::int64_t>(s), num_stages, k);
   const StageStaticMemory& m = pc.memory[s];
   sp.memory.weights = m.weight_bytes;
   sp.memory.gradients = m.gradient_bytes;
@@ -165,15 +147,8 @@ StagePrediction predict_stage(const Plan& plan, const ClusterSpec& cluster,
   sp.memory.workspace = m.workspace_bytes;
   sp.memory.baseline = m.baseline_bytes;
   sp.memory.activations = held_activations(pc, s, sp.in_flight);
-  const double sample_bytes = static_cast<double>(plan.seq_len) *
-                              static_cast<double>(plan.model.hidden) *
-                              precision_bytes(precision).activation;
-  sp.memory.messages = message_buffer_bytes(static_cast<std::int64_t>(s), num_stages,
-                                            sp.in_flight, pc.full[s].share_mbs, sample_bytes);
-  double fed = 0;  // the stage's devices feed alike up to tp shards: the largest
-  for (std::int64_t d : st.devices) fed = std::max(fed, collective_bytes[static_cast<std::size_t>(d)]);
-  sp.memory.collective_buffers =
-      collective_buffer_bytes(precision, opt.collective_window_bytes, fed);
+  sp.memory.messages = m.message_bytes;
+  sp.memory.collective_buffers = m.collective_bytes;
   sp.capacity_bytes = cluster.type(st.device_type).memory_bytes();
   sp.fits = sp.memory.total() <= sp.capacity_bytes;
   sp.optimizer_ms = pc.optimizer_ms[s];
@@ -309,10 +284,8 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
   out.activation_element_bytes = precision_bytes(out.precision).activation;
   out.gradient_element_bytes = precision_bytes(out.precision).gradient_element;
   const std::vector<PipelineCosts> costs =
-      compute_stage_costs(plan, cluster, profile, options.p2p_latency_ms, out.precision);
-  const ClusterIndex index(cluster);
-  const std::vector<double> collective_bytes = collective_bytes_per_device(
-      plan, index.num_devices(), options.aggregation, out.gradient_element_bytes);
+      compute_stage_costs(plan, cluster, profile, options.p2p_latency_ms, out.precision,
+                          options.aggregation, options.collective_window_bytes);
   std::vector<double> t_p;
   for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
     const PipelinePlan& pipe = plan.pipelines[p];
@@ -324,8 +297,7 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
     pp.time_ms = pipeline_time_ms(costs[p], pp.num_microbatches, plan.schedule);
     double worst = -1;
     for (std::size_t s = 0; s < pipe.stages.size(); ++s) {
-      pp.stages.push_back(predict_stage(plan, cluster, pipe, costs[p], s, collective_bytes,
-                                        options, out.precision));
+      pp.stages.push_back(predict_stage(plan, cluster, pipe, costs[p], s));
       if (fb(costs[p].full[s]) > worst) {
         worst = fb(costs[p].full[s]);
         pp.bottleneck_stage = static_cast<std::int64_t>(s);
@@ -337,6 +309,7 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
     out.pipelines.push_back(std::move(pp));
   }
 
+  const ClusterIndex index(cluster);
   const std::vector<Seat> seats = seats_of(plan, index);
   for (std::size_t id = 0; id < seats.size(); ++id) {
     const Seat& seat = seats[id];

@@ -274,16 +274,37 @@ Precision plan_precision(const Plan& plan, const ProfileDb& profile,
   return wanted ? *wanted : found.value_or(Precision::Mixed16);
 }
 
+std::int64_t stage_in_flight(const std::string& schedule, std::int64_t stage,
+                             std::int64_t num_stages, std::int64_t num_microbatches) {
+  if (schedule == "gpipe") return num_microbatches;
+  return std::min(num_stages - stage, num_microbatches);
+}
+
 std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSpec& cluster,
                                                const ProfileDb& profile, double p2p_latency_ms,
-                                               std::optional<Precision> precision) {
+                                               std::optional<Precision> precision,
+                                               AggregationMode aggregation,
+                                               double collective_window_bytes) {
   ETH_CHECK(profile.model().num_units() == plan.model.num_units(),
             "profile and plan describe models with different unit counts");
-  const double element_bytes =
-      precision_bytes(plan_precision(plan, profile, precision)).activation;
+  const Precision run_precision = plan_precision(plan, profile, precision);
+  const PrecisionBytes run_bytes = precision_bytes(run_precision);
+  const double element_bytes = run_bytes.activation;
   LookupCache cache(profile);
   ParamCache params_of(plan.model);
   const ClusterIndex index(cluster);
+  // Per device, the gradient bytes it feeds into collectives of two or more holders (only the
+  // runtime's precisions hold temporaries for them: collective_buffer_bytes).
+  std::vector<double> fed_bytes(static_cast<std::size_t>(index.num_devices()), 0.0);
+  if (runtime_precision(run_precision)) {
+    for (const GradBlock& b : aggregation_collectives(plan, aggregation)) {
+      if (b.holders.size() < 2) continue;
+      for (std::int64_t h : b.holders) {
+        fed_bytes[static_cast<std::size_t>(h)] +=
+            static_cast<double>(b.elements) * run_bytes.gradient_element;
+      }
+    }
+  }
   std::vector<PipelineCosts> out;
   out.reserve(plan.pipelines.size());
   for (const PipelinePlan& pipe : plan.pipelines) {
@@ -298,8 +319,20 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
       pc.last.push_back(
           stage_cost(plan, index, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms,
                      element_bytes));
+      pc.last.back().activation_bytes = pc.full.back().activation_bytes;  // a full slot
       const ProfileEntry& full = cache.get(st.device_type, st.tp, pc.full.back().share_mbs);
-      pc.memory.push_back(static_memory(plan.model, plan.seq_len, st, full, params_of));
+      StageStaticMemory mem = static_memory(plan.model, plan.seq_len, st, full, params_of);
+      const auto S = static_cast<std::int64_t>(pipe.stages.size());
+      const auto stage = static_cast<std::int64_t>(s);
+      mem.message_bytes = message_buffer_bytes(
+          stage, S, stage_in_flight(plan.schedule, stage, S, pipe.num_microbatches()),
+          pc.full.back().share_mbs,
+          static_cast<double>(plan.seq_len) * static_cast<double>(plan.model.hidden) *
+              element_bytes);
+      double fed = 0;  // the stage's devices feed alike up to tp shards: the largest
+      for (std::int64_t d : st.devices) fed = std::max(fed, fed_bytes[static_cast<std::size_t>(d)]);
+      mem.collective_bytes = collective_buffer_bytes(run_precision, collective_window_bytes, fed);
+      pc.memory.push_back(mem);
       pc.optimizer_ms.push_back(optimizer_ms(st, full, params_of));
     }
     out.push_back(std::move(pc));

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "cluster/cluster_spec.h"
+#include "plan/blocks.h"
 #include "plan/plan.h"
 #include "profile/profile.h"
 
@@ -35,7 +37,10 @@ struct StageCost {
   std::vector<double> unit_backward_ms;
   double send_ms = 0;            // output activation to the next stage (0 on the last stage)
   double send_bytes = 0;         // bytes of that activation message
-  double activation_bytes = 0;   // activation bytes held per in-flight micro-batch, per device
+  // Activation bytes an in-flight micro-batch holds on one device: the runtime's arena slot,
+  // sized for the full micro-batch share, so the last micro-batch, partial or not, holds the
+  // full share's bytes too.
+  double activation_bytes = 0;
   // Per unit of the stage, in unit order, the forward time; sums to forward_ms.
   std::vector<double> unit_forward_ms;
 };
@@ -50,11 +55,16 @@ struct StageStaticMemory {
   // The activation arena's part beside its micro-batch slots (stage_workspace_bytes): one copy
   // of what the recompute set drops and the forward transients and backward gradients.
   double workspace_bytes = 0;
+  // Activation-message buffers (message_buffer_bytes, at the plan schedule's in-flight count).
+  double message_bytes = 0;
+  // Gradient-collective temporaries of the stage's busiest device (collective_buffer_bytes).
+  double collective_bytes = 0;
   // The process's own resident memory before any model buffer (libraries, the communication
   // runtime, thread stacks): the profile entry's process_baseline_bytes, 0 when not measured.
   double baseline_bytes = 0;
   double total() const {
-    return weight_bytes + gradient_bytes + optimizer_bytes + workspace_bytes + baseline_bytes;
+    return weight_bytes + gradient_bytes + optimizer_bytes + workspace_bytes + message_bytes +
+           collective_bytes + baseline_bytes;
   }
 };
 
@@ -145,13 +155,21 @@ inline constexpr double kOptimizerBytesPerS = 1.0e12;
 Precision plan_precision(const Plan& plan, const ProfileDb& profile,
                          std::optional<Precision> wanted = std::nullopt);
 
+// Micro-batches whose activations stage `stage` of `num_stages` holds at its peak: all k under
+// GPipe, min(S - s, k) under 1F1B (0-based s: warm-up forwards plus one).
+std::int64_t stage_in_flight(const std::string& schedule, std::int64_t stage,
+                             std::int64_t num_stages, std::int64_t num_microbatches);
+
 // One entry per pipeline of the plan, one element per stage in each vector. Throws InputError
 // (naming the profile key) when the profile lacks a needed entry, and what plan_precision
 // throws. Activation messages between stages cost the precision's activation bytes per element
-// (2 in bf16 and the paper's 16-bit training, 4 in fp32).
-std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSpec& cluster,
-                                               const ProfileDb& profile,
-                                               double p2p_latency_ms = kDefaultP2pLatencyMs,
-                                               std::optional<Precision> precision = std::nullopt);
+// (2 in bf16 and the paper's 16-bit training, 4 in fp32). Memory charges the collective
+// temporaries of `aggregation`'s collectives with at most `collective_window_bytes` in flight
+// (PredictOptions has both).
+std::vector<PipelineCosts> compute_stage_costs(
+    const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
+    double p2p_latency_ms = kDefaultP2pLatencyMs, std::optional<Precision> precision = std::nullopt,
+    AggregationMode aggregation = AggregationMode::Block,
+    double collective_window_bytes = kUnboundedCollectiveWindow);
 
 }  // namespace eth

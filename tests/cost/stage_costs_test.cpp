@@ -81,7 +81,11 @@ TEST(StageCosts, StaticMemoryIsSixteenBytesPerParameterPlusWorkspace) {
   EXPECT_NEAR(m.optimizer_bytes, 12 * params, kTol);
   EXPECT_NEAR(m.workspace_bytes, kBlockRangeWorkspace, kTol);  // nothing recomputed: no copies
   EXPECT_EQ(m.baseline_bytes, 0.0);  // the hand-made profile records none
-  EXPECT_NEAR(m.total(), 16 * params + kBlockRangeWorkspace, kTol);
+  // Messages of 2 samples x 64 bytes: the output gradient received, the 2 activations in flight
+  // sent (1F1B, S = 2, k = 3: stage 0 holds 2).
+  EXPECT_NEAR(m.message_bytes, 3 * 128.0, kTol);
+  EXPECT_EQ(m.collective_bytes, 0.0);  // 16-bit GPU training reduces in place
+  EXPECT_NEAR(m.total(), 16 * params + kBlockRangeWorkspace + 3 * 128.0, kTol);
 }
 
 TEST(StageCosts, WorkspaceKeepsOneCopyOfWhatIsRecomputedPerUnitKind) {
