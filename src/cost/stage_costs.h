@@ -45,8 +45,8 @@ struct StageCost {
   std::vector<double> unit_forward_ms;
 };
 
-// Memory of one device of a stage that does not depend on micro-batches in flight. Bytes per
-// parameter follow the profile entry's precision (core/precision.h: fp32 4 + 4 + 8, bf16
+// Memory of one device of a stage besides its in-flight micro-batches' slots (all of it held for
+// the whole step: the runtime allocates it once). Bytes per parameter follow the profile entry's precision (core/precision.h: fp32 4 + 4 + 8, bf16
 // 2 + 4 + 12, the paper's 16-bit training 2 + 2 + 12), what the runtime allocates.
 struct StageStaticMemory {
   double weight_bytes = 0;     // the weights the kernels read (fp32, or the 16-bit copy)

@@ -4,8 +4,9 @@
 // costs O(1) to price.
 // Built once per key from a ProfileDb and then searched over; the memory arithmetic is the one
 // of cost/stage_costs.h (weights + gradients + optimizer state, workspace and recompute copies,
-// in-flight activations, the process baseline). Gradient-collective temporaries and message
-// buffers are not charged here (the predictor charges them; they need the whole plan). Not a predictor: the planner's final plan is priced by cost/predictor.h.
+// in-flight activations, message and collective buffers, the process baseline), each charged
+// at least as the predictor charges it, so a range that fits here fits under the predictor. Not
+// a predictor: the planner's final plan is priced by cost/predictor.h.
 #pragma once
 
 #include <array>
