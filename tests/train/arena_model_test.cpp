@@ -9,75 +9,19 @@
 #include <algorithm>
 
 #include "cost/predictor.h"
+#include "train/arena_profile.h"
 #include "train/precision_stage.h"
 
 namespace eth {
 namespace {
 
-// Every buffer of this model is a multiple of the arena's 64-byte alignment (N = B * 16 rows of
-// 4-byte statistics, C = 32, V = 64, T * T = 256), so the arena has no padding and the
-// predicted bytes must equal it exactly.
-ModelSpec aligned_model() { return ModelSpec{"aligned", 4, 32, 4, 16, 64, 128}; }
+using test::aligned_model;
+using test::arena_profile_entry;
+using test::unit_activation;
 
 StageComputeConfig unit_range(std::int64_t first, std::int64_t last, std::int64_t mbs,
                               std::int64_t slots, RecomputeSet rc, float dropout, std::int64_t tp) {
-  StageComputeConfig c;
-  c.first_unit = first;
-  c.last_unit = last;
-  c.max_micro_batch = mbs;
-  c.seq_len = aligned_model().seq_len;
-  c.num_slots = slots;
-  c.recompute = rc;
-  c.dropout = dropout;
-  c.tp = tp;
-  return c;
-}
-
-// Unit u's activation bytes per operator class, read off the runtime's sizing of a one-unit
-// stage: one more slot adds what a slot holds, held(rc); class k holds held({}) - held({k}).
-// At tp 1 this is what StageCompute::activation_bytes reports (checked below), the figure
-// `eth profile --measure` writes; at tp > 1 StageCompute needs a tp group to be built, its
-// sizing does not.
-ActivationBytes unit_activation(Precision p, std::int64_t u, std::int64_t mbs, float dropout,
-                                std::int64_t tp) {
-  const ModelSpec m = aligned_model();
-  auto held = [&](RecomputeSet rc) {
-    const auto two = PrecisionStage::planned_arena_bytes(p, m, unit_range(u, u, mbs, 2, rc, dropout, tp));
-    const auto one = PrecisionStage::planned_arena_bytes(p, m, unit_range(u, u, mbs, 1, rc, dropout, tp));
-    return static_cast<double>(two - one);
-  };
-  ActivationBytes a;
-  const double all = held({});
-  double classes = 0;
-  for (int k = 0; k + 1 < kNumRecomputeOps; ++k) {
-    RecomputeSet rc;
-    rc.add(static_cast<RecomputeOp>(k));
-    a.op[static_cast<std::size_t>(k)] = all - held(rc);
-    classes += a.op[static_cast<std::size_t>(k)];
-  }
-  a.other = all - classes;
-  RecomputeSet unit;
-  unit.add(RecomputeOp::Unit);
-  a.unit_input = held(unit);
-  return a;
-}
-
-ProfileEntry entry(Precision p, std::int64_t mbs, float dropout, std::int64_t tp) {
-  const ModelSpec m = aligned_model();
-  ProfileEntry e;
-  e.key = {"cpu", tp, mbs};
-  e.seq_len = m.seq_len;
-  e.source = "measured";
-  e.precision = p;
-  for (std::int64_t u = 0; u < m.num_units(); ++u) {
-    UnitProfile up;
-    up.forward_ms = 1;
-    up.backward_ms = 2;
-    up.params = unit_params(m, u, tp);
-    up.activation = unit_activation(p, u, mbs, dropout, tp);
-    e.units.push_back(up);
-  }
-  return e;
+  return test::unit_range(aligned_model(), first, last, mbs, slots, rc, dropout, tp);
 }
 
 ClusterSpec cpu_cluster(std::int64_t devices) {
@@ -138,7 +82,7 @@ TEST(ArenaModel, ProfiledUnitBytesAreTheRuntimesActivationBytes) {
     for (std::int64_t u = 0; u < m.num_units(); ++u) {
       const PrecisionStage sc(p, m, unit_range(u, u, 2, 1, {}, 0.1f, 1));
       const ActivationBytes& want = sc.activation_bytes(u);
-      const ActivationBytes got = unit_activation(p, u, 2, 0.1f, 1);
+      const ActivationBytes got = unit_activation(p, m, u, 2, 0.1f, 1);
       EXPECT_DOUBLE_EQ(got.total(), want.total()) << "unit " << u;
       EXPECT_DOUBLE_EQ(got.unit_input, want.unit_input) << "unit " << u;
       for (std::size_t k = 0; k < want.op.size(); ++k) {
@@ -164,7 +108,7 @@ TEST(ArenaModel, PredictedActivationMemoryIsThePlannedArena) {
   const std::vector<std::vector<std::int64_t>> layouts = {{0, 1, 3, 5}, {0, 2, 4}};
   for (const Case& c : cases) {
     ProfileDb profile(m);
-    profile.add(entry(c.precision, c.mbs, c.dropout, c.tp));
+    profile.add(arena_profile_entry(c.precision, m, c.mbs, c.dropout, c.tp));
     for (const auto& cuts : layouts) {
       const std::int64_t k = 5;  // micro-batches: more than stages, so in-flight is S - s
       const Plan plan = pipeline(cuts, c.mbs, k, c.rc, c.tp);
