@@ -38,11 +38,12 @@ struct PredictOptions {
   // (Prediction::activation_element_bytes, gradient_element_bytes), and a profile entry of
   // another precision is refused, since its times and bytes describe other kernels.
   std::optional<Precision> precision;
-  // Bytes of gradient-collective pieces one rank may have posted and not yet completed: Open
-  // MPI's non-blocking all-reduce allocates a temporary of each posted piece's size and frees it
-  // on completion (measured: docs/training.md, "Memory"), so a rank that aggregates holds
-  // min(this, the gradient bytes it feeds into collectives) besides its buffers. Infinity: every
-  // piece is posted at once, as the runtime does today.
+  // Bytes of gradient-collective pieces a rank may have posted and not yet completed on one
+  // communicator (holder group): Open MPI's non-blocking all-reduce allocates a temporary of
+  // each posted piece's size and frees it on completion (measured: docs/training.md, "Memory"),
+  // so a rank that aggregates holds, per holder group it joins, min(this, the gradient bytes it
+  // feeds that group) besides its buffers. Infinity: every piece is posted at once, as the
+  // runtime does today.
   double collective_window_bytes = kUnboundedCollectiveWindow;
 };
 

@@ -293,15 +293,23 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
   LookupCache cache(profile);
   ParamCache params_of(plan.model);
   const ClusterIndex index(cluster);
-  // Per device, the gradient bytes it feeds into collectives of two or more holders (only the
-  // runtime's precisions hold temporaries for them: collective_buffer_bytes).
-  std::vector<double> fed_bytes(static_cast<std::size_t>(index.num_devices()), 0.0);
+  // Per device, the collective temporaries it holds: per holder group of two or more (one
+  // communicator each, with a window of its own) the gradient bytes it feeds, capped by the
+  // window (only the runtime's precisions hold any: collective_buffer_bytes).
+  std::vector<double> temporaries(static_cast<std::size_t>(index.num_devices()), 0.0);
   if (runtime_precision(run_precision)) {
+    std::map<std::vector<std::int64_t>, std::map<std::int64_t, double>> fed;  // group, device
     for (const GradBlock& b : aggregation_collectives(plan, aggregation)) {
       if (b.holders.size() < 2) continue;
+      auto& group = fed[b.holders];
       for (std::int64_t h : b.holders) {
-        fed_bytes[static_cast<std::size_t>(h)] +=
-            static_cast<double>(b.elements) * run_bytes.gradient_element;
+        group[h] += static_cast<double>(b.elements) * run_bytes.gradient_element;
+      }
+    }
+    for (const auto& [holders, per_device] : fed) {
+      for (const auto& [device, bytes] : per_device) {
+        temporaries[static_cast<std::size_t>(device)] +=
+            collective_buffer_bytes(run_precision, collective_window_bytes, bytes);
       }
     }
   }
@@ -329,9 +337,11 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
           pc.full.back().share_mbs,
           static_cast<double>(plan.seq_len) * static_cast<double>(plan.model.hidden) *
               element_bytes);
-      double fed = 0;  // the stage's devices feed alike up to tp shards: the largest
-      for (std::int64_t d : st.devices) fed = std::max(fed, fed_bytes[static_cast<std::size_t>(d)]);
-      mem.collective_bytes = collective_buffer_bytes(run_precision, collective_window_bytes, fed);
+      // The stage's devices hold alike up to tp shards: the largest.
+      for (std::int64_t d : st.devices) {
+        mem.collective_bytes =
+            std::max(mem.collective_bytes, temporaries[static_cast<std::size_t>(d)]);
+      }
       pc.memory.push_back(mem);
       pc.optimizer_ms.push_back(optimizer_ms(st, full, params_of));
     }

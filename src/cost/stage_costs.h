@@ -119,12 +119,13 @@ double stage_workspace_bytes(const ModelSpec& m, const ProfileEntry& e, std::int
                              std::int64_t first_unit, std::int64_t last_unit,
                              const RecomputeSet& rc);
 
-// Bytes of gradient-collective temporaries a device holds that feeds `fed_bytes` into
-// collectives of two or more holders, in a run of precision `p` with at most `window_bytes` of
-// pieces posted and not completed (PredictOptions::collective_window_bytes): min(window, fed).
-// Open MPI's non-blocking all-reduce, which ETH's CPU runtime (fp32, bf16) uses, allocates one
-// temporary of each posted piece's size (docs/training.md, "Memory"). 0 in Mixed16, the paper's
-// GPU training, whose collectives (NCCL) reduce in place.
+// Bytes of gradient-collective temporaries a device holds for one holder group (one
+// communicator) into whose collectives it feeds `fed_bytes`, in a run of precision `p` with at
+// most `window_bytes` of that communicator's pieces posted and not completed
+// (PredictOptions::collective_window_bytes): min(window, fed). A device sums this over its
+// groups. Open MPI's non-blocking all-reduce, which ETH's CPU runtime (fp32, bf16) uses,
+// allocates one temporary of each posted piece's size (docs/training.md, "Memory"). 0 in
+// Mixed16, the paper's GPU training, whose collectives (NCCL) reduce in place.
 double collective_buffer_bytes(Precision p, double window_bytes, double fed_bytes);
 
 // Activation-message buffers of one device of stage `stage` of `num_stages` (runtime/

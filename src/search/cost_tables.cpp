@@ -3,6 +3,7 @@
 #include "search/cost_tables.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 #include "cost/stage_costs.h"
@@ -176,7 +177,13 @@ double range_comm_bytes(const UnitTable& t, double in_flight, std::size_t first,
   // A table filled by hand (tests) may leave the gradient prefix empty: no gradients.
   const double fed =
       t.gradient_prefix.empty() ? 0.0 : t.gradient_prefix[last] - t.gradient_prefix[first];
-  return messages + collective_buffer_bytes(t.precision, t.collective_window_bytes, fed);
+  // The predictor charges each holder group its window; at tp 1 a device joins at most one
+  // group per unit (block- and tensor-wise: groups are unions of unit ranges), at tp > 1 a
+  // unit's tp chunks may go to several, so only the range's bytes bound it.
+  const double window = t.tp == 1 && last > first
+                            ? static_cast<double>(last - first) * t.collective_window_bytes
+                            : std::numeric_limits<double>::infinity();
+  return messages + collective_buffer_bytes(t.precision, window, fed);
 }
 
 double range_memory(const UnitTable& t, std::int64_t in_flight, std::int64_t first,

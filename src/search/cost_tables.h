@@ -52,8 +52,9 @@ struct UnitTable {
   // Bytes of the activation a stage sends to the next one (the hidden state of one micro-batch).
   double boundary_bytes = 0;
   // Gradient bytes per unit boundary (prefix sums, gradient_element bytes per parameter) and
-  // the collective window: a stage is charged collective_buffer_bytes of its range's gradient,
-  // as if it aggregated (the predictor charges only the devices that do).
+  // the collective window (per holder group): a stage is charged the temporaries of its range's
+  // gradient as if it aggregated it (the predictor charges only the devices that do), in as many
+  // groups as it may join (range_comm_bytes).
   std::vector<double> gradient_prefix;
   double collective_window_bytes = 0;
   Precision precision = Precision::Mixed16;

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 #include "cost/fixture.h"
 #include "search/cost_tables.h"
@@ -141,20 +143,28 @@ ProfileDb fp32_profile() {
 TEST(Predictor, AggregatingDevicesHoldTheirCollectiveTemporariesUpToTheWindow) {
   // Both pipelines hold every unit, so every device feeds all of its stage's gradients (fp32,
   // 4 bytes each) into two-holder collectives; with every piece posted at once it holds that
-  // much again in temporaries, with a window at most the window.
+  // much again in temporaries, with a window per holder group at most the window per group.
+  // Block-wise groups (holders): units 0-1 {0, 2}, 2 {0, 3}, 3 {1, 3}, 4-5 {1, 4}; device 0
+  // (fast stage 0, units 0-2) joins the first two, device 3 (slow stage 1, units 2-3) the
+  // middle two.
   PredictOptions o = options(AggregationMode::Block, false);
   const Prediction all = predict(test::asymmetric_plan(), test::tiny_cluster(), fp32_profile(), o);
   const double fast0 = 4 * (test::kEmbParams + 2 * test::kBlockParams);
   const double slow1 = 4 * (2 * test::kBlockParams);
   EXPECT_NEAR(all.pipelines[0].stages[0].memory.collective_buffers, fast0, 1e-9);
   EXPECT_NEAR(all.pipelines[1].stages[1].memory.collective_buffers, slow1, 1e-9);
-  o.collective_window_bytes = 5000;
+  // A window of 4000 bytes: group {0, 2} feeds 4 x 1032 = 4128 (capped), {0, 3} 4 x 872 = 3488
+  // (not capped).
+  o.collective_window_bytes = 4000;
   const Prediction windowed =
       predict(test::asymmetric_plan(), test::tiny_cluster(), fp32_profile(), o);
-  EXPECT_NEAR(windowed.pipelines[0].stages[0].memory.collective_buffers, 5000, 1e-9);
-  EXPECT_NEAR(windowed.pipelines[1].stages[1].memory.collective_buffers, 5000, 1e-9);
+  EXPECT_NEAR(windowed.pipelines[0].stages[0].memory.collective_buffers, 4000 + 3488, 1e-9);
+  EXPECT_NEAR(windowed.pipelines[1].stages[1].memory.collective_buffers, 2 * 3488, 1e-9);
+  o.collective_window_bytes = 1000;
+  const Prediction tight = predict(test::asymmetric_plan(), test::tiny_cluster(), fp32_profile(), o);
+  EXPECT_NEAR(tight.pipelines[0].stages[0].memory.collective_buffers, 2 * 1000, 1e-9);
   EXPECT_NEAR(all.pipelines[0].stages[0].memory.total() - fast0,
-              windowed.pipelines[0].stages[0].memory.total() - 5000, 1e-6);
+              tight.pipelines[0].stages[0].memory.total() - 2000, 1e-6);
 
   // One pipeline alone aggregates nothing.
   Plan single = test::asymmetric_plan();
@@ -170,11 +180,14 @@ TEST(Predictor, PlannerTablesChargeAtLeastThePredictor) {
   // recompute set is an upper bound of the predictor's peak for that stage, so a plan the
   // search accepts fits under the predictor; it exceeds it by no more than the messages of a
   // middle stage (3 buffers) and the one-unit workspace slack.
-  for (const ProfileDb& profile : {test::tiny_profile(), fp32_profile()}) {
+  for (const auto& [profile, window] :
+       {std::pair{test::tiny_profile(), kUnboundedCollectiveWindow},
+        std::pair{fp32_profile(), kUnboundedCollectiveWindow}, std::pair{fp32_profile(), 1000.0}}) {
     const Plan plan = test::asymmetric_plan();
-    const Prediction p =
-        predict(plan, test::tiny_cluster(), profile, options(AggregationMode::Block, false));
-    search::CostTables tables(profile, plan.seq_len);
+    PredictOptions o = options(AggregationMode::Block, false);
+    o.collective_window_bytes = window;
+    const Prediction p = predict(plan, test::tiny_cluster(), profile, o);
+    search::CostTables tables(profile, plan.seq_len, true, window);
     for (std::size_t pi = 0; pi < plan.pipelines.size(); ++pi) {
       const PipelinePlan& pipe = plan.pipelines[pi];
       for (std::size_t s = 0; s < pipe.stages.size(); ++s) {
@@ -188,7 +201,11 @@ TEST(Predictor, PlannerTablesChargeAtLeastThePredictor) {
         const double planner =
             search::range_memory(t, sp.in_flight, st.first_unit, st.last_unit + 1, rc);
         EXPECT_GE(planner, sp.memory.total() - 1e-6) << "pipeline " << pi << " stage " << s;
-        EXPECT_LE(planner, sp.memory.total() + 3 * t.boundary_bytes + 1e-6)
+        // Beyond a middle stage's messages, the planner charges each unit of a tp-1 range a
+        // group's window where the predictor charges the groups the device joins.
+        const double units = static_cast<double>(st.last_unit - st.first_unit + 1);
+        const double slack = std::isinf(window) ? 0.0 : units * window;
+        EXPECT_LE(planner, sp.memory.total() + 3 * t.boundary_bytes + slack + 1e-6)
             << "pipeline " << pi << " stage " << s;
       }
     }
