@@ -2,6 +2,9 @@
 // Metis's), measures the CPU runtime's own profile (device type `cpu`), or shows a profile
 // directory of either format. The profile library (profile/) and the trainer's measurement
 // (train/measure_profile.h) do the work; this file only parses, checks memory and prints.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -25,6 +28,7 @@
 #include "profile/analytic.h"
 #include "profile/metis_format.h"
 #include "profile/profile_io.h"
+#include "comm/mpi_comm.h"
 #include "train/measure_profile.h"
 
 namespace eth::cli {
@@ -129,6 +133,43 @@ double entry_step_ms(const ProfileEntry& e) {
   return ms;
 }
 
+// What a training rank of this machine holds before any model buffer: this process's resident
+// set (the binary and its libraries, nothing of a model yet) plus what MPI_Init adds, as `eth
+// launch` starts every rank (about 10 MB here). MPI is initialized in a forked child that
+// reports its growth and leaves with _exit: MPI cannot be initialized twice in one process, and
+// Open MPI keeps allocations until exit by design, which a leak checker would blame on this
+// command. The growth is an upper bound: a forked child faults in again the pages of shared
+// libraries this process already holds, and those MPI_Init touches count twice (2-3 MB here).
+// Without MPI in the build, or when the child cannot report, this process alone.
+double training_process_baseline_bytes() {
+  const double here = process_resident_bytes();
+  if (!mpi_compiled()) return here;
+  int fds[2];
+  if (::pipe(fds) != 0) return here;
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    double added = -1;
+    try {
+      const double before = process_resident_bytes();
+      const MpiSession mpi;
+      added = process_resident_bytes() - before;
+    } catch (const std::exception&) {
+      added = -1;
+    }
+    const ssize_t n = ::write(fds[1], &added, sizeof added);
+    ::_exit(n == sizeof added ? 0 : 1);
+  }
+  ::close(fds[1]);
+  double added = -1;
+  const bool got = pid > 0 && ::read(fds[0], &added, sizeof added) == sizeof added;
+  ::close(fds[0]);
+  if (pid > 0) ::waitpid(pid, nullptr, 0);
+  return got && added > 0 ? here + added : here;
+}
+
 int run_measure(const ProfileOptions& o) {
   // Every check before any work: measuring gpt2-small takes minutes.
   choose_device(o.device, "--device");
@@ -168,6 +209,8 @@ int run_measure(const ProfileOptions& o) {
   }
   const std::int64_t seq = o.seq == 0 ? m.seq_len : o.seq;
   prepare_output_dir(o.out, "profile");  // before measuring: that takes minutes
+  const double baseline = training_process_baseline_bytes();
+  for (MeasureOptions& mo : runs) mo.process_baseline_bytes = baseline;
 
   std::cerr << precision.line << "\n" << std::flush;
   ProfileDb db(m);

@@ -291,7 +291,8 @@ int run_simulate(const SimulateOptions& o) {
   // (refused when measured in another); analytic and Metis profiles keep their 16-bit pricing.
   if (measured && runtime_precision(plan_precision(plan, db))) po.precision = measured->precision;
   const Prediction pred = predict(plan, cluster, db, po);
-  const auto costs = compute_stage_costs(plan, cluster, db, po.p2p_latency_ms, pred.precision);
+  const auto costs = compute_stage_costs(plan, cluster, db, po.p2p_latency_ms, pred.precision,
+                                         po.aggregation, po.collective_window_bytes);
   const auto colls = make_collectives(plan, cluster, mode, po.collective_latency_ms,
                                       pred.gradient_element_bytes);
   SimOptions so;

@@ -34,6 +34,7 @@
 #include "runtime/dist_trainer.h"
 #include "runtime/placement.h"
 #include "runtime/trace_recorder.h"
+#include "train/measure_profile.h"
 
 namespace eth::cli {
 
@@ -179,6 +180,12 @@ void print_header(const PlanRun& r, const DistributedTrainer& t, int ranks) {
 }
 
 // Mean over steps (the first left out when there are more: it pays for first-touch and set-up).
+// A step's time is the run's period, not rank 0's own step: from the moment the previous step
+// was done on every rank (rank 0 leaves the per-step gather then) to the moment this one was,
+// checkpoints left out. Rank 0's own step ends with its optimizer, while a rank with a longer
+// optimizer (a slower device) is still in its own, and the next step cannot pass its first
+// collective before that rank joins: timing rank 0 alone read the eth plan of bench/runtime_bench
+// 7% faster than it ran.
 struct Summary {
   std::vector<double> step_s;
   std::vector<std::vector<RankTimes>> ranks;  // per step, per rank
@@ -279,6 +286,9 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   TraceRecorder recorder({});
   DistTrainConfig config = r.config;
   if (!a.trace.empty()) config.trace = &recorder;
+  // Resident memory before the model's buffers: libraries, MPI, threads (the baseline the
+  // predictor charges from the profile's process_baseline_bytes).
+  const double baseline_rss = process_resident_bytes();
   DistributedTrainer t(config, world, r.resume);
   const std::vector<RankPlace> places = place_ranks(r.plan);
   AppendFile log;
@@ -317,10 +327,15 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
     }
   };
   const auto t0 = std::chrono::steady_clock::now();
+  auto step_began = t0;  // the last step's start: when the one before was done on every rank
   while (t.next_step() < end) {
     maybe_fail_before_step(world.rank(), world.size(), t.next_step(), a.stop_file);
     last = t.step();
     const std::vector<RankTimes> times = t.gather_times();  // collective
+    const auto step_done = std::chrono::steady_clock::now();
+    last.seconds = std::chrono::duration<double>(step_done - step_began).count();
+    last.tokens_per_s = static_cast<double>(t.tokens_per_step()) / std::max(last.seconds, 1e-9);
+    step_began = step_done;
     if (!std::isfinite(last.loss)) {
       throw InputError("train", "--lr", "",
                        "the loss became " + std::to_string(last.loss) + " at step " +
@@ -334,6 +349,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
       maybe_fail_in_checkpoint(world.rank(), world.size(), t.next_step(), a.checkpoint_dir);
       checkpoint = t.save_checkpoint(a.checkpoint_dir).string();  // collective
       if (t.next_step() < end && stop_requested(a, world)) end = t.next_step();
+      step_began = std::chrono::steady_clock::now();  // the checkpoint is not the next step's
     }
     if (!lead) continue;
     if (a.print_every > 0 && (last.step % a.print_every == 0 || t.next_step() >= end)) {
@@ -349,6 +365,8 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   }
   if (!a.trace.empty()) write_trace(r, a, recorder, world);  // collective
   const std::vector<RankMemory> memory = t.gather_memory();  // collective
+  const std::vector<double> baselines =
+      world.gather(std::span<const double>(&baseline_rss, 1));  // collective
   if (!lead) return kExitOk;
   log.close();
 
@@ -379,6 +397,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
              {"optimizer_state_bytes", m.optimizer_state},
              {"activations_bytes", m.activations},
              {"buffers_bytes", m.buffers},
+             {"baseline_rss_bytes", i < baselines.size() ? baselines[i] : 0.0},
              {"peak_rss_bytes", m.peak_rss}};
       if (prediction) {
         // The predictor's memory of this rank's stage (one device of it).
@@ -386,12 +405,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
             prediction->pipelines[static_cast<std::size_t>(places[i].pipeline)]
                 .stages[static_cast<std::size_t>(places[i].stage)]
                 .memory;
-        j["predicted"] = Json{{"weights_bytes", p.weights},
-                              {"gradients_bytes", p.gradients},
-                              {"optimizer_state_bytes", p.optimizer_state},
-                              {"activations_bytes", p.activations},
-                              {"workspace_bytes", p.workspace},
-                              {"total_bytes", p.total()}};
+        j["predicted"] = memory_to_json(p);
       }
       ranks_memory.push_back(j);
     }

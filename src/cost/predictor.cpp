@@ -131,12 +131,9 @@ SyncPrediction predict_sync(const Plan& plan, const ClusterIndex& cluster,
   return sp;
 }
 
-double held_activations(const PipelineCosts& pc, std::size_t s, std::int64_t in_flight,
-                        std::int64_t k) {
-  // The in-flight window holds the last micro-batch only when it holds all k of them.
-  if (in_flight == k) {
-    return static_cast<double>(k - 1) * pc.full[s].activation_bytes + pc.last[s].activation_bytes;
-  }
+// The runtime's arena holds `in_flight` slots, each sized for a full micro-batch share (the
+// last micro-batch, partial or not, reuses a slot), mapped and pre-faulted at start-up.
+double held_activations(const PipelineCosts& pc, std::size_t s, std::int64_t in_flight) {
   return static_cast<double>(in_flight) * pc.full[s].activation_bytes;
 }
 
@@ -158,16 +155,16 @@ StagePrediction predict_stage(const Plan& plan, const ClusterSpec& cluster,
   sp.last_forward_ms = pc.last[s].forward_ms;
   sp.last_backward_ms = pc.last[s].backward_ms;
   sp.last_send_ms = pc.last[s].send_ms;
-  // 1F1B: stage s (0-based) runs S - s warm-up-plus-one forwards before its first backward.
-  sp.in_flight = plan.schedule == "gpipe"
-                     ? k
-                     : std::min(num_stages - static_cast<std::int64_t>(s), k);
+  sp.in_flight = stage_in_flight(plan.schedule, static_cast<std::int64_t>(s), num_stages, k);
   const StageStaticMemory& m = pc.memory[s];
   sp.memory.weights = m.weight_bytes;
   sp.memory.gradients = m.gradient_bytes;
   sp.memory.optimizer_state = m.optimizer_bytes;
   sp.memory.workspace = m.workspace_bytes;
-  sp.memory.activations = held_activations(pc, s, sp.in_flight, k);
+  sp.memory.baseline = m.baseline_bytes;
+  sp.memory.activations = held_activations(pc, s, sp.in_flight);
+  sp.memory.messages = m.message_bytes;
+  sp.memory.collective_buffers = m.collective_bytes;
   sp.capacity_bytes = cluster.type(st.device_type).memory_bytes();
   sp.fits = sp.memory.total() <= sp.capacity_bytes;
   sp.optimizer_ms = pc.optimizer_ms[s];
@@ -196,12 +193,6 @@ double effective_flops(const ProfileDb& profile, const std::string& type, std::i
   return best;
 }
 
-Json memory_to_json(const MemoryBreakdown& m) {
-  return Json{{"weights_bytes", m.weights},          {"gradients_bytes", m.gradients},
-              {"optimizer_state_bytes", m.optimizer_state}, {"activations_bytes", m.activations},
-              {"workspace_bytes", m.workspace},      {"total_bytes", m.total()}};
-}
-
 Json sync_to_json(const SyncPrediction& s) {
   return Json{{"mode", std::string(aggregation_mode_name(s.mode))},
               {"collectives", s.stats.collectives},
@@ -214,6 +205,19 @@ Json sync_to_json(const SyncPrediction& s) {
 }
 
 }  // namespace
+
+Json memory_to_json(const MemoryBreakdown& m) {
+  return Json{{"weights_bytes", m.weights},
+              {"gradients_bytes", m.gradients},
+              {"optimizer_state_bytes", m.optimizer_state},
+              {"activations_bytes", m.activations},
+              {"workspace_bytes", m.workspace},
+              {"message_buffers_bytes", m.messages},
+              {"collective_buffers_bytes", m.collective_buffers},
+              {"comm_buffers_bytes", m.comm_buffers()},
+              {"baseline_bytes", m.baseline},
+              {"total_bytes", m.total()}};
+}
 
 SyncPrediction predict_aggregation(const Plan& plan, const ClusterSpec& cluster,
                                    AggregationMode mode, const PredictOptions& options) {
@@ -308,7 +312,8 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
   out.activation_element_bytes = precision_bytes(out.precision).activation;
   out.gradient_element_bytes = precision_bytes(out.precision).gradient_element;
   const std::vector<PipelineCosts> costs =
-      compute_stage_costs(plan, cluster, profile, options.p2p_latency_ms, out.precision);
+      compute_stage_costs(plan, cluster, profile, options.p2p_latency_ms, out.precision,
+                          options.aggregation, options.collective_window_bytes);
   std::vector<double> t_p;
   for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
     const PipelinePlan& pipe = plan.pipelines[p];

@@ -38,6 +38,13 @@ struct PredictOptions {
   // (Prediction::activation_element_bytes, gradient_element_bytes), and a profile entry of
   // another precision is refused, since its times and bytes describe other kernels.
   std::optional<Precision> precision;
+  // Bytes of gradient-collective pieces a rank may have posted and not yet completed on one
+  // communicator (holder group): Open MPI's non-blocking all-reduce allocates a temporary of
+  // each posted piece's size and frees it on completion (measured: docs/training.md, "Memory"),
+  // so a rank that aggregates holds, per holder group it joins, min(this, the gradient bytes it
+  // feeds that group) besides its buffers. Infinity: every piece is posted at once, as the
+  // runtime does today.
+  double collective_window_bytes = kUnboundedCollectiveWindow;
 };
 
 // Ring all-reduce of `bytes` per holder over `holders` (global ids): 2(n-1)/n * bytes / bw +
@@ -54,10 +61,20 @@ struct MemoryBreakdown {  // bytes on one device at its peak
   double weights = 0;
   double gradients = 0;
   double optimizer_state = 0;
-  double activations = 0;  // the micro-batches in flight at the peak
-  double workspace = 0;
-  double total() const { return weights + gradients + optimizer_state + activations + workspace; }
+  double activations = 0;  // the micro-batch slots: in-flight x a full micro-batch share's held
+  double workspace = 0;    // the activation arena's workspace (stage_workspace_bytes)
+  double messages = 0;     // activation-message buffers (message_buffer_bytes)
+  double collective_buffers = 0;  // gradient-collective temporaries (collective_window_bytes)
+  double baseline = 0;     // the process's own memory (profile's process_baseline_bytes)
+  double comm_buffers() const { return messages + collective_buffers; }
+  double total() const {
+    return weights + gradients + optimizer_state + activations + workspace + comm_buffers() +
+           baseline;
+  }
 };
+
+// {"weights_bytes", ..., "total_bytes"}: every field of `m`, comm_buffers and total.
+Json memory_to_json(const MemoryBreakdown& m);
 
 struct StagePrediction {
   std::string device_type;

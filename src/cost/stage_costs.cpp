@@ -4,6 +4,7 @@
 #include "cost/stage_costs.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <string>
 
@@ -14,6 +15,9 @@
 namespace eth {
 
 namespace {
+
+// Per-row statistics (layer-norm mean and rstd, loss statistics) are fp32 in every precision.
+constexpr double kStatBytes = 4;
 
 // Profile lookups of one call, memoized: every pipeline asks for a handful of keys, and each
 // lookup copies a whole entry.
@@ -122,19 +126,18 @@ class ParamCache {
   std::map<std::int64_t, Row> rows_;
 };
 
-StageStaticMemory static_memory(const StagePlan& st, const ProfileEntry& full,
-                                ParamCache& params_of) {
+StageStaticMemory static_memory(const ModelSpec& model, std::int64_t seq, const StagePlan& st,
+                                const ProfileEntry& full, ParamCache& params_of) {
   const PrecisionBytes per = precision_bytes(full.precision);
   StageStaticMemory m;
   double params = 0;
-  for (std::int64_t u = st.first_unit; u <= st.last_unit; ++u) {
-    params += params_of.unit(u, st.tp);
-    const double act = full.units[static_cast<std::size_t>(u)].activation.total();
-    m.workspace_bytes = std::max(m.workspace_bytes, act);
-  }
+  for (std::int64_t u = st.first_unit; u <= st.last_unit; ++u) params += params_of.unit(u, st.tp);
   m.weight_bytes = per.weights * params;
   m.gradient_bytes = per.gradients * params;
   m.optimizer_bytes = per.optimizer_state * params;
+  m.workspace_bytes =
+      stage_workspace_bytes(model, full, seq, st.first_unit, st.last_unit, st.recompute);
+  m.baseline_bytes = full.process_baseline_bytes;
   return m;
 }
 
@@ -149,6 +152,93 @@ double optimizer_ms(const StagePlan& st, const ProfileEntry& e, ParamCache& para
 }
 
 }  // namespace
+
+UnitMix unit_mix(const ModelSpec& m, std::int64_t first_unit, std::int64_t last_unit) {
+  UnitMix mix;
+  for (std::int64_t u = first_unit; u <= last_unit; ++u) {
+    switch (unit_kind(m, u)) {
+      case UnitKind::Embedding:
+        mix.embedding = true;
+        break;
+      case UnitKind::Block:
+        mix.block = true;
+        break;
+      case UnitKind::Head:
+        mix.head = true;
+        break;
+    }
+  }
+  mix.several = last_unit > first_unit;
+  return mix;
+}
+
+double transient_workspace_bytes(const ModelSpec& m, const UnitMix& mix, std::int64_t mbs,
+                                 std::int64_t seq, std::int64_t tp, Precision p, bool dropout) {
+  const PrecisionBytes bytes = precision_bytes(p);
+  const double R = bytes.activation;
+  const double N = static_cast<double>(mbs) * static_cast<double>(seq);
+  const double C = static_cast<double>(m.hidden);
+  const double A = static_cast<double>(m.hidden / tp), F = static_cast<double>(m.ffn / tp);
+  const double NH = static_cast<double>(m.heads / tp), T = static_cast<double>(seq);
+  double elements = 0;  // of R bytes
+  if (mix.block) {
+    elements += 3 * N * C + N * F + 3 * N * A + static_cast<double>(mbs) * NH * T * T;
+  }
+  if (mix.block || (mix.embedding && dropout)) elements += N * C;  // branch gradient
+  if (mix.block || mix.head) elements += N * C;                    // layer-norm gradient
+  if (mix.several) elements += 2 * N * C;                          // residual gradients
+  double out = elements * R;
+  if (mix.head && tp > 1) out += 3 * N * kStatBytes;  // the vocabulary-parallel loss statistics
+  if (tp > 1 && bytes.tp_element != bytes.activation) out += N * C * bytes.tp_element;
+  return out;
+}
+
+double unit_workspace_bound_bytes(const ModelSpec& m, std::int64_t unit, std::int64_t mbs,
+                                  std::int64_t seq, std::int64_t tp, Precision p, bool dropout) {
+  UnitMix mix = unit_mix(m, unit, unit);
+  mix.several = true;
+  double bytes = transient_workspace_bytes(m, mix, mbs, seq, tp, p, dropout);
+  if (tp > 1 && !mix.head) bytes += 3.0 * static_cast<double>(mbs * seq) * kStatBytes;
+  return bytes;
+}
+
+double recompute_copy_bytes(const ModelSpec& m, const std::vector<UnitProfile>& units,
+                            std::int64_t first_unit, std::int64_t last_unit,
+                            const RecomputeSet& rc) {
+  std::array<double, 3> per_kind{};  // embedding, block, head
+  for (std::int64_t u = first_unit; u <= last_unit; ++u) {
+    const ActivationBytes& a = units[static_cast<std::size_t>(u)].activation;
+    double& k = per_kind[static_cast<std::size_t>(unit_kind(m, u))];
+    k = std::max(k, a.total() - a.held(rc));
+  }
+  return per_kind[0] + per_kind[1] + per_kind[2];
+}
+
+bool profile_has_dropout(const ProfileEntry& e) {
+  const ActivationBytes& emb = e.units.front().activation;
+  return emb.total() > emb.unit_input;
+}
+
+double stage_workspace_bytes(const ModelSpec& m, const ProfileEntry& e, std::int64_t seq,
+                             std::int64_t first_unit, std::int64_t last_unit,
+                             const RecomputeSet& rc) {
+  return transient_workspace_bytes(m, unit_mix(m, first_unit, last_unit), e.key.mbs, seq,
+                                   e.key.tp, e.precision, profile_has_dropout(e)) +
+         recompute_copy_bytes(m, e.units, first_unit, last_unit, rc);
+}
+
+double collective_buffer_bytes(Precision p, double window_bytes, double fed_bytes) {
+  if (!runtime_precision(p)) return 0;
+  return std::min(window_bytes, fed_bytes);
+}
+
+double message_buffer_bytes(std::int64_t stage, std::int64_t num_stages, std::int64_t in_flight,
+                            std::int64_t share_mbs, double sample_bytes) {
+  std::int64_t buffers = 0;
+  if (stage > 0) buffers += 1 + 1;  // input activation received; gradient sent
+  if (stage + 1 < num_stages) buffers += 1 + in_flight;  // output gradient; activations sent
+  return static_cast<double>(buffers * share_mbs) * sample_bytes;
+}
 
 Precision plan_precision(const Plan& plan, const ProfileDb& profile,
                          std::optional<Precision> wanted) {
@@ -184,16 +274,45 @@ Precision plan_precision(const Plan& plan, const ProfileDb& profile,
   return wanted ? *wanted : found.value_or(Precision::Mixed16);
 }
 
+std::int64_t stage_in_flight(const std::string& schedule, std::int64_t stage,
+                             std::int64_t num_stages, std::int64_t num_microbatches) {
+  if (schedule == "gpipe") return num_microbatches;
+  return std::min(num_stages - stage, num_microbatches);
+}
+
 std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSpec& cluster,
                                                const ProfileDb& profile, double p2p_latency_ms,
-                                               std::optional<Precision> precision) {
+                                               std::optional<Precision> precision,
+                                               AggregationMode aggregation,
+                                               double collective_window_bytes) {
   ETH_CHECK(profile.model().num_units() == plan.model.num_units(),
             "profile and plan describe models with different unit counts");
-  const double element_bytes =
-      precision_bytes(plan_precision(plan, profile, precision)).activation;
+  const Precision run_precision = plan_precision(plan, profile, precision);
+  const PrecisionBytes run_bytes = precision_bytes(run_precision);
+  const double element_bytes = run_bytes.activation;
   LookupCache cache(profile);
   ParamCache params_of(plan.model);
   const ClusterIndex index(cluster);
+  // Per device, the collective temporaries it holds: per holder group of two or more (one
+  // communicator each, with a window of its own) the gradient bytes it feeds, capped by the
+  // window (only the runtime's precisions hold any: collective_buffer_bytes).
+  std::vector<double> temporaries(static_cast<std::size_t>(index.num_devices()), 0.0);
+  if (runtime_precision(run_precision)) {
+    std::map<std::vector<std::int64_t>, std::map<std::int64_t, double>> fed;  // group, device
+    for (const GradBlock& b : aggregation_collectives(plan, aggregation)) {
+      if (b.holders.size() < 2) continue;
+      auto& group = fed[b.holders];
+      for (std::int64_t h : b.holders) {
+        group[h] += static_cast<double>(b.elements) * run_bytes.gradient_element;
+      }
+    }
+    for (const auto& [holders, per_device] : fed) {
+      for (const auto& [device, bytes] : per_device) {
+        temporaries[static_cast<std::size_t>(device)] +=
+            collective_buffer_bytes(run_precision, collective_window_bytes, bytes);
+      }
+    }
+  }
   std::vector<PipelineCosts> out;
   out.reserve(plan.pipelines.size());
   for (const PipelinePlan& pipe : plan.pipelines) {
@@ -208,8 +327,22 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
       pc.last.push_back(
           stage_cost(plan, index, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms,
                      element_bytes));
+      pc.last.back().activation_bytes = pc.full.back().activation_bytes;  // a full slot
       const ProfileEntry& full = cache.get(st.device_type, st.tp, pc.full.back().share_mbs);
-      pc.memory.push_back(static_memory(st, full, params_of));
+      StageStaticMemory mem = static_memory(plan.model, plan.seq_len, st, full, params_of);
+      const auto S = static_cast<std::int64_t>(pipe.stages.size());
+      const auto stage = static_cast<std::int64_t>(s);
+      mem.message_bytes = message_buffer_bytes(
+          stage, S, stage_in_flight(plan.schedule, stage, S, pipe.num_microbatches()),
+          pc.full.back().share_mbs,
+          static_cast<double>(plan.seq_len) * static_cast<double>(plan.model.hidden) *
+              element_bytes);
+      // The stage's devices hold alike up to tp shards: the largest.
+      for (std::int64_t d : st.devices) {
+        mem.collective_bytes =
+            std::max(mem.collective_bytes, temporaries[static_cast<std::size_t>(d)]);
+      }
+      pc.memory.push_back(mem);
       pc.optimizer_ms.push_back(optimizer_ms(st, full, params_of));
     }
     out.push_back(std::move(pc));

@@ -4,10 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "cluster/cluster_spec.h"
+#include "plan/blocks.h"
 #include "plan/plan.h"
 #include "profile/profile.h"
 
@@ -16,6 +19,10 @@ namespace eth {
 // Per-message latency of a point-to-point activation transfer (launch + wire), added to
 // bytes / bandwidth: 10 us, the order of an NCCL/HCCL send between two devices.
 inline constexpr double kDefaultP2pLatencyMs = 0.01;
+
+// No bound on the gradient-collective pieces in flight (PredictOptions::collective_window_bytes):
+// the runtime posts every piece of a collective at once.
+inline constexpr double kUnboundedCollectiveWindow = std::numeric_limits<double>::infinity();
 
 // One stage for one micro-batch of a given size (per device of the stage: with dp > 1 each
 // replica processes its share of the micro-batch; the largest share, ceil(mbs / dp), is priced).
@@ -30,25 +37,104 @@ struct StageCost {
   std::vector<double> unit_backward_ms;
   double send_ms = 0;            // output activation to the next stage (0 on the last stage)
   double send_bytes = 0;         // bytes of that activation message
-  double activation_bytes = 0;   // activation bytes held per in-flight micro-batch, per device
+  // Activation bytes an in-flight micro-batch holds on one device: the runtime's arena slot,
+  // sized for the full micro-batch share, so the last micro-batch, partial or not, holds the
+  // full share's bytes too.
+  double activation_bytes = 0;
   // Per unit of the stage, in unit order, the forward time; sums to forward_ms.
   std::vector<double> unit_forward_ms;
 };
 
-// Memory of one device of a stage that does not depend on micro-batches in flight. Bytes per
-// parameter follow the profile entry's precision (core/precision.h: fp32 4 + 4 + 8, bf16
+// Memory of one device of a stage besides its in-flight micro-batches' slots (all of it held for
+// the whole step: the runtime allocates it once). Bytes per parameter follow the profile entry's precision (core/precision.h: fp32 4 + 4 + 8, bf16
 // 2 + 4 + 12, the paper's 16-bit training 2 + 2 + 12), what the runtime allocates.
 struct StageStaticMemory {
   double weight_bytes = 0;     // the weights the kernels read (fp32, or the 16-bit copy)
   double gradient_bytes = 0;   // parameter gradients
   double optimizer_bytes = 0;  // fp32 master weights (where separate) + two Adam moments
-  // Transient scratch: the largest full (nothing recomputed) activation footprint of one unit of
-  // the stage at the full micro-batch share. Backward of a unit materializes its recomputed
-  // activations and the gradients of its activations, both bounded by that footprint, one unit
-  // at a time.
+  // The activation arena's part beside its micro-batch slots (stage_workspace_bytes): one copy
+  // of what the recompute set drops and the forward transients and backward gradients.
   double workspace_bytes = 0;
-  double total() const { return weight_bytes + gradient_bytes + optimizer_bytes + workspace_bytes; }
+  // Activation-message buffers (message_buffer_bytes, at the plan schedule's in-flight count).
+  double message_bytes = 0;
+  // Gradient-collective temporaries of the stage's busiest device (collective_buffer_bytes).
+  double collective_bytes = 0;
+  // The process's own resident memory before any model buffer (libraries, the communication
+  // runtime, thread stacks): the profile entry's process_baseline_bytes, 0 when not measured.
+  double baseline_bytes = 0;
+  double total() const {
+    return weight_bytes + gradient_bytes + optimizer_bytes + workspace_bytes + message_bytes +
+           collective_bytes + baseline_bytes;
+  }
 };
+
+// The unit kinds of a unit range (the runtime sizes its workspace by them).
+struct UnitMix {
+  bool embedding = false, block = false, head = false;
+  bool several = false;  // more than one unit
+};
+UnitMix unit_mix(const ModelSpec& m, std::int64_t first_unit, std::int64_t last_unit);
+
+// Bytes of the forward transients and backward gradient buffers the runtime's activation arena
+// (train/stage_compute.cpp, StageCompute::Impl::assign) holds once for a stage whose units are
+// `mix`, at `mbs` samples of `seq` tokens, tp degree `tp`, in precision `p` (activation elements
+// of precision_bytes(p).activation bytes, fp32 statistics): with N = mbs * seq, C hidden, F and A
+// = C the rank's MLP and attention columns, NH its heads, R the activation element bytes,
+//   blocks:  attention and MLP outputs, the residual's gradient, the MLP, qkv and attention-score
+//            gradients: (3 N C + N F + 3 N A + mbs NH seq^2) R
+//   blocks or the embedding under dropout: a branch gradient N C R
+//   blocks or the head: the layer-norm gradient N C R
+//   more than one unit: two residual-gradient buffers 2 N C R
+//   the head at tp > 1: the vocabulary-parallel loss statistics 3 N x 4
+//   tp > 1 where partial sums are wider than activations (bf16): N C x tp_element
+// `dropout`: the run keeps dropout masks (profile_has_dropout).
+double transient_workspace_bytes(const ModelSpec& m, const UnitMix& mix, std::int64_t mbs,
+                                 std::int64_t seq, std::int64_t tp, Precision p, bool dropout);
+
+// A per-unit bound for callers that take the maximum over a range's units (the planner's tables):
+// transient_workspace_bytes of unit `u`'s kind as if in a range of several units, plus, at
+// tp > 1, the head's loss statistics on every kind. The maximum over a range's units is at least
+// transient_workspace_bytes of the range, and exceeds it by at most 2 N C R (a one-unit range)
+// plus 3 N x 4 (a range without the head at tp > 1), N = mbs * seq; ranges of a head and an
+// embedding without blocks (a model of no blocks) excepted.
+double unit_workspace_bound_bytes(const ModelSpec& m, std::int64_t unit, std::int64_t mbs,
+                                  std::int64_t seq, std::int64_t tp, Precision p, bool dropout);
+
+// Bytes of the one copy the runtime keeps of the tensors `rc` drops: per unit kind of the range,
+// the largest unit's dropped bytes (total - held(rc)), shared by every unit of that kind and
+// every micro-batch slot. `units` is a profile entry's per-unit figures.
+double recompute_copy_bytes(const ModelSpec& m, const std::vector<UnitProfile>& units,
+                            std::int64_t first_unit, std::int64_t last_unit,
+                            const RecomputeSet& rc);
+
+// Whether the run an entry describes keeps dropout masks: its embedding holds more than its
+// token ids (the mask), as measured with --dropout > 0 and in the analytic formula.
+bool profile_has_dropout(const ProfileEntry& e);
+
+// The stage's workspace: transient_workspace_bytes + recompute_copy_bytes for the stage's units,
+// at the entry's micro-batch size and tp. With in-flight x the slots' held bytes (the sum over
+// units of activation.held(rc) at that size), the runtime's planned arena, up to its 64-byte
+// alignment of each buffer.
+double stage_workspace_bytes(const ModelSpec& m, const ProfileEntry& e, std::int64_t seq,
+                             std::int64_t first_unit, std::int64_t last_unit,
+                             const RecomputeSet& rc);
+
+// Bytes of gradient-collective temporaries a device holds for one holder group (one
+// communicator) into whose collectives it feeds `fed_bytes`, in a run of precision `p` with at
+// most `window_bytes` of that communicator's pieces posted and not completed
+// (PredictOptions::collective_window_bytes): min(window, fed). A device sums this over its
+// groups. Open MPI's non-blocking all-reduce, which ETH's CPU runtime (fp32, bf16) uses,
+// allocates one temporary of each posted piece's size (docs/training.md, "Memory"). 0 in
+// Mixed16, the paper's GPU training, whose collectives (NCCL) reduce in place.
+double collective_buffer_bytes(Precision p, double window_bytes, double fed_bytes);
+
+// Activation-message buffers of one device of stage `stage` of `num_stages` (runtime/
+// stage_runner.cpp): one receive buffer per neighbour (input activation, output gradient) and
+// the send buffers: a forward send stays pending at most until its micro-batch's gradient comes
+// back (so at most `in_flight` of them), a gradient send at most one backward. Each holds a
+// share of `share_mbs` samples of `sample_bytes`.
+double message_buffer_bytes(std::int64_t stage, std::int64_t num_stages, std::int64_t in_flight,
+                            std::int64_t share_mbs, double sample_bytes);
 
 struct PipelineCosts {
   std::vector<StageCost> full;  // micro-batch of micro_batch_size samples
@@ -70,13 +156,21 @@ inline constexpr double kOptimizerBytesPerS = 1.0e12;
 Precision plan_precision(const Plan& plan, const ProfileDb& profile,
                          std::optional<Precision> wanted = std::nullopt);
 
+// Micro-batches whose activations stage `stage` of `num_stages` holds at its peak: all k under
+// GPipe, min(S - s, k) under 1F1B (0-based s: warm-up forwards plus one).
+std::int64_t stage_in_flight(const std::string& schedule, std::int64_t stage,
+                             std::int64_t num_stages, std::int64_t num_microbatches);
+
 // One entry per pipeline of the plan, one element per stage in each vector. Throws InputError
 // (naming the profile key) when the profile lacks a needed entry, and what plan_precision
 // throws. Activation messages between stages cost the precision's activation bytes per element
-// (2 in bf16 and the paper's 16-bit training, 4 in fp32).
-std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSpec& cluster,
-                                               const ProfileDb& profile,
-                                               double p2p_latency_ms = kDefaultP2pLatencyMs,
-                                               std::optional<Precision> precision = std::nullopt);
+// (2 in bf16 and the paper's 16-bit training, 4 in fp32). Memory charges the collective
+// temporaries of `aggregation`'s collectives with at most `collective_window_bytes` in flight
+// (PredictOptions has both).
+std::vector<PipelineCosts> compute_stage_costs(
+    const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
+    double p2p_latency_ms = kDefaultP2pLatencyMs, std::optional<Precision> precision = std::nullopt,
+    AggregationMode aggregation = AggregationMode::Block,
+    double collective_window_bytes = kUnboundedCollectiveWindow);
 
 }  // namespace eth

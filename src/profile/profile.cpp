@@ -3,6 +3,7 @@
 // see profile_io.h and metis_format.h.
 #include "profile/profile.h"
 
+#include <algorithm>
 #include <iterator>
 
 #include "core/error.h"
@@ -78,7 +79,10 @@ ProfileEntry blend_entry(const ProfileEntry& a, double wa, const ProfileEntry& b
   e.key.mbs = mbs;
   e.seq_len = a.seq_len;
   e.source = a.source;
+  e.precision = a.precision;
   e.optimizer_ms = a.optimizer_ms;  // the optimizer step does not depend on the micro-batch
+  // Nor does the process's own memory: the larger of the two.
+  e.process_baseline_bytes = std::max(a.process_baseline_bytes, b.process_baseline_bytes);
   e.units.reserve(a.units.size());
   for (std::size_t u = 0; u < a.units.size(); ++u) {
     e.units.push_back(blend(a.units[u], wa, b.units[u], wb));

@@ -50,6 +50,10 @@ struct ProfileEntry {
   Precision precision = Precision::Mixed16;
   std::vector<UnitProfile> units;  // one per model unit
   double optimizer_ms = 0;  // whole-model optimizer step on this device at this tp (Metis field)
+  // Resident memory of the training process before any model buffer exists (libraries, the
+  // communication and threading runtimes): what every device of this type holds besides the
+  // model. `eth profile --measure` records its own; 0 where not measured (analytic, Metis).
+  double process_baseline_bytes = 0;
   bool operator==(const ProfileEntry&) const = default;
 };
 

@@ -100,7 +100,7 @@ std::string profile_file_name(const ProfileKey& key) {
 Json profile_entry_to_json(const ModelSpec& m, const ProfileEntry& e) {
   Json units = Json::array();
   for (const auto& u : e.units) units.push_back(unit_to_json(u));
-  return Json{{"format", kProfileFormat},
+  Json j{{"format", kProfileFormat},
               {"version", kProfileFormatVersion},
               {"model", model_to_json(m)},
               {"device_type", e.key.device_type},
@@ -111,12 +111,15 @@ Json profile_entry_to_json(const ModelSpec& m, const ProfileEntry& e) {
               {"precision", std::string(precision_name(e.precision))},
               {"optimizer_ms", e.optimizer_ms},
               {"units", units}};
+  // Optional: written where measured, so profiles without it keep their bytes.
+  if (e.process_baseline_bytes > 0) j["process_baseline_bytes"] = e.process_baseline_bytes;
+  return j;
 }
 
 ProfileEntry parse_profile_entry(const JsonCursor& c, const ModelSpec& m) {
   c.require_object();
   c.allow_only({"format", "version", "model", "device_type", "tp", "micro_batch_size", "seq_len",
-                "source", "precision", "optimizer_ms", "units"});
+                "source", "precision", "optimizer_ms", "units", "process_baseline_bytes"});
   if (c.at("format").as_string() != kProfileFormat) c.at("format").fail("\"eth-profile\"");
   const std::int64_t version = c.at("version").as_int();
   if (version != 1 && version != kProfileFormatVersion) {
@@ -148,6 +151,7 @@ ProfileEntry parse_profile_entry(const JsonCursor& c, const ModelSpec& m) {
     e.precision = *p;
   }
   e.optimizer_ms = read_ms(c.at("optimizer_ms"));
+  if (auto b = c.find("process_baseline_bytes")) e.process_baseline_bytes = read_bytes(*b);
   JsonCursor units = c.at("units");
   if (static_cast<std::int64_t>(units.size()) != m.num_units()) {
     units.fail_detail("has " + std::to_string(units.size()) + " units; model " + m.name + " has " +

@@ -31,16 +31,46 @@ Emulator::Emulator(double slowdown, TraceRecorder* trace)
   if (slowdown_ > 1.0) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
+void Emulator::at_emulated_now(std::function<void()> fn) {
+  if (running_ == nullptr || slowdown_ <= 1.0) {
+    fn();
+    return;
+  }
+  const EmulatedOp& op = *running_;
+  const std::int64_t compute = single_thread_ ? TraceRecorder::thread_cpu_ns() - op.cpu0_
+                                              : TraceRecorder::now_ns() - op.wall0_;
+  due_.push_back({op.wall0_ + static_cast<std::int64_t>(std::llround(slowdown_ * static_cast<double>(compute))),
+                  std::move(fn)});
+}
+
 EmulatedOp::EmulatedOp(Emulator& emulator)
     : e_(emulator),
       wall0_(TraceRecorder::now_ns()),
-      cpu0_(e_.slowdown_ > 1.0 && e_.single_thread_ ? TraceRecorder::thread_cpu_ns() : 0) {}
+      cpu0_(e_.slowdown_ > 1.0 && e_.single_thread_ ? TraceRecorder::thread_cpu_ns() : 0) {
+  e_.running_ = this;
+}
 
 EmulatedOp::EmulatedOp(double slowdown, TraceRecorder* trace)
     : own_(slowdown, trace),
       e_(own_),
       wall0_(TraceRecorder::now_ns()),
-      cpu0_(e_.slowdown_ > 1.0 && e_.single_thread_ ? TraceRecorder::thread_cpu_ns() : 0) {}
+      cpu0_(e_.slowdown_ > 1.0 && e_.single_thread_ ? TraceRecorder::thread_cpu_ns() : 0) {
+  e_.running_ = this;
+}
+
+EmulatedOp::~EmulatedOp() {
+  if (e_.running_ == this) {
+    e_.running_ = nullptr;
+    e_.due_.clear();
+  }
+}
+
+void EmulatedOp::run_due(std::int64_t now_ns, bool all) {
+  // In arrival order: a hand-over computed later is never due earlier (compute only grows).
+  std::size_t n = 0;
+  while (n < e_.due_.size() && (all || e_.due_[n].at_ns <= now_ns)) e_.due_[n++].fn();
+  e_.due_.erase(e_.due_.begin(), e_.due_.begin() + static_cast<std::ptrdiff_t>(n));
+}
 
 double EmulatedOp::finish() {
   std::int64_t end = TraceRecorder::now_ns();
@@ -56,9 +86,16 @@ double EmulatedOp::finish() {
       stretch.kind = TraceKind::Stretch;
       stretch.start_ns = end;
       stretch.cpu_ns = compute;
-      // Drive pending transfers in slices while there are any, then sleep out the rest.
-      while (e_.progress_ && end + Emulator::kProgressNs < deadline && e_.progress_()) {
-        sleep_until_ns(end + Emulator::kProgressNs);
+      // Hand on each deferred result at its emulated time, and drive pending transfers in
+      // slices while there are any; then sleep out the rest.
+      for (;;) {
+        run_due(end, false);
+        std::int64_t wake = deadline;
+        if (!e_.due_.empty()) wake = std::min(wake, e_.due_.front().at_ns);
+        const bool pending = e_.progress_ && e_.progress_();
+        if (pending) wake = std::min(wake, end + Emulator::kProgressNs);
+        if (wake >= deadline) break;
+        sleep_until_ns(wake);
         end = TraceRecorder::now_ns();
       }
       if (end < deadline) sleep_until_ns(deadline);
@@ -70,6 +107,8 @@ double EmulatedOp::finish() {
     e_.late_ns_ = std::max<std::int64_t>(0, end - deadline);
     e_.last_end_ns_ = end;
   }
+  run_due(end, true);
+  e_.running_ = nullptr;
   return static_cast<double>(end - wall0_) * 1e-9;
 }
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "runtime/trace_recorder.h"
 
@@ -31,9 +32,22 @@ class Emulator {
   // while the device computes. Empty: the sleep is one sleep.
   void set_progress(std::function<bool()> progress) { progress_ = std::move(progress); }
   static constexpr std::int64_t kProgressNs = 100'000;
+  // Runs `fn` when the emulated device reaches the point the running op has reached now: the
+  // op's start plus slowdown x its compute so far. An op finishes its compute long before its
+  // stretch ends, so a result it hands on mid-op (a gradient block whose collective may start)
+  // would otherwise leave up to (slowdown - 1) x compute early, and the collective would hide
+  // in the stretch where a real device would still be computing. Runs `fn` now when no op
+  // runs or nothing is stretched; whatever is still waiting runs when the op finishes.
+  void at_emulated_now(std::function<void()> fn);
 
  private:
   friend class EmulatedOp;
+  struct Due {
+    std::int64_t at_ns;
+    std::function<void()> fn;
+  };
+  const class EmulatedOp* running_ = nullptr;
+  std::vector<Due> due_;  // the running op's deferred hand-overs, in the order they came
   double slowdown_;
   bool single_thread_;
   TraceRecorder* trace_;
@@ -48,12 +62,17 @@ class EmulatedOp {
   explicit EmulatedOp(Emulator& emulator);
   // A lone op (nothing carried from or to other ops), e.g. the optimizer step after the sync.
   explicit EmulatedOp(double slowdown, TraceRecorder* trace = nullptr);
+  ~EmulatedOp();  // an op left by an exception drops what it deferred
   EmulatedOp(const EmulatedOp&) = delete;
   EmulatedOp& operator=(const EmulatedOp&) = delete;
   // Sleeps until the op's deadline; returns the op's whole wall time in seconds.
   double finish();
 
  private:
+  friend class Emulator;
+  // Runs the deferred hand-overs due by `now_ns` (all of them when `all`).
+  void run_due(std::int64_t now_ns, bool all);
+
   Emulator own_;  // the lone op's
   Emulator& e_;
   std::int64_t wall0_ = 0;

@@ -216,8 +216,10 @@ double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times
   for (std::int64_t j = 0; j < pipe_.num_microbatches(); ++j) {
     if (chunk(s, place_.dp_rank, j).size > 0) last_mb = j;
   }
+  // A unit's gradient leaves when the emulated device would have computed it, not when the real
+  // compute did (emulation.h, at_emulated_now).
   const std::function<void(std::int64_t)> post_ready = [&](std::int64_t unit) {
-    sync->start_ready(grads, unit);
+    emulator_.at_emulated_now([&, unit] { sync->start_ready(grads, unit); });
   };
   for (const Action& a : schedule_.programs[static_cast<std::size_t>(s)].actions) {
     const Chunk c = chunk(s, place_.dp_rank, a.microbatch);

@@ -3,8 +3,10 @@
 #include "search/cost_tables.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
+#include "cost/stage_costs.h"
 #include "model/arithmetic.h"
 
 namespace eth::search {
@@ -32,7 +34,7 @@ const std::array<RecomputeSet, kNumRecomputeCandidates>& recompute_candidates() 
 }
 
 UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
-                           std::int64_t seq_len) {
+                           std::int64_t seq_len, double collective_window_bytes) {
   const std::size_t n = entry.units.size();
   UnitTable t;
   t.device_type = entry.key.device_type;
@@ -40,12 +42,16 @@ UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
   t.mbs = entry.key.mbs;
   t.forward_prefix.assign(n + 1, 0.0);
   t.static_prefix.assign(n + 1, 0.0);
+  t.gradient_prefix.assign(n + 1, 0.0);
+  t.collective_window_bytes = collective_window_bytes;
+  t.precision = entry.precision;
   for (auto& v : t.backward_prefix) v.assign(n + 1, 0.0);
   for (auto& v : t.held_prefix) v.assign(n + 1, 0.0);
   t.workspace.resize(n);
   t.compute_ms.resize(n);
   const auto& sets = recompute_candidates();
   const PrecisionBytes bytes = precision_bytes(entry.precision);
+  const bool dropout = profile_has_dropout(entry);
   for (std::size_t u = 0; u < n; ++u) {
     const UnitProfile& p = entry.units[u];
     t.forward_prefix[u + 1] = t.forward_prefix[u] + p.forward_ms;
@@ -53,13 +59,22 @@ UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
     const double params =
         static_cast<double>(unit_params(model, static_cast<std::int64_t>(u), entry.key.tp));
     t.static_prefix[u + 1] = t.static_prefix[u] + bytes.per_parameter() * params;
+    t.gradient_prefix[u + 1] = t.gradient_prefix[u] + bytes.gradient_element * params;
     for (int r = 0; r < kNumRecomputeCandidates; ++r) {
       const auto ri = static_cast<std::size_t>(r);
       t.backward_prefix[ri][u + 1] =
           t.backward_prefix[ri][u] + p.backward_with_recompute_ms(sets[ri]);
       t.held_prefix[ri][u + 1] = t.held_prefix[ri][u] + p.activation.held(sets[ri]);
     }
-    t.workspace[u] = p.activation.total();
+    const auto unit = static_cast<std::int64_t>(u);
+    t.workspace[u] = unit_workspace_bound_bytes(model, unit, entry.key.mbs, seq_len, entry.key.tp,
+                                                entry.precision, dropout) +
+                     entry.process_baseline_bytes;
+    const auto kind = static_cast<std::size_t>(unit_kind(model, unit));
+    for (std::size_t r = 0; r < sets.size(); ++r) {
+      double& copy = t.copy_bytes[r][kind];
+      copy = std::max(copy, p.activation.total() - p.activation.held(sets[r]));
+    }
     t.compute_ms[u] = p.forward_ms + p.backward_ms;
   }
   // The hidden state of one micro-batch: mbs x seq x hidden x the precision's element bytes.
@@ -113,11 +128,13 @@ void restrict_to_full_recompute(UnitTable& t) {
   }
 }
 
-CostTables::CostTables(const ProfileDb& profile, std::int64_t seq_len, bool operator_recompute)
+CostTables::CostTables(const ProfileDb& profile, std::int64_t seq_len, bool operator_recompute,
+                       double collective_window_bytes)
     : profile_(&profile),
       seq_len_(seq_len),
       num_units_(profile.model().num_units()),
-      operator_recompute_(operator_recompute) {}
+      operator_recompute_(operator_recompute),
+      collective_window_bytes_(collective_window_bytes) {}
 
 bool CostTables::covers(const std::string& device_type, std::int64_t tp, std::int64_t mbs) const {
   const auto& entries = profile_->entries();
@@ -133,11 +150,40 @@ const UnitTable& CostTables::get(const std::string& device_type, std::int64_t tp
   if (it != tables_.end()) return *it->second;
   ETH_CHECK(covers(device_type, tp, mbs), "cost table requested for an uncovered profile key");
   const ProfileLookup lk = profile_->lookup(device_type, tp, mbs);
-  auto table = std::make_unique<UnitTable>(build_unit_table(lk.entry, profile_->model(), seq_len_));
+  auto table = std::make_unique<UnitTable>(
+      build_unit_table(lk.entry, profile_->model(), seq_len_, collective_window_bytes_));
   if (!operator_recompute_) restrict_to_full_recompute(*table);
   const UnitTable& ref = *table;
   tables_.emplace(key, std::move(table));
   return ref;
+}
+
+double range_copy_bytes(const UnitTable& t, std::size_t rc, std::size_t first, std::size_t last) {
+  const std::size_t n = t.workspace.size();
+  const auto& c = t.copy_bytes[rc];
+  double bytes = 0;
+  if (first == 0) bytes += c[static_cast<std::size_t>(UnitKind::Embedding)];
+  if (std::max<std::size_t>(first, 1) < std::min(last, n - 1)) {
+    bytes += c[static_cast<std::size_t>(UnitKind::Block)];
+  }
+  if (last == n) bytes += c[static_cast<std::size_t>(UnitKind::Head)];
+  return bytes;
+}
+
+double range_comm_bytes(const UnitTable& t, double in_flight, std::size_t first, std::size_t last) {
+  // Receive buffers from both neighbours, one gradient send, a forward send per micro-batch in
+  // flight (message_buffer_bytes of a middle stage, the most of any position).
+  const double messages = (3.0 + in_flight) * t.boundary_bytes;
+  // A table filled by hand (tests) may leave the gradient prefix empty: no gradients.
+  const double fed =
+      t.gradient_prefix.empty() ? 0.0 : t.gradient_prefix[last] - t.gradient_prefix[first];
+  // The predictor charges each holder group its window; at tp 1 a device joins at most one
+  // group per unit (block- and tensor-wise: groups are unions of unit ranges), at tp > 1 a
+  // unit's tp chunks may go to several, so only the range's bytes bound it.
+  const double window = t.tp == 1 && last > first
+                            ? static_cast<double>(last - first) * t.collective_window_bytes
+                            : std::numeric_limits<double>::infinity();
+  return messages + collective_buffer_bytes(t.precision, window, fed);
 }
 
 double range_memory(const UnitTable& t, std::int64_t in_flight, std::int64_t first,
@@ -146,8 +192,9 @@ double range_memory(const UnitTable& t, std::int64_t in_flight, std::int64_t fir
   const auto r = static_cast<std::size_t>(rc);
   double ws = 0;
   for (std::size_t u = i; u < j; ++u) ws = std::max(ws, t.workspace[u]);
-  return t.static_prefix[j] - t.static_prefix[i] + ws +
-         static_cast<double>(in_flight) * (t.held_prefix[r][j] - t.held_prefix[r][i]);
+  const auto q = static_cast<double>(in_flight);
+  return t.static_prefix[j] - t.static_prefix[i] + ws + range_copy_bytes(t, r, i, j) +
+         range_comm_bytes(t, q, i, j) + q * (t.held_prefix[r][j] - t.held_prefix[r][i]);
 }
 
 RangeCost range_cost(const UnitTable& t, double capacity_bytes, std::int64_t in_flight,
@@ -161,10 +208,11 @@ RangeCost range_cost(const UnitTable& t, double capacity_bytes, std::int64_t in_
 RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double q, std::size_t i,
                         std::size_t j, double ws, std::size_t* position) {
   if (!t.rc_first_fit || t.rc_order.empty()) return range_cost_ws(t, capacity_bytes, q, i, j, ws);
-  const double fixed = t.static_prefix[j] - t.static_prefix[i] + ws;
+  const double fixed = t.static_prefix[j] - t.static_prefix[i] + ws + range_comm_bytes(t, q, i, j);
   for (std::size_t k = *position; k < t.rc_order.size(); ++k) {
     const auto ri = static_cast<std::size_t>(t.rc_order[k]);
-    const double mem = fixed + q * (t.held_prefix[ri][j] - t.held_prefix[ri][i]);
+    const double mem = fixed + range_copy_bytes(t, ri, i, j) +
+                       q * (t.held_prefix[ri][j] - t.held_prefix[ri][i]);
     if (mem > capacity_bytes) continue;
     *position = k;
     // Summed as the other overload does, so both give the same bits.
@@ -178,12 +226,13 @@ RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double q, std
 
 RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double q, std::size_t i,
                         std::size_t j, double ws) {
-  const double fixed = t.static_prefix[j] - t.static_prefix[i] + ws;
+  const double fixed = t.static_prefix[j] - t.static_prefix[i] + ws + range_comm_bytes(t, q, i, j);
   const double fwd = t.forward_prefix[j] - t.forward_prefix[i];
   RangeCost best;
   auto consider = [&](int r) {
     const auto ri = static_cast<std::size_t>(r);
-    const double mem = fixed + q * (t.held_prefix[ri][j] - t.held_prefix[ri][i]);
+    const double mem = fixed + range_copy_bytes(t, ri, i, j) +
+                       q * (t.held_prefix[ri][j] - t.held_prefix[ri][i]);
     if (mem > capacity_bytes) return false;
     const double time = fwd + (t.backward_prefix[ri][j] - t.backward_prefix[ri][i]);
     if (!best.fits || time < best.time_ms) best = RangeCost{true, time, r, mem};

@@ -3,8 +3,10 @@
 // recompute set, and of static bytes (per parameter: the entry's precision), so any unit range
 // costs O(1) to price.
 // Built once per key from a ProfileDb and then searched over; the memory arithmetic is the one
-// of cost/stage_costs.h (weights + gradients + optimizer state, workspace, in-flight
-// activations). Not a predictor: the planner's final plan is priced by cost/predictor.h.
+// of cost/stage_costs.h (weights + gradients + optimizer state, workspace and recompute copies,
+// in-flight activations, message and collective buffers, the process baseline), each charged
+// at least as the predictor charges it, so a range that fits here fits under the predictor. Not
+// a predictor: the planner's final plan is priced by cost/predictor.h.
 #pragma once
 
 #include <array>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cost/stage_costs.h"
 #include "model/recompute.h"
 #include "profile/profile.h"
 
@@ -37,10 +40,24 @@ struct UnitTable {
   // bytes: weights + gradients + optimizer state per parameter in the entry's precision
   // (core/precision.h) x parameters per tp rank (unit_params)
   std::vector<double> static_prefix;
-  std::vector<double> workspace;      // per unit: its full (nothing recomputed) activation bytes
+  // Per unit: cost/stage_costs.h's unit_workspace_bound_bytes plus the process baseline, so the
+  // maximum over a range is the stage's transient workspace (slightly above it for one-unit
+  // ranges) and the baseline, both independent of the recompute set.
+  std::vector<double> workspace;
+  // Per candidate set and unit kind (embedding, block, head): the copy the runtime keeps of
+  // what the set drops (cost/stage_costs.h, recompute_copy_bytes), charged once per kind a range
+  // holds (range_copy_bytes).
+  std::array<std::array<double, 3>, kNumRecomputeCandidates> copy_bytes{};
   std::vector<double> compute_ms;     // per unit: forward + backward, nothing recomputed
   // Bytes of the activation a stage sends to the next one (the hidden state of one micro-batch).
   double boundary_bytes = 0;
+  // Gradient bytes per unit boundary (prefix sums, gradient_element bytes per parameter) and
+  // the collective window (per holder group): a stage is charged the temporaries of its range's
+  // gradient as if it aggregated it (the predictor charges only the devices that do), in as many
+  // groups as it may join (range_comm_bytes).
+  std::vector<double> gradient_prefix;
+  double collective_window_bytes = 0;
+  Precision precision = Precision::Mixed16;
   // The candidates worth trying, in the order tried (order_recompute_candidates). Empty: all,
   // in index order, keeping the fastest that fits.
   std::vector<int> rc_order;
@@ -57,7 +74,9 @@ class CostTables {
  public:
   // operator_recompute false: stages may only choose no recompute or full recompute of every
   // unit (the layer baseline: Metis and HexiScale have no operator-level recompute).
-  CostTables(const ProfileDb& profile, std::int64_t seq_len, bool operator_recompute = true);
+  // `collective_window_bytes`: PredictOptions::collective_window_bytes of the plans' runs.
+  CostTables(const ProfileDb& profile, std::int64_t seq_len, bool operator_recompute = true,
+             double collective_window_bytes = kUnboundedCollectiveWindow);
 
   // True when the profile can answer (device type, tp, mbs) soundly: an entry of that type and
   // tp with a micro-batch size <= mbs exists (ProfileDb::lookup interpolates or extrapolates).
@@ -72,10 +91,12 @@ class CostTables {
   std::int64_t seq_len_;
   std::int64_t num_units_;
   bool operator_recompute_;
+  double collective_window_bytes_;
   std::map<ProfileKey, std::unique_ptr<UnitTable>> tables_;
 };
 
-UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model, std::int64_t seq_len);
+UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model, std::int64_t seq_len,
+                           double collective_window_bytes = kUnboundedCollectiveWindow);
 // Fills rc_order and rc_first_fit from the prefix tables: candidates sorted by total backward
 // time (index on ties); when that order holds unit by unit, a candidate that holds at least the
 // bytes of an earlier one on every unit can never be chosen and is dropped.
@@ -89,7 +110,7 @@ struct RangeCost {
   bool fits = false;
   double time_ms = 0;       // forward + backward (recompute included)
   int recompute = 0;        // index into recompute_candidates()
-  double memory_bytes = 0;  // static + workspace + in_flight x held, for that set
+  double memory_bytes = 0;  // static + workspace + copies + comm + in_flight x held, for that set
 };
 RangeCost range_cost(const UnitTable& t, double capacity_bytes, std::int64_t in_flight,
                      std::int64_t first, std::int64_t last);
@@ -103,6 +124,13 @@ RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double in_fli
 RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double in_flight,
                         std::size_t first, std::size_t last, double workspace_bytes,
                         std::size_t* position);
+// The recompute copies of units [first, last) under candidate `rc`: copy_bytes of each unit
+// kind the range holds.
+double range_copy_bytes(const UnitTable& t, std::size_t rc, std::size_t first, std::size_t last);
+// The communication buffers of a stage of units [first, last) holding `in_flight` micro-batches,
+// at least what the predictor charges any such stage: activation messages as for a middle
+// stage (cost/stage_costs.h, message_buffer_bytes) and the range's collective temporaries.
+double range_comm_bytes(const UnitTable& t, double in_flight, std::size_t first, std::size_t last);
 // Peak bytes of a stage of units [first, last) with recompute candidate `rc`.
 double range_memory(const UnitTable& t, std::int64_t in_flight, std::int64_t first,
                     std::int64_t last, int rc);

@@ -135,6 +135,17 @@ MeasuredRun measured_from_json(const Json& doc, const Plan& plan, const std::str
       st.iteration = std::max(st.iteration, end);
     }
   }
+  // The latest step end on rank 0's clock, per step, for the periods of consecutive steps.
+  std::map<std::int64_t, TimeNs> done;
+  for (const Raw& r : raw) {
+    if (r.cat != "step") continue;
+    auto [it, fresh] = done.emplace(r.step, r.end);
+    if (!fresh) it->second = std::max(it->second, r.end);
+  }
+  for (auto& [s, st] : steps) {
+    const auto before = done.find(s - 1), now = done.find(s);
+    if (before != done.end() && now != done.end()) st.period = now->second - before->second;
+  }
   for (auto& [s, st] : steps) {
     std::stable_sort(st.timeline.entries.begin(), st.timeline.entries.end(),
                      [](const TimelineEntry& a, const TimelineEntry& b) { return a.start < b.start; });
@@ -218,7 +229,7 @@ MeasuredComparison compare_measured(const Plan& plan, const SimResult& sim,
   const double per_step = 1.0 / static_cast<double>(run.steps.size());
   for (const MeasuredStep& st : run.steps) {
     out.steps.push_back(st.step);
-    out.measured_iteration_ms += per_step * ns_to_ms(st.iteration);
+    out.measured_iteration_ms += per_step * ns_to_ms(st.iteration_or_period());
   }
   for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
     const auto& stages = plan.pipelines[p].stages;

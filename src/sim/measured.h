@@ -40,6 +40,13 @@ struct MeasuredStep {
   std::vector<MeasuredSpan> stretch;    // emulation sleeps (inside forwards/backwards/optimizer)
   std::map<std::int64_t, TimeNs> device_end;  // per device: the end of its step
   TimeNs iteration = 0;                       // the latest device_end
+  // The run's period at this step, when the step before it was traced too: from the moment
+  // that one was done on every rank to the moment this one was. A rank that was done early
+  // starts early (it leaves the step's last collective first), so `iteration` also counts the
+  // spread of the ranks' starts; the period is what the run's throughput is. 0: not known.
+  TimeNs period = 0;
+  // The period where known, else `iteration`.
+  TimeNs iteration_or_period() const { return period > 0 ? period : iteration; }
 };
 
 struct MeasuredRun {
@@ -82,7 +89,7 @@ struct StagePhases {
 struct MeasuredComparison {
   std::vector<StagePhases> stages;  // pipeline-major
   double simulated_iteration_ms = 0;
-  double measured_iteration_ms = 0;  // mean over the traced steps
+  double measured_iteration_ms = 0;  // mean over the traced steps (their periods where known)
   std::vector<std::int64_t> steps;
 };
 

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -233,6 +235,18 @@ UnitProfile measure_unit(const MeasureOptions& opt, std::int64_t u, UnitInputs& 
 
 }  // namespace
 
+double process_resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      // "VmRSS:    123456 kB"
+      return std::strtod(line.c_str() + 6, nullptr) * 1024.0;
+    }
+  }
+  return 0;
+}
+
 double measure_peak_bytes(const MeasureOptions& opt) {
   check_sizes(opt);
   const ModelSpec& m = opt.model;
@@ -271,6 +285,8 @@ ProfileEntry measure_profile(const MeasureOptions& opt) {
   const std::int64_t T = resolved_seq(opt);
   const ThreadScope threads(opt.threads);
   ProfileEntry e;
+  e.process_baseline_bytes =
+      opt.process_baseline_bytes >= 0 ? opt.process_baseline_bytes : process_resident_bytes();
   e.key = ProfileKey{opt.device_type, 1, opt.micro_batch};
   e.seq_len = T;
   e.source = "measured";

@@ -39,7 +39,15 @@ struct MeasureOptions {
   // The kernels measured (fp32 or bf16); the entry records it, and its activation bytes and the
   // optimizer step are that precision's.
   Precision precision = Precision::Fp32;
+  // The process's resident memory before any model buffer, recorded in the entry
+  // (ProfileEntry::process_baseline_bytes): `eth profile --measure` reads it once at start-up
+  // (process_resident_bytes) and passes it to every size. Negative: read it when measuring
+  // starts.
+  double process_baseline_bytes = -1;
 };
+
+// This process's resident set size now (VmRSS of /proc/self/status), bytes; 0 where unknown.
+double process_resident_bytes();
 
 // Bytes measure_profile(opt) maps at its peak: the largest unit's model state (parameters,
 // gradients, AdamW moments, the bf16 copy), two StageCompute arenas (base and recompute), the

@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 #include "cost/fixture.h"
+#include "search/cost_tables.h"
 
 namespace eth {
 namespace {
@@ -70,16 +73,25 @@ TEST(Predictor, SingleMicrobatchAndUniformClosedForm) {
   EXPECT_NEAR(pipeline_time_ms(c, 5, "gpipe"), (4 - 1 + 5) * 1.0 + (4 - 1 + 5) * 2.0, 1e-12);
 }
 
+// Workspace of a stage of several units with blocks (stage_costs_test.cpp derives it): at 2
+// samples 1920 bytes, at 1 sample half of it; mlp_act recomputed adds one block's copy (500).
+constexpr double kWs2 = 1920, kWs1 = 960;
+// Activation messages: 64 bytes a sample (T x C x 2); a stage receives from each neighbour,
+// sends one gradient and a forward activation per micro-batch in flight (message_buffer_bytes).
+constexpr double kSample = 64;
+
 TEST(Predictor, MemoryPeakIsStaticPlusInFlightActivations) {
   const Prediction p = predict(test::asymmetric_plan(), test::tiny_cluster(), test::tiny_profile(),
                                options(AggregationMode::Block, false));
   // B: S = 3, k = 3; stage s (1-based) keeps min(S - s + 1, k) = 3, 2, 1 micro-batches.
   // Per micro-batch: stage 1 = embedding 200 + block 1500; stage 2 = 2 blocks at 1000 (mlp_act
-  // recomputed); stage 3 = block 1500 + head 200. Workspace: a block's full 1500.
+  // recomputed); stage 3 = block 1500 + head 200. Messages (1 sample): stage 1 receives one
+  // gradient and sends 3 activations, stage 2 receives 2, sends a gradient and 2 activations,
+  // stage 3 receives one activation and sends one gradient.
   const auto& b = p.pipelines[1].stages;
-  const double static1 = 16 * (test::kEmbParams + test::kBlockParams) + 1500;
-  const double static2 = 16 * (2 * test::kBlockParams) + 1500;
-  const double static3 = 16 * (test::kBlockParams + test::kHeadParams) + 1500;
+  const double static1 = 16 * (test::kEmbParams + test::kBlockParams) + kWs1 + 4 * kSample;
+  const double static2 = 16 * (2 * test::kBlockParams) + kWs1 + 500 + 5 * kSample;
+  const double static3 = 16 * (test::kBlockParams + test::kHeadParams) + kWs1 + 2 * kSample;
   EXPECT_EQ(b[0].in_flight, 3);
   EXPECT_EQ(b[1].in_flight, 2);
   EXPECT_EQ(b[2].in_flight, 1);
@@ -87,10 +99,15 @@ TEST(Predictor, MemoryPeakIsStaticPlusInFlightActivations) {
   EXPECT_NEAR(b[1].memory.total(), static2 + 2 * 2000.0, 1e-6);
   EXPECT_NEAR(b[2].memory.total(), static3 + 1 * 1700.0, 1e-6);
   EXPECT_NEAR(b[1].memory.optimizer_state, 12 * 2 * test::kBlockParams, 1e-6);
+  EXPECT_NEAR(b[1].memory.messages, 5 * kSample, 1e-6);
+  // Mixed16 (the paper's GPU training) reduces in place: no collective temporaries.
+  EXPECT_EQ(b[1].memory.collective_buffers, 0.0);
   // A: S = 2, k = 3: min(2, 3) = 2 full micro-batches (3200 bytes each) at stage 1, 1 at stage 2.
   const auto& a = p.pipelines[0].stages;
   EXPECT_NEAR(a[0].memory.activations, 2 * 3200.0, 1e-6);
   EXPECT_NEAR(a[1].memory.activations, 1 * 3200.0, 1e-6);
+  EXPECT_NEAR(a[0].memory.workspace, kWs2, 1e-6);
+  EXPECT_NEAR(a[0].memory.messages, 3 * 2 * kSample, 1e-6);  // 2 samples a buffer
   // Devices carry their stage's peak; everything fits in 1e5 bytes.
   ASSERT_EQ(p.devices.size(), 5u);
   EXPECT_EQ(p.devices[3].device, 3);
@@ -100,22 +117,108 @@ TEST(Predictor, MemoryPeakIsStaticPlusInFlightActivations) {
   EXPECT_TRUE(p.fits);
 }
 
-TEST(Predictor, GpipeKeepsEveryMicrobatchAndLastOneAtItsSize) {
+TEST(Predictor, GpipeKeepsEveryMicrobatchInAFullSlot) {
   Plan plan = test::asymmetric_plan();
   plan.schedule = "gpipe";
   const Prediction p = predict(plan, test::tiny_cluster(), test::tiny_profile(),
                                options(AggregationMode::Block, false));
-  // A: k = 3, the last micro-batch is half size: 2 x 3200 + 1600 at stage 1.
+  // A: k = 3; the runtime's arena has a slot of a full micro-batch for each, the half-size last
+  // one included: 3 x 3200 at stage 1.
   EXPECT_EQ(p.pipelines[0].stages[0].in_flight, 3);
-  EXPECT_NEAR(p.pipelines[0].stages[0].memory.activations, 2 * 3200.0 + 1600.0, 1e-6);
+  EXPECT_NEAR(p.pipelines[0].stages[0].memory.activations, 3 * 3200.0, 1e-6);
+}
+
+// The fixture's profile as ETH's CPU runtime measures it (fp32, Open MPI collectives).
+ProfileDb fp32_profile() {
+  const ProfileDb mixed = test::tiny_profile();
+  ProfileDb db(mixed.model());
+  for (const auto& [key, e] : mixed.entries()) {
+    ProfileEntry f = e;
+    f.precision = Precision::Fp32;
+    db.add(f);
+  }
+  return db;
+}
+
+TEST(Predictor, AggregatingDevicesHoldTheirCollectiveTemporariesUpToTheWindow) {
+  // Both pipelines hold every unit, so every device feeds all of its stage's gradients (fp32,
+  // 4 bytes each) into two-holder collectives; with every piece posted at once it holds that
+  // much again in temporaries, with a window per holder group at most the window per group.
+  // Block-wise groups (holders): units 0-1 {0, 2}, 2 {0, 3}, 3 {1, 3}, 4-5 {1, 4}; device 0
+  // (fast stage 0, units 0-2) joins the first two, device 3 (slow stage 1, units 2-3) the
+  // middle two.
+  PredictOptions o = options(AggregationMode::Block, false);
+  const Prediction all = predict(test::asymmetric_plan(), test::tiny_cluster(), fp32_profile(), o);
+  const double fast0 = 4 * (test::kEmbParams + 2 * test::kBlockParams);
+  const double slow1 = 4 * (2 * test::kBlockParams);
+  EXPECT_NEAR(all.pipelines[0].stages[0].memory.collective_buffers, fast0, 1e-9);
+  EXPECT_NEAR(all.pipelines[1].stages[1].memory.collective_buffers, slow1, 1e-9);
+  // A window of 4000 bytes: group {0, 2} feeds 4 x 1032 = 4128 (capped), {0, 3} 4 x 872 = 3488
+  // (not capped).
+  o.collective_window_bytes = 4000;
+  const Prediction windowed =
+      predict(test::asymmetric_plan(), test::tiny_cluster(), fp32_profile(), o);
+  EXPECT_NEAR(windowed.pipelines[0].stages[0].memory.collective_buffers, 4000 + 3488, 1e-9);
+  EXPECT_NEAR(windowed.pipelines[1].stages[1].memory.collective_buffers, 2 * 3488, 1e-9);
+  o.collective_window_bytes = 1000;
+  const Prediction tight = predict(test::asymmetric_plan(), test::tiny_cluster(), fp32_profile(), o);
+  EXPECT_NEAR(tight.pipelines[0].stages[0].memory.collective_buffers, 2 * 1000, 1e-9);
+  EXPECT_NEAR(all.pipelines[0].stages[0].memory.total() - fast0,
+              tight.pipelines[0].stages[0].memory.total() - 2000, 1e-6);
+
+  // One pipeline alone aggregates nothing.
+  Plan single = test::asymmetric_plan();
+  single.pipelines.resize(1);
+  single.gbs = single.pipelines[0].local_batch;
+  const Prediction alone = predict(single, test::tiny_cluster(), fp32_profile(),
+                                   options(AggregationMode::Block, false));
+  EXPECT_EQ(alone.pipelines[0].stages[0].memory.collective_buffers, 0.0);
+}
+
+TEST(Predictor, PlannerTablesChargeAtLeastThePredictor) {
+  // The planner's range memory (search/cost_tables.h) at a stage's share, in-flight count and
+  // recompute set is an upper bound of the predictor's peak for that stage, so a plan the
+  // search accepts fits under the predictor; it exceeds it by no more than the messages of a
+  // middle stage (3 buffers) and the one-unit workspace slack.
+  for (const auto& [profile, window] :
+       {std::pair{test::tiny_profile(), kUnboundedCollectiveWindow},
+        std::pair{fp32_profile(), kUnboundedCollectiveWindow}, std::pair{fp32_profile(), 1000.0}}) {
+    const Plan plan = test::asymmetric_plan();
+    PredictOptions o = options(AggregationMode::Block, false);
+    o.collective_window_bytes = window;
+    const Prediction p = predict(plan, test::tiny_cluster(), profile, o);
+    search::CostTables tables(profile, plan.seq_len, true, window);
+    for (std::size_t pi = 0; pi < plan.pipelines.size(); ++pi) {
+      const PipelinePlan& pipe = plan.pipelines[pi];
+      for (std::size_t s = 0; s < pipe.stages.size(); ++s) {
+        const StagePlan& st = pipe.stages[s];
+        const StagePrediction& sp = p.pipelines[pi].stages[s];
+        const auto& sets = search::recompute_candidates();
+        const int rc = static_cast<int>(
+            std::find(sets.begin(), sets.end(), st.recompute) - sets.begin());
+        ASSERT_LT(rc, search::kNumRecomputeCandidates);
+        const search::UnitTable& t = tables.get(st.device_type, st.tp, pipe.micro_batch_size);
+        const double planner =
+            search::range_memory(t, sp.in_flight, st.first_unit, st.last_unit + 1, rc);
+        EXPECT_GE(planner, sp.memory.total() - 1e-6) << "pipeline " << pi << " stage " << s;
+        // Beyond a middle stage's messages, the planner charges each unit of a tp-1 range a
+        // group's window where the predictor charges the groups the device joins.
+        const double units = static_cast<double>(st.last_unit - st.first_unit + 1);
+        const double slack = std::isinf(window) ? 0.0 : units * window;
+        EXPECT_LE(planner, sp.memory.total() + 3 * t.boundary_bytes + slack + 1e-6)
+            << "pipeline " << pi << " stage " << s;
+      }
+    }
+  }
 }
 
 TEST(Predictor, OversubscribedDevicesAreFlagged) {
   ClusterSpec cluster = test::tiny_cluster();
-  // fast gets 40000 bytes: stage 1 needs 16 * 1904 + 1500 + 2 * 3200 = 38364, stage 2
-  // 16 * 1888 + 1500 + 3200 = 34908: both fit. slow gets 20000 bytes: stage 1 needs
-  // 16 * 1032 + 1500 + 3 * 1700 = 23112 and stage 2 16 * 1744 + 1500 + 2 * 2000 = 33404 (both
-  // overflow), stage 3 16 * 1016 + 1500 + 1700 = 19456 (fits).
+  // fast gets 40000 bytes: stage 1 needs 16 * 1904 + 1920 + 2 * 3200 + 3 * 128 = 39168, stage 2
+  // 16 * 1888 + 1920 + 3200 + 2 * 128 = 35584: both fit. slow gets 20000 bytes: stage 1 needs
+  // 16 * 1032 + 960 + 3 * 1700 + 4 * 64 = 22828 and stage 2
+  // 16 * 1744 + 1460 + 2 * 2000 + 5 * 64 = 33684 (both overflow), stage 3
+  // 16 * 1016 + 960 + 1700 + 2 * 64 = 19044 (fits).
   cluster.device_types["fast"].memory_gb = 40000e-9;
   cluster.device_types["slow"].memory_gb = 20000e-9;
   const Prediction p = predict(test::asymmetric_plan(), cluster, test::tiny_profile(),
@@ -124,6 +227,9 @@ TEST(Predictor, OversubscribedDevicesAreFlagged) {
   EXPECT_EQ(p.oversubscribed, (std::vector<std::int64_t>{2, 3}));
   EXPECT_FALSE(p.pipelines[1].stages[0].fits);
   EXPECT_TRUE(p.pipelines[1].stages[2].fits);
+  EXPECT_NEAR(p.pipelines[0].stages[0].memory.total(), 39168, 1e-6);
+  EXPECT_NEAR(p.pipelines[1].stages[1].memory.total(), 33684, 1e-6);
+  EXPECT_NEAR(p.pipelines[1].stages[2].memory.total(), 19044, 1e-6);
 }
 
 // Block order [4,5]{1,4}, [3]{1,3}, [2]{0,3}, [0,1]{0,2}; every pair crosses nodes (1e6 B/s).

@@ -63,6 +63,14 @@ TEST(StageCosts, RecomputeAddsTimeAndDropsActivations) {
   EXPECT_NEAR(mid.send_ms, 1.0 + kLat, kTol);
 }
 
+// The runtime's workspace buffers (train/stage_compute.cpp) for the tiny model at 2 samples:
+// N = 2 x 4 = 8 rows, C = 8, F = 32, A = 8, NH = 2, T = 4, 2-byte elements. A range with blocks
+// holds the attention and MLP outputs and the residual's gradient (3 N C), the MLP, qkv and
+// score gradients (N F + 3 N A + B NH T^2), a branch and a layer-norm gradient (2 N C) and, with
+// several units, two residual gradients (2 N C).
+constexpr double kBlockRangeWorkspace =
+    2 * (3 * 8 * 8 + 8 * 32 + 3 * 8 * 8 + 2 * 2 * 4 * 4 + 2 * 8 * 8 + 2 * 8 * 8);  // 1920
+
 TEST(StageCosts, StaticMemoryIsSixteenBytesPerParameterPlusWorkspace) {
   const Plan plan = test::asymmetric_plan();
   const auto costs = compute_stage_costs(plan, test::tiny_cluster(), test::tiny_profile(), kLat);
@@ -71,8 +79,65 @@ TEST(StageCosts, StaticMemoryIsSixteenBytesPerParameterPlusWorkspace) {
   EXPECT_NEAR(m.weight_bytes, 2 * params, kTol);
   EXPECT_NEAR(m.gradient_bytes, 2 * params, kTol);
   EXPECT_NEAR(m.optimizer_bytes, 12 * params, kTol);
-  EXPECT_NEAR(m.workspace_bytes, 1500.0, kTol);  // the largest unit's full footprint: a block
-  EXPECT_NEAR(m.total(), 16 * params + 1500, kTol);
+  EXPECT_NEAR(m.workspace_bytes, kBlockRangeWorkspace, kTol);  // nothing recomputed: no copies
+  EXPECT_EQ(m.baseline_bytes, 0.0);  // the hand-made profile records none
+  // Messages of 2 samples x 64 bytes: the output gradient received, the 2 activations in flight
+  // sent (1F1B, S = 2, k = 3: stage 0 holds 2).
+  EXPECT_NEAR(m.message_bytes, 3 * 128.0, kTol);
+  EXPECT_EQ(m.collective_bytes, 0.0);  // 16-bit GPU training reduces in place
+  EXPECT_NEAR(m.total(), 16 * params + kBlockRangeWorkspace + 3 * 128.0, kTol);
+}
+
+TEST(StageCosts, WorkspaceKeepsOneCopyOfWhatIsRecomputedPerUnitKind) {
+  Plan plan = test::asymmetric_plan();
+  PipelinePlan p;
+  p.micro_batch_size = 2;
+  p.local_batch = 2;
+  p.stages = {test::stage("fast", {0}, 0, 5)};
+  p.stages[0].recompute.add(RecomputeOp::Unit);
+  plan.pipelines = {p};
+  plan.gbs = 2;
+  ProfileDb profile = test::tiny_profile();
+  const auto costs = compute_stage_costs(plan, test::tiny_cluster(), profile, kLat);
+  // Full recompute keeps only unit inputs (100 each) in the slot; the workspace keeps one copy
+  // of the rest of one unit per kind, shared by the 4 blocks: embedding 200 - 100, block
+  // 1500 - 100, head 200 - 100.
+  EXPECT_NEAR(costs[0].full[0].activation_bytes, 6 * 100.0, kTol);
+  EXPECT_NEAR(costs[0].memory[0].workspace_bytes, kBlockRangeWorkspace + 100 + 1400 + 100, kTol);
+  // The process baseline a measured profile records is charged once per device.
+  ProfileEntry e = profile.lookup("fast", 1, 2).entry;
+  e.process_baseline_bytes = 3e7;
+  profile.add(e);
+  const auto with_baseline = compute_stage_costs(plan, test::tiny_cluster(), profile, kLat);
+  EXPECT_EQ(with_baseline[0].memory[0].baseline_bytes, 3e7);
+  EXPECT_NEAR(with_baseline[0].memory[0].total(), costs[0].memory[0].total() + 3e7, 1e-6);
+}
+
+TEST(StageCosts, WorkspaceBoundOfEachUnitCoversEveryRange) {
+  // unit_workspace_bound_bytes' maximum over a range against the range's own figure: at least
+  // it, at most 2 N C R (one unit) + 3 N x 4 (tp > 1 without the head) above it.
+  const ModelSpec m = test::tiny_model();
+  for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::Mixed16}) {
+    for (std::int64_t tp : {1, 2}) {
+      for (bool dropout : {false, true}) {
+        const std::int64_t mbs = 3, T = 4;
+        const double N = static_cast<double>(mbs * T);
+        const double slack = 2 * N * 8 * precision_bytes(p).activation + 3 * N * 4;
+        for (std::int64_t i = 0; i < m.num_units(); ++i) {
+          for (std::int64_t j = i; j < m.num_units(); ++j) {
+            double bound = 0;
+            for (std::int64_t u = i; u <= j; ++u) {
+              bound = std::max(bound, unit_workspace_bound_bytes(m, u, mbs, T, tp, p, dropout));
+            }
+            const double exact =
+                transient_workspace_bytes(m, unit_mix(m, i, j), mbs, T, tp, p, dropout);
+            EXPECT_GE(bound, exact) << i << ".." << j;
+            EXPECT_LE(bound, exact + slack) << i << ".." << j;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(StageCosts, OptimizerIsTheStageShareOrTheBandwidthFallback) {

@@ -59,6 +59,25 @@ TEST_F(ProfileDbTest, ExtrapolatesProportionallyAboveTheLargest) {
   }
 }
 
+TEST(ProfileDbBlend, KeepsThePrecisionAndTheProcessBaseline) {
+  // Neither depends on the micro-batch size: an interpolated or extrapolated entry is of the
+  // measured precision (its bytes per parameter) with the larger baseline of its two entries,
+  // not scaled.
+  const ModelSpec m = model_preset("tiny");
+  ProfileDb db(m);
+  for (std::int64_t mbs : {2, 4}) {
+    ProfileEntry e = analytic_profile(m, *find_device_type_preset("A100"), 1, mbs, m.seq_len);
+    e.precision = Precision::Bf16;
+    e.process_baseline_bytes = mbs == 2 ? 2e7 : 3e7;
+    db.add(e);
+  }
+  for (std::int64_t mbs : {3, 10}) {
+    const ProfileEntry got = db.lookup("A100", 1, mbs).entry;
+    EXPECT_EQ(got.precision, Precision::Bf16) << "mbs " << mbs;
+    EXPECT_EQ(got.process_baseline_bytes, 3e7) << "mbs " << mbs;
+  }
+}
+
 TEST_F(ProfileDbTest, RefusesBelowTheSmallestSizeNamingTheKey) {
   try {
     db.lookup("A100", 1, 1);

@@ -133,6 +133,23 @@ TEST_F(ProfileIoTest, PrecisionRoundTripsAndVersion1FilesReadAsWhatTheyWere) {
   EXPECT_EQ(read_profile_dir(dir.path(), m).entries(), b.entries());
 }
 
+TEST_F(ProfileIoTest, ProcessBaselineIsOptionalRoundTripsAndMustBeABytesCount) {
+  // Analytic entries record none and write none; a measured one round-trips.
+  write_profile_dir(db, dir.path());
+  const auto f = dir.path() / profile_file_name(ProfileKey{"A100", 2, 4});
+  EXPECT_FALSE(read_json_file(f, "test").contains("process_baseline_bytes"));
+  EXPECT_EQ(read_profile_dir(dir.path(), m).lookup("A100", 2, 4).entry.process_baseline_bytes, 0);
+  ProfileEntry e = db.lookup("A100", 2, 4).entry;
+  e.process_baseline_bytes = 2.5e7;
+  db.add(e);
+  write_profile_dir(db, dir.path());
+  EXPECT_EQ(read_profile_dir(dir.path(), m).entries(), db.entries());
+  write_and_edit([](Json& j) { j["process_baseline_bytes"] = -1; });
+  EXPECT_EQ(read_error().path(), "process_baseline_bytes");
+  write_and_edit([](Json& j) { j["process_baseline_bytes"] = "25 MB"; });
+  EXPECT_EQ(read_error().path(), "process_baseline_bytes");
+}
+
 TEST_F(ProfileIoTest, RefusesAnEmptyFolder) {
   EXPECT_THROW(read_profile_dir(dir.path(), m), InputError);
   EXPECT_THROW(read_profile_dir(dir.path() / "missing", m), InputError);

@@ -73,6 +73,11 @@ TEST(Measured, ReadsStepsFromTheirOriginAndSumsPhases) {
   EXPECT_EQ(run.steps[0].iteration, 9'000'000);
   // Step 6's origin is rank 1's start; rank 0 starts 10 us later and ends at 9010 us.
   EXPECT_EQ(run.steps[1].iteration, 9'010'000);
+  // Step 4 was not traced, so step 5 has no period; step 6 was done on every rank at 29010 us
+  // (rank 0: 20010 + 9000), step 5 at 10000 us (rank 0: 1000 + 9000; rank 1 ended at 9050).
+  EXPECT_EQ(run.steps[0].period, 0);
+  EXPECT_EQ(run.steps[1].period, 19'010'000);
+  EXPECT_EQ(run.steps[0].iteration_or_period(), 9'000'000);
   const PhaseTimes r0 = measured_phase_times(run.steps[0], 0);
   EXPECT_DOUBLE_EQ(r0.forward_ms, 2.2);
   EXPECT_DOUBLE_EQ(r0.backward_ms, 4.5);
@@ -112,7 +117,8 @@ TEST(Measured, ComparisonAveragesStepsAndReportsRelativeErrors) {
       simulate(plan, test::uniform_costs(plan, 1.0, 2.0, 0.0, 0.5), {}, SimOptions{});
   const MeasuredComparison c = compare_measured(plan, sim, run);
   EXPECT_EQ(c.steps, (std::vector<std::int64_t>{5, 6}));
-  EXPECT_NEAR(c.measured_iteration_ms, (9.0 + 9.01) / 2, 1e-12);
+  // Step 5 by its span, step 6 by its period (the gap between the two steps counts).
+  EXPECT_NEAR(c.measured_iteration_ms, (9.0 + 19.01) / 2, 1e-12);
   EXPECT_NEAR(c.simulated_iteration_ms, 9.5, 1e-9);
   ASSERT_EQ(c.stages.size(), 2u);
   // Both steps of rank 0 are alike: forward 2.2 ms measured against 2 simulated.

@@ -100,6 +100,18 @@ TEST(Measure, ActivationBytesStandInTheStatedRelationToTheFormula) {
   expect_bytes_relation(3, 64, 0.0f);
 }
 
+TEST(Measure, RecordsTheProcessBaselineGivenOrReadBeforeMeasuring) {
+  MeasureOptions o = quick(1, 16, 0.0f);
+  o.process_baseline_bytes = 12345;
+  EXPECT_EQ(measure_profile(o).process_baseline_bytes, 12345);
+  // Unset, the resident set when measuring starts: more than nothing (this test binary's code
+  // and libraries are resident), at most what the process holds afterwards.
+  o.process_baseline_bytes = -1;
+  const double got = measure_profile(o).process_baseline_bytes;
+  EXPECT_GT(got, 1e6);
+  EXPECT_LE(got, process_resident_bytes() + 64e6);  // allocator slack since then
+}
+
 TEST(Measure, TimesArePositiveAndGrowWithTheMicroBatch) {
   MeasureOptions small = quick(1, 64, 0.0f), big = quick(16, 64, 0.0f);
   for (MeasureOptions* o : {&small, &big}) {
