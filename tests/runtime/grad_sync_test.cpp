@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -200,7 +201,7 @@ TEST(GradLayout, TpRanksCutGradientsOnlyWhereTheLcmExceedsTheirTp) {
 // must be f(e) times the sum of (rank + 1) over the element's holders, worked out here from the
 // plan: per pipeline and dp replica, the tp rank whose rows hold it (replicated: tp rank 0, then
 // broadcast to the group).
-void check_sums(const Plan& plan, bool placed) {
+void check_sums(const Plan& plan, bool placed, const CommOptions& options = {}) {
   const auto places = place_ranks(plan);
   const ParamLayout full(plan.model, 0, plan.model.num_units() - 1);
   auto f = [](std::int64_t id) { return static_cast<float>(id % 7 + 1); };
@@ -226,7 +227,7 @@ void check_sums(const Plan& plan, bool placed) {
   }
   for (AggregationMode mode : kModes) {
     SCOPED_TRACE(std::string(aggregation_mode_name(mode)) + (placed ? " placed" : " unit-major"));
-    LocalWorld world(static_cast<int>(plan.num_devices()));
+    LocalWorld world(static_cast<int>(plan.num_devices()), options);
     auto errors = run_on_threads(world, [&](Communicator comm) {
       const RankPlace& me = places[static_cast<std::size_t>(comm.rank())];
       const ParamLayout layout = placed ? plan_layout(plan, me.device, mode) : unit_major(plan, me);
@@ -264,6 +265,10 @@ void check_sums(const Plan& plan, bool placed) {
         ASSERT_EQ(g[static_cast<std::size_t>(at)], holders[static_cast<std::size_t>(id)] * f(id))
             << "rank " << comm.rank() << " element " << id;
       });
+      // The window's bound (docs/comm.md): communicators x max(window, chunk) in flight.
+      EXPECT_LE(static_cast<double>(sync.peak_bytes_in_flight()),
+                static_cast<double>(sync.communicators()) *
+                    static_cast<double>(std::max(options.window_bytes, options.chunk_bytes)));
     });
     expect_no_errors(errors);
   }
@@ -273,6 +278,16 @@ TEST(GradSync, SumsEveryHolderExactlyOnceInPlace) {
   check_sums(dp_plan(), true);
   check_sums(tp_plan(), true);
   check_sums(lcm6_plan(), true);
+}
+
+TEST(GradSync, ASmallWindowOfSmallPiecesGivesTheSameSums) {
+  // 64-byte pieces, at most two in flight per communicator: every collective of these plans
+  // runs through the window many times over (the default window holds them whole).
+  CommOptions o;
+  o.chunk_bytes = 64;
+  o.window_bytes = 128;
+  check_sums(tp_plan(), true, o);
+  check_sums(lcm6_plan(), true, o);
 }
 
 TEST(GradSync, OtherLayoutsArePackedAndGiveTheSameSums) {
