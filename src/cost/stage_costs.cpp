@@ -232,10 +232,15 @@ double collective_buffer_bytes(Precision p, double window_bytes, double fed_byte
   return std::min(window_bytes, fed_bytes);
 }
 
+std::int64_t gradient_sends_in_flight(const std::string& schedule, std::int64_t num_microbatches) {
+  return schedule == "gpipe" ? num_microbatches : std::min<std::int64_t>(2, num_microbatches);
+}
+
 double message_buffer_bytes(std::int64_t stage, std::int64_t num_stages, std::int64_t in_flight,
-                            std::int64_t share_mbs, double sample_bytes) {
+                            std::int64_t gradient_sends, std::int64_t share_mbs,
+                            double sample_bytes) {
   std::int64_t buffers = 0;
-  if (stage > 0) buffers += 1 + 1;  // input activation received; gradient sent
+  if (stage > 0) buffers += 1 + gradient_sends;  // input activation received; gradients sent
   if (stage + 1 < num_stages) buffers += 1 + in_flight;  // output gradient; activations sent
   return static_cast<double>(buffers * share_mbs) * sample_bytes;
 }
@@ -334,6 +339,7 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
       const auto stage = static_cast<std::int64_t>(s);
       mem.message_bytes = message_buffer_bytes(
           stage, S, stage_in_flight(plan.schedule, stage, S, pipe.num_microbatches()),
+          gradient_sends_in_flight(plan.schedule, pipe.num_microbatches()),
           pc.full.back().share_mbs,
           static_cast<double>(plan.seq_len) * static_cast<double>(plan.model.hidden) *
               element_bytes);

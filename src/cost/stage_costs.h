@@ -131,10 +131,20 @@ double collective_buffer_bytes(Precision p, double window_bytes, double fed_byte
 // Activation-message buffers of one device of stage `stage` of `num_stages` (runtime/
 // stage_runner.cpp): one receive buffer per neighbour (input activation, output gradient) and
 // the send buffers: a forward send stays pending at most until its micro-batch's gradient comes
-// back (so at most `in_flight` of them), a gradient send at most one backward. Each holds a
-// share of `share_mbs` samples of `sample_bytes`.
+// back (so at most `in_flight` of them), and `gradient_sends` gradient sends
+// (gradient_sends_in_flight). Each holds a share of `share_mbs` samples of `sample_bytes`.
 double message_buffer_bytes(std::int64_t stage, std::int64_t num_stages, std::int64_t in_flight,
-                            std::int64_t share_mbs, double sample_bytes);
+                            std::int64_t gradient_sends, std::int64_t share_mbs,
+                            double sample_bytes);
+
+// How many gradient sends of a stage can be pending at once. 1F1B: two. The previous stage
+// posts its receive of gradient j right after sending activation j + w (w: this stage's
+// in-flight count), which this stage needs before its backward j + 1, so the send of j may
+// still be pending when backward j + 1 takes a buffer (it depends on which thread runs first),
+// but backward j + 2 needs activation j + w + 1, sent only after the previous stage's backward
+// j. GPipe: every backward of this stage may finish before the previous stage takes the first
+// gradient, so all `num_microbatches`.
+std::int64_t gradient_sends_in_flight(const std::string& schedule, std::int64_t num_microbatches);
 
 struct PipelineCosts {
   std::vector<StageCost> full;  // micro-batch of micro_batch_size samples

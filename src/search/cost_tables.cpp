@@ -171,9 +171,10 @@ double range_copy_bytes(const UnitTable& t, std::size_t rc, std::size_t first, s
 }
 
 double range_comm_bytes(const UnitTable& t, double in_flight, std::size_t first, std::size_t last) {
-  // Receive buffers from both neighbours, one gradient send, a forward send per micro-batch in
-  // flight (message_buffer_bytes of a middle stage, the most of any position).
-  const double messages = (3.0 + in_flight) * t.boundary_bytes;
+  // Receive buffers from both neighbours, two gradient sends (1F1B's, gradient_sends_in_flight),
+  // a forward send per micro-batch in flight (message_buffer_bytes of a middle stage, the most
+  // of any position).
+  const double messages = (4.0 + in_flight) * t.boundary_bytes;
   // A table filled by hand (tests) may leave the gradient prefix empty: no gradients.
   const double fed =
       t.gradient_prefix.empty() ? 0.0 : t.gradient_prefix[last] - t.gradient_prefix[first];

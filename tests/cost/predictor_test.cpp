@@ -77,7 +77,8 @@ TEST(Predictor, SingleMicrobatchAndUniformClosedForm) {
 // samples 1920 bytes, at 1 sample half of it; mlp_act recomputed adds one block's copy (500).
 constexpr double kWs2 = 1920, kWs1 = 960;
 // Activation messages: 64 bytes a sample (T x C x 2); a stage receives from each neighbour,
-// sends one gradient and a forward activation per micro-batch in flight (message_buffer_bytes).
+// has up to two gradient sends pending (1F1B, k >= 2) and a forward activation per micro-batch
+// in flight (message_buffer_bytes).
 constexpr double kSample = 64;
 
 TEST(Predictor, MemoryPeakIsStaticPlusInFlightActivations) {
@@ -86,12 +87,12 @@ TEST(Predictor, MemoryPeakIsStaticPlusInFlightActivations) {
   // B: S = 3, k = 3; stage s (1-based) keeps min(S - s + 1, k) = 3, 2, 1 micro-batches.
   // Per micro-batch: stage 1 = embedding 200 + block 1500; stage 2 = 2 blocks at 1000 (mlp_act
   // recomputed); stage 3 = block 1500 + head 200. Messages (1 sample): stage 1 receives one
-  // gradient and sends 3 activations, stage 2 receives 2, sends a gradient and 2 activations,
-  // stage 3 receives one activation and sends one gradient.
+  // gradient and sends 3 activations, stage 2 receives 2, sends 2 gradients and 2 activations,
+  // stage 3 receives one activation and sends 2 gradients.
   const auto& b = p.pipelines[1].stages;
   const double static1 = 16 * (test::kEmbParams + test::kBlockParams) + kWs1 + 4 * kSample;
-  const double static2 = 16 * (2 * test::kBlockParams) + kWs1 + 500 + 5 * kSample;
-  const double static3 = 16 * (test::kBlockParams + test::kHeadParams) + kWs1 + 2 * kSample;
+  const double static2 = 16 * (2 * test::kBlockParams) + kWs1 + 500 + 6 * kSample;
+  const double static3 = 16 * (test::kBlockParams + test::kHeadParams) + kWs1 + 3 * kSample;
   EXPECT_EQ(b[0].in_flight, 3);
   EXPECT_EQ(b[1].in_flight, 2);
   EXPECT_EQ(b[2].in_flight, 1);
@@ -99,7 +100,7 @@ TEST(Predictor, MemoryPeakIsStaticPlusInFlightActivations) {
   EXPECT_NEAR(b[1].memory.total(), static2 + 2 * 2000.0, 1e-6);
   EXPECT_NEAR(b[2].memory.total(), static3 + 1 * 1700.0, 1e-6);
   EXPECT_NEAR(b[1].memory.optimizer_state, 12 * 2 * test::kBlockParams, 1e-6);
-  EXPECT_NEAR(b[1].memory.messages, 5 * kSample, 1e-6);
+  EXPECT_NEAR(b[1].memory.messages, 6 * kSample, 1e-6);
   // Mixed16 (the paper's GPU training) reduces in place: no collective temporaries.
   EXPECT_EQ(b[1].memory.collective_buffers, 0.0);
   // A: S = 2, k = 3: min(2, 3) = 2 full micro-batches (3200 bytes each) at stage 1, 1 at stage 2.
@@ -215,10 +216,10 @@ TEST(Predictor, PlannerTablesChargeAtLeastThePredictor) {
 TEST(Predictor, OversubscribedDevicesAreFlagged) {
   ClusterSpec cluster = test::tiny_cluster();
   // fast gets 40000 bytes: stage 1 needs 16 * 1904 + 1920 + 2 * 3200 + 3 * 128 = 39168, stage 2
-  // 16 * 1888 + 1920 + 3200 + 2 * 128 = 35584: both fit. slow gets 20000 bytes: stage 1 needs
+  // 16 * 1888 + 1920 + 3200 + 3 * 128 = 35712: both fit. slow gets 20000 bytes: stage 1 needs
   // 16 * 1032 + 960 + 3 * 1700 + 4 * 64 = 22828 and stage 2
-  // 16 * 1744 + 1460 + 2 * 2000 + 5 * 64 = 33684 (both overflow), stage 3
-  // 16 * 1016 + 960 + 1700 + 2 * 64 = 19044 (fits).
+  // 16 * 1744 + 1460 + 2 * 2000 + 6 * 64 = 33748 (both overflow), stage 3
+  // 16 * 1016 + 960 + 1700 + 3 * 64 = 19108 (fits). (Messages: two gradient sends pending.)
   cluster.device_types["fast"].memory_gb = 40000e-9;
   cluster.device_types["slow"].memory_gb = 20000e-9;
   const Prediction p = predict(test::asymmetric_plan(), cluster, test::tiny_profile(),
@@ -228,8 +229,8 @@ TEST(Predictor, OversubscribedDevicesAreFlagged) {
   EXPECT_FALSE(p.pipelines[1].stages[0].fits);
   EXPECT_TRUE(p.pipelines[1].stages[2].fits);
   EXPECT_NEAR(p.pipelines[0].stages[0].memory.total(), 39168, 1e-6);
-  EXPECT_NEAR(p.pipelines[1].stages[1].memory.total(), 33684, 1e-6);
-  EXPECT_NEAR(p.pipelines[1].stages[2].memory.total(), 19044, 1e-6);
+  EXPECT_NEAR(p.pipelines[1].stages[1].memory.total(), 33748, 1e-6);
+  EXPECT_NEAR(p.pipelines[1].stages[2].memory.total(), 19108, 1e-6);
 }
 
 // Block order [4,5]{1,4}, [3]{1,3}, [2]{0,3}, [0,1]{0,2}; every pair crosses nodes (1e6 B/s).
