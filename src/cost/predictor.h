@@ -42,9 +42,9 @@ struct PredictOptions {
   // communicator (holder group): Open MPI's non-blocking all-reduce allocates a temporary of
   // each posted piece's size and frees it on completion (measured: docs/training.md, "Memory"),
   // so a rank that aggregates holds, per holder group it joins, min(this, the gradient bytes it
-  // feeds that group) besides its buffers. Infinity: every piece is posted at once, as the
-  // runtime does today.
-  double collective_window_bytes = kUnboundedCollectiveWindow;
+  // feeds that group) besides its buffers. Default: the runtime's window
+  // (kDefaultCollectiveWindowBytes); kUnboundedCollectiveWindow: every piece posted at once.
+  double collective_window_bytes = kDefaultCollectiveWindowBytes;
 };
 
 // Ring all-reduce of `bytes` per holder over `holders` (global ids): 2(n-1)/n * bytes / bw +

@@ -21,8 +21,12 @@ namespace eth {
 inline constexpr double kDefaultP2pLatencyMs = 0.01;
 
 // No bound on the gradient-collective pieces in flight (PredictOptions::collective_window_bytes):
-// the runtime posts every piece of a collective at once.
+// a runtime that posts every piece of a collective at once.
 inline constexpr double kUnboundedCollectiveWindow = std::numeric_limits<double>::infinity();
+// What the runtime keeps in flight per communicator by default: max(CommOptions::window_bytes,
+// CommOptions::chunk_bytes) = 2 MiB (comm/communicator.h; the cost library cannot include comm,
+// so tests/runtime/memory_model_test.cpp checks that the two agree).
+inline constexpr double kDefaultCollectiveWindowBytes = 2.0 * 1024 * 1024;
 
 // One stage for one micro-batch of a given size (per device of the stage: with dp > 1 each
 // replica processes its share of the micro-batch; the largest share, ceil(mbs / dp), is priced).
@@ -181,6 +185,6 @@ std::vector<PipelineCosts> compute_stage_costs(
     const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
     double p2p_latency_ms = kDefaultP2pLatencyMs, std::optional<Precision> precision = std::nullopt,
     AggregationMode aggregation = AggregationMode::Block,
-    double collective_window_bytes = kUnboundedCollectiveWindow);
+    double collective_window_bytes = kDefaultCollectiveWindowBytes);
 
 }  // namespace eth

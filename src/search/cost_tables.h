@@ -76,7 +76,7 @@ class CostTables {
   // unit (the layer baseline: Metis and HexiScale have no operator-level recompute).
   // `collective_window_bytes`: PredictOptions::collective_window_bytes of the plans' runs.
   CostTables(const ProfileDb& profile, std::int64_t seq_len, bool operator_recompute = true,
-             double collective_window_bytes = kUnboundedCollectiveWindow);
+             double collective_window_bytes = kDefaultCollectiveWindowBytes);
 
   // True when the profile can answer (device type, tp, mbs) soundly: an entry of that type and
   // tp with a micro-batch size <= mbs exists (ProfileDb::lookup interpolates or extrapolates).
@@ -96,7 +96,7 @@ class CostTables {
 };
 
 UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model, std::int64_t seq_len,
-                           double collective_window_bytes = kUnboundedCollectiveWindow);
+                           double collective_window_bytes = kDefaultCollectiveWindowBytes);
 // Fills rc_order and rc_first_fit from the prefix tables: candidates sorted by total backward
 // time (index on ties); when that order holds unit by unit, a candidate that holds at least the
 // bytes of an earlier one on every unit can never be chosen and is dropped.

@@ -7,8 +7,10 @@
 // baseline need one process per rank: bench/memory_bench.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <mutex>
 
+#include "comm/communicator.h"
 #include "cost/predictor.h"
 #include "runtime_test_util.h"
 #include "train/arena_profile.h"
@@ -22,6 +24,15 @@ struct RankSeen {
   RankPlace place;
   RankMemory memory;
 };
+
+// The predictor's default collective window is what the runtime's communicator keeps in flight
+// per holder group: the cost library mirrors the constant because it may not include comm.
+TEST(MemoryModel, PredictedCollectiveWindowIsTheCommunicatorsDefault) {
+  const CommOptions comm;
+  EXPECT_EQ(kDefaultCollectiveWindowBytes,
+            static_cast<double>(std::max(comm.window_bytes, comm.chunk_bytes)));
+  EXPECT_EQ(PredictOptions{}.collective_window_bytes, kDefaultCollectiveWindowBytes);
+}
 
 TEST(MemoryModel, EveryRanksBuffersAreThePredictorsStageMemory) {
   const ModelSpec m = test::aligned_model();  // units 0 embedding, 1-4 blocks, 5 head
