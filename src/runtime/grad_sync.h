@@ -55,6 +55,10 @@ class GradSync {
   // completed ones. Call it as the last backward passes each unit to overlap aggregation with
   // the rest of it. `grads` is the buffer the sums land in (in place) for the whole step.
   void start_ready(float* grads, std::int64_t lowest_done_unit);
+  // Tests the pieces in flight and posts queued ones the window has room for; never blocks.
+  // True while pieces remain. Emulation calls it while an op sleeps out its stretch, as a
+  // device's collective engine keeps going while the device computes.
+  bool progress() { return !queue_.progress(); }
   // Queues every remaining collective (all gradients final).
   void start(float* grads);
   // Waits for the queued collectives, posting the rest through the window (unpacking packed

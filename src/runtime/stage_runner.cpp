@@ -97,11 +97,14 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   // Emulation: while an op sleeps out its stretch, drive the pending sends, so a neighbour
   // waiting for one is not held until this rank's next MPI call (a device's transfers go on
   // while it computes; MPI moves a large message only inside the sender's MPI calls).
+  // The gradient collectives go on as well: their pieces past the window are posted only as
+  // earlier ones complete, which would otherwise wait for the end of the schedule.
   emulator_.set_progress([this] {
     bool pending = false;
     for (auto& b : send_pool_) {
       for (Request& r : b->pending) pending = !r.test() || pending;
     }
+    if (running_sync_ != nullptr) pending = running_sync_->progress() || pending;
     return pending;
   });
   tokens_.resize(static_cast<std::size_t>(slots_ * max_chunk_ * cfg.seq_len));
@@ -181,6 +184,11 @@ void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_
 
 double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times,
                         GradSync* sync) {
+  // Cleared however run() ends: the emulator must not drive a sync of a finished step.
+  struct SyncScope {
+    GradSync*& slot;
+    ~SyncScope() { slot = nullptr; }
+  } sync_scope{running_sync_ = sync};
   float* grads = state.grads();
   const std::int64_t s = place_.stage;
   const std::int64_t T = cfg_.seq_len;

@@ -115,6 +115,7 @@ class StageRunner {
   std::vector<std::int32_t> tokens_, targets_;  // per slot: max_chunk_ * T
   std::vector<std::unique_ptr<SendBuffer>> send_pool_;
   std::vector<std::vector<std::vector<int>>> peers_;  // [stage][dp replica][tp rank] -> rank
+  GradSync* running_sync_ = nullptr;  // run()'s, for the emulator's progress (null otherwise)
 };
 
 }  // namespace eth
