@@ -6,6 +6,9 @@
 #pragma once
 
 #include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/sysinfo.h>
 
 #include <chrono>
 #include <thread>
@@ -38,6 +41,7 @@ __attribute__((target("avx512f,avx512bf16"))) inline float bf16_dot_loop() {
   for (__m512& r : a) r = _mm512_setzero_ps();
   const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = x;  // bf16 1.0
   for (long i = 0; i < kIterations; ++i) {
+#pragma GCC unroll 12  // the accumulators must stay in registers: spilled, the loop runs at half
     for (__m512& r : a) r = _mm512_dpbf16_ps(r, x, y);
   }
   return sum_lanes(a);
@@ -48,6 +52,7 @@ __attribute__((target("avx512f"))) inline float fp32_fma512_loop() {
   for (__m512& r : a) r = _mm512_setzero_ps();
   const __m512 u = _mm512_set1_ps(1.0001f), v = _mm512_set1_ps(0.9999f);
   for (long i = 0; i < kIterations; ++i) {
+#pragma GCC unroll 12
     for (__m512& r : a) r = _mm512_fmadd_ps(u, v, r);
   }
   return sum_lanes(a);
@@ -58,6 +63,7 @@ __attribute__((target("avx2,fma"))) inline float fp32_fma256_loop() {
   for (__m256& r : a) r = _mm256_setzero_ps();
   const __m256 u = _mm256_set1_ps(1.0001f), v = _mm256_set1_ps(0.9999f);
   for (long i = 0; i < kIterations; ++i) {
+#pragma GCC unroll 12
     for (__m256& r : a) r = _mm256_fmadd_ps(u, v, r);
   }
   alignas(32) float lanes[8];
@@ -69,12 +75,23 @@ __attribute__((target("avx2,fma"))) inline float fp32_fma256_loop() {
   return t;
 }
 
-// Runs `loop` on `threads` threads at once; flop/s over the wall time of them all.
+// Runs `loop` on `threads` threads at once, thread t on CPU t mod the CPUs online (an OpenMP
+// runtime may have bound the calling thread to one CPU, and new threads inherit that); flop/s
+// over the wall time of them all.
 inline double run_on(int threads, float (*loop)(), double flops_per_iteration) {
   std::vector<std::thread> pool;
   std::vector<float> sink(static_cast<std::size_t>(threads));
+  const int cpus = std::max(1, get_nprocs());
   const auto t0 = std::chrono::steady_clock::now();
-  for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { sink[static_cast<std::size_t>(t)] = loop(); });
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(t % cpus, &one);
+      pthread_setaffinity_np(pthread_self(), sizeof(one), &one);  // best effort
+      sink[static_cast<std::size_t>(t)] = loop();
+    });
+  }
   for (std::thread& t : pool) t.join();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   volatile float keep = 0;
