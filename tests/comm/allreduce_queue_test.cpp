@@ -9,6 +9,7 @@
 
 #include "comm/allreduce_queue.h"
 #include "comm/local_comm.h"
+#include "one_rank_impl.h"
 
 namespace eth {
 namespace {
@@ -25,36 +26,20 @@ struct ManualRequest : RequestImpl {
 };
 
 // One rank; records each posted piece (its offset in floats from `base`) and its request.
-class ManualImpl : public CommImpl {
+class ManualImpl : public test::OneRankImpl {
  public:
-  explicit ManualImpl(CommOptions options) : options_(options) {}
-  std::string_view backend() const override { return "manual"; }
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  const std::vector<int>& world_ranks() const override { return world_; }
-  const CommOptions& options() const override { return options_; }
-  std::shared_ptr<CommImpl> split(int, int) override { return nullptr; }
-  std::shared_ptr<CommImpl> create_group(const std::vector<int>&) override { return nullptr; }
-  Request isend(std::span<const std::byte>, int, int) override { return {}; }
-  Request irecv(std::span<std::byte>, int, int) override { return {}; }
+  explicit ManualImpl(CommOptions options) : OneRankImpl("manual", options) {}
   Request iallreduce(void* data, std::size_t count, DType, ReduceOp, std::string) override {
     offsets.push_back(static_cast<float*>(data) - base);
     counts.push_back(count);
     requests.push_back(std::make_shared<ManualRequest>());
     return Request(requests.back());
   }
-  Request ibroadcast(std::span<std::byte>, int, std::string) override { return {}; }
-  Request ibarrier() override { return {}; }
-  Request igather(const void*, void*, std::size_t, DType) override { return {}; }
 
   float* base = nullptr;
   std::vector<std::ptrdiff_t> offsets;
   std::vector<std::size_t> counts;
   std::vector<std::shared_ptr<ManualRequest>> requests;
-
- private:
-  CommOptions options_;
-  std::vector<int> world_{0};
 };
 
 std::size_t in_flight(const ManualImpl& impl) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "comm/communicator.h"
+#include "one_rank_impl.h"
 
 namespace eth {
 namespace {
@@ -13,18 +14,9 @@ struct Piece {
 };
 
 // A one-rank backend that records the pieces it is handed and completes them at once.
-class RecordingImpl : public CommImpl {
+class RecordingImpl : public test::OneRankImpl {
  public:
-  explicit RecordingImpl(CommOptions options) : options_(options) {}
-  std::string_view backend() const override { return "recording"; }
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  const std::vector<int>& world_ranks() const override { return world_; }
-  const CommOptions& options() const override { return options_; }
-  std::shared_ptr<CommImpl> split(int, int) override { return nullptr; }
-  std::shared_ptr<CommImpl> create_group(const std::vector<int>&) override { return nullptr; }
-  Request isend(std::span<const std::byte>, int, int) override { return {}; }
-  Request irecv(std::span<std::byte>, int, int) override { return {}; }
+  explicit RecordingImpl(CommOptions options) : OneRankImpl("recording", options) {}
   Request iallreduce(void* data, std::size_t count, DType type, ReduceOp,
                      std::string what) override {
     record(data, count * dtype_size(type));
@@ -35,8 +27,6 @@ class RecordingImpl : public CommImpl {
     record(data.data(), data.size());
     return {};
   }
-  Request ibarrier() override { return {}; }
-  Request igather(const void*, void*, std::size_t, DType) override { return {}; }
 
   const std::byte* base = nullptr;
   std::vector<Piece> pieces;
@@ -46,8 +36,6 @@ class RecordingImpl : public CommImpl {
   void record(void* data, std::size_t bytes) {
     pieces.push_back({static_cast<const std::byte*>(data) - base, bytes});
   }
-  CommOptions options_;
-  std::vector<int> world_{0};
 };
 
 // Pieces must tile [0, total) in order, each at most `limit` bytes and a whole number of
