@@ -60,6 +60,7 @@
 
 #include "bench_json.h"
 #include "bench_util.h"
+#include "link_probe.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpirun.h"
 #include "core/json_cursor.h"
@@ -248,9 +249,13 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
     return ru.ru_minflt;
   };
   // The modes take turns within each repetition, so a burst of load from another job on this
-  // shared machine lands on all of them rather than on whichever ran its repetitions then.
+  // shared machine lands on all of them rather than on whichever ran its repetitions then; the
+  // link probe takes its turn after them, so its figures are this launch's.
+  bench::LinkProbe probe(world);
+  bench::LinkSamples link;
   const int warmup = 2;
   for (int rep = 0; rep < warmup + reps; ++rep) {
+    if (rep >= warmup) probe.sample(link);
     for (ModeRun& r : runs) {
       std::fill(r.grads.begin(), r.grads.end(), 1.0f);
       world.barrier();
@@ -265,6 +270,18 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
         r.times.push_back(*std::max_element(all.begin(), all.end()));
       }
     }
+  }
+  // The predictor's term with the `cpu` preset's figures, and with the figures this launch's
+  // probe measured (the same formula, other inputs).
+  PredictOptions po_measured = po;
+  ClusterSpec measured = cluster;
+  bench::LinkFigures lf;
+  if (world.rank() == 0) {
+    lf = bench::LinkProbe::figures(link, ranks);
+    DeviceType& cpu = measured.device_types.at("cpu");
+    cpu.intra_node_bandwidth_gbps = lf.link_gbps;
+    cpu.node_shared_bandwidth_gbps = lf.shared_gbps;
+    po_measured.collective_latency_ms = lf.latency_ms;
   }
   for (ModeRun& r : runs) {
     const std::vector<double> copied = world.gather(std::vector<double>{r.sync->bytes_copied()});
@@ -284,6 +301,12 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
                         {"ms_max", *std::max_element(times.begin(), times.end()) * 1e3},
                         {"reps", times.size()},
                         {"predicted_ms", predict_aggregation(plan, cluster, r.mode, po).end_ms},
+                        {"predicted_measured_ms",
+                         predict_aggregation(plan, measured, r.mode, po_measured).end_ms},
+                        {"link_shared_gbps", lf.shared_gbps},
+                        {"link_gbps", lf.link_gbps},
+                        {"link_latency_ms", lf.latency_ms},
+                        {"link_blocking_latency_ms", lf.blocking_latency_ms},
                         {"copied_bytes_max", *std::max_element(copied.begin(), copied.end())},
                         {"page_faults_max", *std::max_element(faulted.begin(), faulted.end())},
                         {"in_flight_bytes_max", *std::max_element(window.begin(), window.end())},
@@ -313,12 +336,19 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
     std::vector<Json> rows;                   // per mode, the first launch's row
     std::vector<std::vector<double>> ms;      // per mode, per launch
     std::vector<std::vector<double>> ratio;   // per mode, per launch: over block-wise's
+    // Per mode, per launch: the predictor's term over the launch's measured median, with the
+    // preset's figures and with the launch's own probe's.
+    std::vector<std::vector<double>> pred_ratio, pred_measured_ratio;
+    // Per launch: the probe's figures.
+    std::vector<double> shared_gbps, link_gbps, latency_ms, blocking_ms;
     std::vector<double> idle;                 // per launch: the CPUs' idle share just before
   };
   std::vector<Config> configs;
   for (const std::string kind : {"asymmetric", "tp"}) {
     for (int ranks : quick ? std::vector<int>{4} : std::vector<int>{4, 8}) {
-      configs.push_back(Config{kind, ranks, {}, {}, {}, {}});
+      configs.emplace_back();
+      configs.back().kind = kind;
+      configs.back().ranks = ranks;
     }
   }
   for (int launch = 0; launch < launches; ++launch) {
@@ -349,6 +379,8 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
           c.rows.push_back(j);
           c.ms.emplace_back();
           c.ratio.emplace_back();
+          c.pred_ratio.emplace_back();
+          c.pred_measured_ratio.emplace_back();
         } else {  // the extremes over every repetition of every launch
           Json& first = c.rows[m];
           first["ms_min"] = std::min(first["ms_min"].get<double>(), j["ms_min"].get<double>());
@@ -356,6 +388,14 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
         }
         c.ms[m].push_back(ms);
         c.ratio[m].push_back(block_ms > 0 ? ms / block_ms : 1.0);
+        c.pred_ratio[m].push_back(j["predicted_ms"].get<double>() / ms);
+        c.pred_measured_ratio[m].push_back(j["predicted_measured_ms"].get<double>() / ms);
+        if (m == 0) {
+          c.shared_gbps.push_back(j["link_shared_gbps"]);
+          c.link_gbps.push_back(j["link_gbps"]);
+          c.latency_ms.push_back(j["link_latency_ms"]);
+          c.blocking_ms.push_back(j["link_blocking_latency_ms"]);
+        }
         ++m;
       }
     }
@@ -367,11 +407,13 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
                 "modes interleaved; ms = median of %d launches\n",
                 aggregation_model().name.c_str(),
                 static_cast<double>(total_params(aggregation_model())) / 1e6, reps, launches);
-    std::printf("%-11s %-10s %5s %-7s %9s %9s %9s %8s %10s %10s %6s %6s %8s %9s %5s\n", "",
-                "plan", "ranks", "mode", "ms", "min_ms", "pred_ms", "pred/ms", "mb_per_rank",
-                "copied_mb", "coll", "comms", "vs_block", "window_mb", "idle");
+    std::printf("%-11s %-10s %5s %-7s %8s %8s %8s %7s %9s %7s %-17s %7s %7s %5s %5s %8s %7s "
+                "%5s\n", "", "plan", "ranks", "mode", "ms", "min_ms", "pred_ms", "pred/ms",
+                "probe_ms", "prb/ms", "prb/ms_launches", "mb_rank", "copied", "coll", "comms",
+                "vs_block", "win_mb", "idle");
   }
   for (Config& c : configs) {
+    std::vector<double> all_ratios;  // every mode and launch, with the launch's own figures
     for (std::size_t m = 0; m < c.rows.size(); ++m) {
       Json j = c.rows[m];
       const double ms = median(c.ms[m]);
@@ -381,13 +423,32 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
       j["vs_block"] = median(c.ratio[m]);
       j["vs_block_launches"] = c.ratio[m];
       j["idle_before_min"] = *std::min_element(c.idle.begin(), c.idle.end());
+      // Ratios are paired within a launch (its prediction over its own median), then the
+      // median over launches; predicted_measured_ms is that ratio times ms.
+      j["pred_over_ms"] = median(c.pred_ratio[m]);
+      j["pred_measured_over_ms"] = median(c.pred_measured_ratio[m]);
+      j["pred_measured_over_ms_launches"] = c.pred_measured_ratio[m];
+      j["link_shared_gbps_launches"] = c.shared_gbps;
+      j["link_gbps_launches"] = c.link_gbps;
+      j["link_latency_ms_launches"] = c.latency_ms;
+      j["link_blocking_latency_ms_launches"] = c.blocking_ms;
+      all_ratios.insert(all_ratios.end(), c.pred_measured_ratio[m].begin(),
+                        c.pred_measured_ratio[m].end());
       rows.push_back(j);
       if (json) continue;
-      std::printf("aggregation %-10s %5d %-7s %9.2f %9.2f %9.2f %8.2f %10.2f %10.2f %6lld %6lld "
-                  "%7.2fx %9.2f %4.0f%%\n",
+      std::string per_launch;
+      for (double r : c.pred_measured_ratio[m]) {
+        char b[16];
+        std::snprintf(b, sizeof b, "%s%.2f", per_launch.empty() ? "" : ",", r);
+        per_launch += b;
+      }
+      std::printf("aggregation %-10s %5d %-7s %8.2f %8.2f %8.2f %7.2f %9.2f %7.2f %-17s %7.2f "
+                  "%7.2f %5lld %5lld %7.2fx %7.2f %4.0f%%\n",
                   c.kind.c_str(), c.ranks, j["mode"].get<std::string>().c_str(), ms,
                   j["ms_min"].get<double>(), j["predicted_ms"].get<double>(),
-                  j["predicted_ms"].get<double>() / ms,
+                  j["pred_over_ms"].get<double>(),
+                  j["pred_measured_over_ms"].get<double>() * ms,
+                  j["pred_measured_over_ms"].get<double>(), per_launch.c_str(),
                   j["bytes_per_rank_max"].get<double>() / 1e6,
                   j["copied_bytes_max"].get<double>() / 1e6,
                   static_cast<long long>(j["collectives"].get<std::int64_t>()),
@@ -395,10 +456,29 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
                   j["vs_block"].get<double>(), j["in_flight_bytes_max"].get<double>() / 1e6,
                   100.0 * j["idle_before_min"].get<double>());
     }
+    if (!json) {
+      std::string figs;
+      for (std::size_t l = 0; l < c.shared_gbps.size(); ++l) {
+        char b[128];
+        std::snprintf(b, sizeof b, "%s%.1f / %.1f Gbit/s, %.1f / %.1f us", l ? "; " : "",
+                      c.shared_gbps[l], c.link_gbps[l], c.latency_ms[l] * 1e3,
+                      c.blocking_ms[l] * 1e3);
+        figs += b;
+      }
+      std::printf("probe       %-10s %5d node shared / intra-node link, latency queued / "
+                  "(blocking), per launch: %s\n",
+                  c.kind.c_str(), c.ranks, figs.c_str());
+    }
+    summary("aggregation",
+                                c.kind + "-" + std::to_string(c.ranks) + " probe_pred/ms",
+                                all_ratios, 0.85, 1.15, json);
   }
   if (!json) {
-    std::printf("   (copied: bytes a rank copies or fills outside the collectives per step; "
-                "device-wise zero-fills its padding; window_mb: the most bytes of pieces one "
+    std::printf("   (pred_ms: the predictor's term with the `cpu` preset's link figures; "
+                "probe_ms: with the figures the launch's own link probe measured (bench/"
+                "link_probe.h), pred/ms and prb/ms paired per launch, median over launches; "
+                "copied: bytes a rank copies or fills outside the collectives per step; "
+                "device-wise zero-fills its padding; win_mb: the most bytes of pieces one "
                 "rank had in flight; idle: the CPUs' least idle share over 0.5 s before a "
                 "launch; load after: %.2f)\n", load1());
   }
