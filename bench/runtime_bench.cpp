@@ -6,8 +6,10 @@
 //     trainer lays them out (runtime/grad_layout.h); beside the time: the bytes a rank copies
 //     outside the collectives (block-wise: zero), bytes fed, collectives issued, the most bytes
 //     of pieces a rank had in flight (the window, docs/comm.md) and the predictor's aggregation
-//     term (predict_aggregation; target: within 15% of measured). The modes take turns within
-//     each repetition, and each configuration runs in 3 launches (1 with --quick).
+//     term (predict_aggregation; target: within 15% of measured), once with the `cpu` preset's
+//     link figures and once with those a link probe (bench/link_probe.h) measured in the same
+//     launch, each over that launch's median. The modes and the probe take turns within each
+//     repetition, and each configuration runs in 3 launches (1 with --quick).
 // (2) emulated: the eth, layer and uniform plans of bench-4x256 on `cpu-emulated` (2 fast + 2
 //     slow CPU ranks, EMULATED: every op stretched 4x / 12x), each trained --runs times in a row
 //     (the runs interleaved: run 1 of each plan, then run 2, ...), every run's measured
@@ -27,7 +29,10 @@
 //   aggregation[]: plan ranks mode ms (median over launches) ms_launches ms_min ms_max reps
 //                  launches predicted_ms copied_bytes_max in_flight_bytes_max
 //                  bytes_per_rank_max collectives communicators vs_block vs_block_launches
-//                  idle_before_min
+//                  idle_before_min predicted_measured_ms (first launch) pred_over_ms
+//                  pred_measured_over_ms pred_measured_over_ms_launches link_shared_gbps
+//                  link_gbps link_latency_ms link_blocking_latency_ms (first launch) and
+//                  link_*_launches (every launch's)
 //   emulated.runs[]: run method predicted_ms measured_ms ratio load_1m  (ratio = pred / meas)
 //   emulated.speedups[]: run measured predicted error   (eth over layer; error relative)
 //   cpu2.runs[]: run predicted_ms measured_ms ratio load_1m
