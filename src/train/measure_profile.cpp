@@ -213,13 +213,13 @@ class OptimizerNeighbours {
   void go() {
     if (threads_.empty()) return;
     std::unique_lock<std::mutex> lock(mu_);
-    running_.store(true);
     ++round_;
+    streaming_.store(round_);
     cv_.notify_all();
     cv_.wait(lock, [this] { return started_ == threads_.size(); });
     started_ = 0;
   }
-  void stop() { running_.store(false); }
+  void stop() { streaming_.store(0); }
 
  private:
   void work() {
@@ -238,7 +238,8 @@ class OptimizerNeighbours {
         ++started_;
       }
       cv_.notify_all();
-      while (running_.load()) cpu::adamw_update(p.data(), m.data(), v.data(), g.data(),
+      // Until stop(), or a stop() and the next go() while this pass ran (rounds count from 1).
+      while (streaming_.load() == seen) cpu::adamw_update(p.data(), m.data(), v.data(), g.data(),
                                                 kNeighbourElements, sc);
     }
   }
@@ -246,7 +247,7 @@ class OptimizerNeighbours {
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::atomic<bool> running_{false};
+  std::atomic<std::uint64_t> streaming_{0};  // the round being streamed; 0: none
   bool quit_ = false;
   std::uint64_t round_ = 0;
   std::size_t started_ = 0;

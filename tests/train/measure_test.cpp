@@ -182,6 +182,19 @@ TEST(Measure, PeakCountsTheWholeModelsOptimizerStateAndEachNeighboursBuffers) {
   EXPECT_NEAR(measure_peak_bytes(o) - alone, 3 * 64.0 * 1024 * 1024, 1.0);
 }
 
+TEST(Measure, NeighboursFollowEveryRoundAndEnd) {
+  // A tiny model's optimizer step takes microseconds, a neighbour's pass over its 64 MiB
+  // milliseconds: every stop() and the next go() land inside one pass, the case in which a
+  // neighbour that only watched a running flag never took the next round and measuring hung.
+  // ctest's timeout is the failure here.
+  MeasureOptions o = quick(1, 16, 0.0f);
+  o.optimizer_neighbours = 2;
+  o.repeats = 25;
+  o.recompute_times = false;
+  const ProfileEntry e = measure_profile(o);
+  EXPECT_GT(e.optimizer_ms, 0.0);
+}
+
 // ---- through the files and the tool ------------------------------------------------------
 
 TEST(Measure, WrittenProfileRoundTripsThroughTheReader) {
