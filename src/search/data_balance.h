@@ -17,6 +17,12 @@ struct MicroBatchOption {
   double max_ms = 0;
 };
 
+// The slot 1F1B's in-flight limit forces once transfers count: the first of S stages starts
+// micro-batch j + S only when j has made its round trip (sum_ms: every stage's F + B and both
+// transfers of every boundary), so max_ms is at least sum_ms / S (cost/predictor.cpp,
+// transfer_chain_ms). Binds over slow links, where a transfer is a fair part of a stage's F + B.
+inline double round_trip_slot_ms(double sum_ms, double stages) { return sum_ms / stages; }
+
 // T(B) for B >= 1 samples.
 double option_time_ms(const MicroBatchOption& o, std::int64_t batch);
 // The largest B <= cap with T(B) <= target (0 when even one sample takes longer).
