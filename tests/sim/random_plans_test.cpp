@@ -234,24 +234,27 @@ TEST(RandomPlans, PredictorFormulaEqualsTheSimulationWhereItIsExact) {
 }
 
 TEST(RandomPlans, PredictorChargesSlowTransfersOfTheSteadyState) {
-  // Two uniform stages, sends c, an odd number k of micro-batches: stage 0 may start
-  // micro-batch j + 2 only once j came back, a round trip R = 2 (f + b) + 2 c after it started,
-  // so micro-batches 0, 2, ..., k - 1 make a chain of (k + 1) / 2 round trips: the makespan.
-  // The closed form without the steady state's transfers, R + (k - 1)(f + b), is (k - 1) c
-  // short.
+  // Two uniform stages, sends c: stage 0 starts micro-batch j + 2 only once j has come back, a
+  // round trip R = 2 (f + b) + 2 c after j started, and (1F1B's order) only f + b after it
+  // started j + 1. Odd k: micro-batches 0, 2, ..., k - 1 chain (k + 1) / 2 round trips; even k:
+  // 0, 2, ..., k - 2, then one step to k - 1 and its round trip, k / 2 R + f + b. Both are the
+  // makespan; the closed form without the steady state's transfers, R + (k - 1)(f + b), is
+  // (k - 1) c resp. (k - 2) c short.
   const double f = 1.25, b = 2.5;
   for (double c : {0.25, 0.75, 1.5}) {
-    for (std::int64_t k = 3; k <= 13; k += 2) {
+    for (std::int64_t k = 2; k <= 13; ++k) {
       const Plan plan = make_plan(test::sim_model(6), {PipeSpec{1, k, {{0, 3}, {4, 7}}}});
       const auto costs = test::uniform_costs(plan, f, b, c);
-      const double by_hand = static_cast<double>((k + 1) / 2) * (2 * (f + b) + 2 * c);
+      const double trip = 2 * (f + b) + 2 * c;
+      const double by_hand = k % 2 == 1 ? static_cast<double>((k + 1) / 2) * trip
+                                        : static_cast<double>(k / 2) * trip + f + b;
       EXPECT_NEAR(simulate(plan, costs, {}, SimOptions{}).iteration_ms, by_hand, 1e-9) << c << k;
       EXPECT_NEAR(pipeline_time_ms(costs[0], k, "1f1b"), by_hand, 1e-9) << c << " " << k;
     }
   }
   // Random single pipelines (1-5 heterogeneous stages, up to 16 micro-batches) with transfers
-  // up to a third of a stage's F + B: the formula within 5% of the simulation on average (the
-  // closed form alone was 9% short) and never more than 25% away.
+  // up to a third of a stage's F + B: the formula within 2.5% of the simulation on average (1.5%
+  // here; the closed form alone is 3.6% off) and never more than 25% away.
   std::mt19937_64 rng(18);
   auto uni = [&](double lo, double hi) {
     return std::uniform_real_distribution<double>(lo, hi)(rng);
@@ -281,7 +284,7 @@ TEST(RandomPlans, PredictorChargesSlowTransfersOfTheSteadyState) {
     EXPECT_LT(std::abs(err), 0.25) << "case " << i;
     sum_err += std::abs(err);
   }
-  EXPECT_LT(sum_err / cases, 0.05);
+  EXPECT_LT(sum_err / cases, 0.025);
 }
 
 }  // namespace
