@@ -52,6 +52,7 @@ struct ProfileOptions {
   std::string precision;  // --measure: fp32 | bf16; empty: the CPU's default
   std::string device;   // --measure: cpu | cuda (device_choice.h); empty: cpu
   std::string cache = "cold";  // --measure: caches flushed before each timed op, or warm
+  int optimizer_neighbours = -1;  // -1: every other core (available_cores() / threads - 1)
 };
 
 // The tp degrees to profile for one device type: --tp as given, or by default 1, 2, 4, 8 where
@@ -204,6 +205,9 @@ int run_measure(const ProfileOptions& o) {
     mo.dropout = static_cast<float>(o.dropout);
     mo.precision = precision.precision;
     mo.cold_cache = o.cache == "cold";
+    mo.optimizer_neighbours = o.optimizer_neighbours >= 0
+                                  ? o.optimizer_neighbours
+                                  : std::max(0, available_cores() / std::max(1, o.threads) - 1);
     check_measure_options(mo, memory);
     runs.push_back(mo);
   }
@@ -354,6 +358,12 @@ void add_profile_command(CLI::App& app, Registry& r) {
                   "them; warm times back-to-back repeats (docs/runtime.md)")
       ->check(CLI::IsMember({"cold", "warm"}))
       ->capture_default_str();
+  sub->add_option("--optimizer-neighbours", o->optimizer_neighbours,
+                  "--measure: other cores that take an optimizer step of their own while the "
+                  "optimizer step is timed, as the ranks of a full node do at once after the "
+                  "gradient sync (the step is bound by the memory bandwidth they share); default: "
+                  "every other core this process may use; 0 times it alone")
+      ->check(CLI::Range(0, 1024));
   r.on(sub, [o] {
     const int modes = (o->analytic ? 1 : 0) + (o->measure ? 1 : 0) + (o->show.empty() ? 0 : 1);
     if (modes != 1) {

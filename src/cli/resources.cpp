@@ -1,7 +1,11 @@
 // Memory checks before allocation. See resources.h.
 #include "cli/resources.h"
 
+#include <sched.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <thread>
 
 #include <fstream>
 #include <sstream>
@@ -21,6 +25,13 @@ double available_memory_bytes() {
   }
   return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
          static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+}
+
+int available_cores() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) return std::max(1, CPU_COUNT(&allowed));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 void check_memory(double needed_bytes, const std::string& what, const std::string& flag,

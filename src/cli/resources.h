@@ -10,6 +10,9 @@ namespace eth::cli {
 // Bytes this process may still map: MemAvailable from /proc/meminfo, else physical memory.
 double available_memory_bytes();
 
+// The cores this process may run on (its CPU affinity), at least 1.
+int available_cores();
+
 // Throws InputError("cli", flag, "", ...) when `needed_bytes` exceeds available_memory_bytes():
 // "needs 4.0 TB (<what>), this machine has 12.3 GB available; <advice>".
 void check_memory(double needed_bytes, const std::string& what, const std::string& flag,

@@ -34,6 +34,11 @@ struct MeasureOptions {
   // (the runtime's emulation) or whose stage outgrows the caches. false: back-to-back repeats,
   // caches warm (a small stage alone on its core). docs/runtime.md has what each gives.
   bool cold_cache = true;
+  // Other cores that stream an optimizer step of their own while the optimizer is timed: a run
+  // whose ranks fill the node takes every rank's step at once, right after the gradient sync,
+  // and the step is bound by the memory bandwidth they share. `eth profile --measure` uses
+  // every other core by default (--optimizer-neighbours); 0 times the step alone.
+  int optimizer_neighbours = 0;
   std::string device_type = "cpu";
   std::uint64_t seed = 1;
   // The kernels measured (fp32 or bf16); the entry records it, and its activation bytes and the
@@ -57,7 +62,8 @@ double measure_peak_bytes(const MeasureOptions& opt);
 
 // Throws InputError("profile", flag, ...) for options that cannot be measured, before any
 // work: micro_batch < 1 (--micro-batch-sizes), seq_len outside 1..model seq_len (--seq),
-// threads < 0 (--threads), dropout outside [0, 1) (--dropout), a precision other than fp32 and
+// threads < 0 (--threads), optimizer_neighbours < 0 (--optimizer-neighbours), dropout outside
+// [0, 1) (--dropout), a precision other than fp32 and
 // bf16 (--precision), and a peak above
 // memory_limit_bytes (--micro-batch-sizes, naming the size and the bytes it needs).
 void check_measure_options(const MeasureOptions& opt, double memory_limit_bytes);

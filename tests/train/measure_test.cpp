@@ -154,6 +154,10 @@ TEST(Measure, BadOptionsAreRefusedByFlagBeforeWork) {
   o = quick(1, 32, 1.0f);
   EXPECT_NE(test::error_of([&] { check_measure_options(o, 1e12); }).find("--dropout"),
             std::string::npos);
+  o = quick(1, 32, 0.0f);
+  o.optimizer_neighbours = -1;
+  EXPECT_NE(test::error_of([&] { check_measure_options(o, 1e12); }).find("--optimizer-neighbours"),
+            std::string::npos);
   // gpt2-small at micro-batch 4096 needs far more than 64 GB (its logits alone: 4096 x 1024 x
   // 50257 floats); refused by arithmetic, nothing allocated.
   o = quick(4096, 0, 0.0f);
@@ -162,6 +166,33 @@ TEST(Measure, BadOptionsAreRefusedByFlagBeforeWork) {
   EXPECT_NE(msg.find("--micro-batch-sizes"), std::string::npos) << msg;
   EXPECT_NE(msg.find("4096"), std::string::npos) << msg;
   EXPECT_GT(measure_peak_bytes(o), 4096.0 * 1024 * 50257 * 4);
+}
+
+TEST(Measure, PeakCountsTheWholeModelsOptimizerStateAndEachNeighboursBuffers) {
+  // gpt2-small at micro-batch 1: its optimizer step holds every parameter's master, gradient
+  // and two moments (4 x 4 bytes) beside the bf16 copy, more than any one unit's measurement.
+  MeasureOptions o = quick(1, 32, 0.0f);
+  o.model = load_model("gpt2-small");
+  o.precision = Precision::Bf16;
+  const double params = static_cast<double>(total_params(o.model));
+  const double alone = measure_peak_bytes(o);
+  EXPECT_GE(alone, 18.0 * params);
+  // Each neighbour streams four arrays of its own, 64 MiB in all.
+  o.optimizer_neighbours = 3;
+  EXPECT_NEAR(measure_peak_bytes(o) - alone, 3 * 64.0 * 1024 * 1024, 1.0);
+}
+
+TEST(Measure, NeighboursFollowEveryRoundAndEnd) {
+  // A tiny model's optimizer step takes microseconds, a neighbour's pass over its 64 MiB
+  // milliseconds: every stop() and the next go() land inside one pass, the case in which a
+  // neighbour that only watched a running flag never took the next round and measuring hung.
+  // ctest's timeout is the failure here.
+  MeasureOptions o = quick(1, 16, 0.0f);
+  o.optimizer_neighbours = 2;
+  o.repeats = 25;
+  o.recompute_times = false;
+  const ProfileEntry e = measure_profile(o);
+  EXPECT_GT(e.optimizer_ms, 0.0);
 }
 
 // ---- through the files and the tool ------------------------------------------------------
