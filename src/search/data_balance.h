@@ -10,7 +10,7 @@
 namespace eth::search {
 
 // A pipeline at one micro-batch size: sum_ms = sum_s (F_s + B_s + C_s) and max_ms =
-// max_s (F_s + B_s) of one full micro-batch.
+// max_s (F_s + B_s) of one full micro-batch, or round_trip_slot_ms(sum_ms, S) when larger.
 struct MicroBatchOption {
   std::int64_t mbs = 1;
   double sum_ms = 0;
