@@ -319,8 +319,11 @@ void bandwidth_section(double mbit, const std::string& self, const std::string& 
     // The mean over steps (the first left out), as eth train prints it.
     const double meas = j["measured_iteration_ms"];
     row(label, j["predicted_iteration_ms"], {meas, meas});
-    // Where the difference comes from: the busiest rank's compute (forward + backward, stretch
-    // included) and gradient sync not hidden, predicted beside measured.
+    // Where the difference comes from: the pipelines (the rank that is busy longest: compute,
+    // stretch included, plus time blocked on neighbours) and the gradient sync after them (the
+    // least any rank spent in sync: the rank whose pipeline ended last waits only for that;
+    // the others also wait for it, which is the pipelines' imbalance, not sync), each beside
+    // its prediction; and the busiest rank's compute alone.
     PredictOptions rt = po;
     rt.aggregation = AggregationMode::Block;
     const Prediction pr = predict(plan, cluster, profile, rt);
@@ -332,14 +335,18 @@ void bandwidth_section(double mbit, const std::string& self, const std::string& 
                                         st.last_forward_ms + st.last_backward_ms);
       }
     }
-    double compute_meas = 0, sync_meas = 0;
+    double compute_meas = 0, pipeline_meas = 0, sync_meas = 1e300;
     for (const auto& r : j["rank_times"]) {
-      compute_meas = std::max(compute_meas, r["compute_s"].get<double>() * 1e3);
-      sync_meas = std::max(sync_meas, r["sync_s"].get<double>() * 1e3);
+      const double c = r["compute_s"].get<double>() * 1e3, w = r["wait_s"].get<double>() * 1e3;
+      compute_meas = std::max(compute_meas, c);
+      pipeline_meas = std::max(pipeline_meas, c + w);
+      sync_meas = std::min(sync_meas, r["sync_s"].get<double>() * 1e3);
     }
-    std::printf("    %s\n    busiest rank's compute %.0f ms predicted, %.0f measured; sync not "
-                "hidden %.0f predicted, %.0f measured (slowest rank)\n",
-                shape.c_str(), compute, compute_meas, pr.sync.exposed_ms, sync_meas);
+    std::printf("    %s\n    pipelines %.0f ms predicted, %.0f measured (busiest rank's compute + "
+                "wait; its compute %.0f predicted, %.0f measured); sync after them %.0f "
+                "predicted, %.0f measured (least of any rank)\n",
+                shape.c_str(), pr.pipeline_ms, pipeline_meas, compute, compute_meas,
+                pr.sync.exposed_ms, sync_meas);
   }
   run_capture(kHostEnv + "bash " + kScript + " down");
 }

@@ -299,8 +299,9 @@ void print_presets(const Json& rows) {
                            {"full recompute", "full_recompute"},
                            {"fits", "fits"}});
   std::printf(
-      "\nWhy they differ (docs/simulator.md). The predictor's 1F1B formula,\n"
+      "\nWhy they differ (docs/simulator.md). The predictor's 1F1B closed form,\n"
       "  sum_s (F_s + B_s + 2 send_s) + (k - 2) max_s (F_s + B_s) + max_s (F'_s + B'_s),\n"
+      "(or, over slow links, the chain of round trips 1F1B's in-flight limit forces, when longer)\n"
       "counts every stage's F + B in full in the fill. When the bottleneck sits before the last\n"
       "stage (stage 1 here: even unit splits give the front stages the remainder), the stages\n"
       "after it work inside its steady-state rhythm and the simulation is shorter by a constant.\n"

@@ -67,6 +67,15 @@ void add_launch_command(CLI::App& app, Registry& r) {
                   "subnets, comma-separated (default: every interface but loopback)");
   sub->add_option("--mpirun", a->mpirun, "The mpirun program")->capture_default_str();
   sub->add_flag("--dry-run", a->dry_run, "Print the mpirun command line and exit");
+  sub->add_option("--mpi-single-copy", a->single_copy,
+                  "How Open MPI moves large messages between ranks of one host: cma (the "
+                  "receiver copies straight from the sender's memory, so a message does not wait "
+                  "for the sender's next MPI call, and collectives run faster than the cpu "
+                  "presets' link figures say), none (through shared-memory fragments: what those "
+                  "figures were measured with), or auto: cma on one host where this kernel "
+                  "allows it, none across hosts (docs/runtime.md, \"Emulated heterogeneity\")")
+      ->check(CLI::IsMember({"auto", "cma", "none"}))
+      ->capture_default_str();
   sub->add_option("train_args", a->train_args, "Arguments of eth train, after --");
   // Checked before the plan is read or any rank starts (each rank would refuse it later). Not
   // passed on to eth train: cuda is always refused today (device_choice.h), and cpu is its default.

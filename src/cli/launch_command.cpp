@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "cli/launch_hosts.h"
+#include "comm/single_copy_probe.h"
 #include "core/error.h"
 
 namespace eth::cli {
@@ -35,6 +36,8 @@ std::vector<std::string> train_launch_argv(const LaunchArgs& a, const std::strin
   o.network = a.network;
   o.hosts = hosts;
   o.kill_at_once = kill_at_once;
+  o.single_copy = a.single_copy == "cma" || (a.single_copy == "auto" && hosts.empty() &&
+                                             single_copy_available());
   if (!hosts.empty()) {
     for (const std::string& name : eth_environment()) o.env.push_back(name);
   }

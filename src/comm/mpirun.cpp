@@ -88,7 +88,8 @@ std::vector<std::string> mpirun_argv(const MpirunOptions& options,
   if (options.oversubscribe) argv.emplace_back("--oversubscribe");
   argv.insert(argv.end(), {"--bind-to", "none"});
   argv.insert(argv.end(), {"--mca", "btl", multi ? "self,vader,tcp" : "self,vader"});
-  argv.insert(argv.end(), {"--mca", "btl_vader_single_copy_mechanism", "none"});
+  argv.insert(argv.end(),
+              {"--mca", "btl_vader_single_copy_mechanism", options.single_copy ? "cma" : "none"});
   if (multi) {
     argv.insert(argv.end(), {"--host", host_list, "--map-by", "slot"});
     // Open MPI's non-blocking in-place all-reduce defaults to a binomial tree that moves the

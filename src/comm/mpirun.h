@@ -37,12 +37,21 @@ struct MpirunOptions {
   // before SIGKILL, whatever they do; ETH's ranks do not catch SIGTERM, so that second is only
   // waiting. true: --mca odls_base_sigkill_timeout 0 (eth launch --elastic: detection time).
   bool kill_at_once = false;
+  // Open MPI's shared-memory transport moves a large message with one copy the receiver makes
+  // from the sender's memory (cross-memory attach, `cma`) instead of through fragments the
+  // sender must keep feeding from inside MPI calls (`none`). On this project's 2-core machine an
+  // activation sent by a rank that then computed reached its neighbour 0.08 ms after it was
+  // sent (median over 176 messages) with cma and 0.81 ms with none (mean 0.6 and 2.6 ms): with
+  // none it waits for the sender's next MPI call. Needs single_copy_available() on every host.
+  // Off by default: collectives then also run faster than the cpu presets' link figures
+  // (measured with none) price them (docs/runtime.md).
+  bool single_copy = false;
 };
 
 // [mpirun, flags..., -n N, program...]. Flags: --allow-run-as-root (as_root), --oversubscribe,
 // --bind-to none (concurrent jobs on a shared machine must not pin to the same cores),
 // --mca btl self,vader (plus tcp with hosts: vader is shared memory only),
-// --mca btl_vader_single_copy_mechanism none (CMA single copy is slow here), with hosts
+// --mca btl_vader_single_copy_mechanism cma with single_copy, else none, with hosts
 // --host A:n,B:m --map-by slot (ranks filled host by host),
 // --mca coll_libnbc_iallreduce_algorithm ring (the all-reduce the cost model prices) and, with a
 // network,

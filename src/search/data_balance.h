@@ -10,12 +10,18 @@
 namespace eth::search {
 
 // A pipeline at one micro-batch size: sum_ms = sum_s (F_s + B_s + C_s) and max_ms =
-// max_s (F_s + B_s) of one full micro-batch.
+// max_s (F_s + B_s) of one full micro-batch, or round_trip_slot_ms(sum_ms, S) when larger.
 struct MicroBatchOption {
   std::int64_t mbs = 1;
   double sum_ms = 0;
   double max_ms = 0;
 };
+
+// The slot 1F1B's in-flight limit forces once transfers count: the first of S stages starts
+// micro-batch j + S only when j has made its round trip (sum_ms: every stage's F + B and both
+// transfers of every boundary), so max_ms is at least sum_ms / S (cost/predictor.cpp,
+// transfer_chain_ms). Binds over slow links, where a transfer is a fair part of a stage's F + B.
+inline double round_trip_slot_ms(double sum_ms, double stages) { return sum_ms / stages; }
 
 // T(B) for B >= 1 samples.
 double option_time_ms(const MicroBatchOption& o, std::int64_t batch);

@@ -193,7 +193,8 @@ class TemplateEvaluator {
       const double comm = template_comm_ms(ctx_, t, tabs.front()->boundary_bytes);
       const SpeedBound speed = speed_bound(t, mbs);
       if (speed.max_ms == kInf) continue;  // the stages together cannot hold the model's work
-      const double known = std::max({sum / S, unit_max, crowded, speed.max_ms});
+      const double known = std::max({round_trip_slot_ms(std::max(sum, speed.sum_ms) + comm, S),
+                                     unit_max, crowded, speed.max_ms});
       const double count = count_bound(t, mbs, known);
       if (count == kInf) continue;  // the stages together cannot hold every unit
       // Shaved by 1e-12 so rounding never lifts a bound above the exact value it bounds.
@@ -503,7 +504,9 @@ class TemplateEvaluator {
       return out;
     }
     const double comm = template_comm_ms(ctx_, t, slots.front().table->boundary_bytes);
-    out.option = MicroBatchOption{mbs, out.split.sum_ms + comm, out.split.max_ms};
+    const double sum = out.split.sum_ms + comm;
+    out.option = MicroBatchOption{
+        mbs, sum, std::max(out.split.max_ms, round_trip_slot_ms(sum, static_cast<double>(S)))};
     return out;
   }
 

@@ -109,6 +109,7 @@ std::vector<Candidate> search_uniform(Context& ctx, std::string& diagnosis) {
               }
             }
             const std::int64_t batch = ctx.gbs / sh.dp + (p < ctx.gbs % sh.dp ? 1 : 0);
+            mx = std::max(mx, round_trip_slot_ms(sum, static_cast<double>(pp)));
             worst = std::max(worst, option_time_ms(MicroBatchOption{mbs, sum, mx}, batch));
           }
           if (!ok || worst >= best.objective_ms) continue;

@@ -32,6 +32,14 @@ TEST(Mpirun, SingleHostCommandHasTheMachineFlagsThenTheProgram) {
   EXPECT_EQ(argv, want);
 }
 
+TEST(Mpirun, SingleCopyChoosesTheSharedMemoryMechanism) {
+  MpirunOptions o;
+  o.num_ranks = 2;
+  EXPECT_EQ(after(mpirun_argv(o, {"prog"}), "btl_vader_single_copy_mechanism"), "none");
+  o.single_copy = true;
+  EXPECT_EQ(after(mpirun_argv(o, {"prog"}), "btl_vader_single_copy_mechanism"), "cma");
+}
+
 TEST(Mpirun, RootAndEnvironmentOptions) {
   MpirunOptions o;
   o.num_ranks = 8;
