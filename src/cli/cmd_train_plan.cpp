@@ -516,6 +516,7 @@ int run_train_plan(const TrainArgs& a) {
   Communicator world;
   try {
     r = prepare(a);
+    r.config.background_progress = true;  // MpiSession takes calls from a second thread
     world = mpi.world(r.comm);
     check_runnable(r.plan, r.cluster, world.size(), a.plan, r.config.train.global_batch);
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");

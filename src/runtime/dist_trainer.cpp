@@ -85,6 +85,7 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   rc.slowdown = slowdown_;
   rc.layout = &state_.layout();
   rc.trace = cfg_.trace;
+  rc.background_progress = cfg_.background_progress;
   runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc, tp_group_.get());
   sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout(),
                                      tp_comm);

@@ -55,6 +55,9 @@ struct DistTrainConfig {
   // Emulated heterogeneity: device type -> slowdown factor (>= 1). Types not listed run at 1.
   std::map<std::string, double> slowdown;
   TraceRecorder* trace = nullptr;  // eth train --trace: this rank's recorder (null: off)
+  // Emulated ranks of tp 1 drive their transfers from a second thread while an op computes
+  // (Emulator::set_background_progress); the communicator must take calls from it.
+  bool background_progress = false;
 };
 
 class DistributedTrainer {

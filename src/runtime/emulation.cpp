@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 
 namespace eth {
@@ -31,6 +32,61 @@ Emulator::Emulator(double slowdown, TraceRecorder* trace)
   if (slowdown_ > 1.0) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
+Emulator::~Emulator() {
+  if (!background_) return;
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  background_->join();
+}
+
+void Emulator::set_background_progress(bool on) {
+  if (!on || background_ || slowdown_ <= 1.0 || !progress_) return;
+  background_ = std::make_unique<std::thread>([this] { background_loop(); });
+}
+
+void Emulator::background_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return quit_ || computing_; });
+    if (quit_) return;
+    // Polls while the op computes and transfers are pending; then waits for the next op.
+    bool pending = true;
+    while (computing_ && pending && !quit_) {
+      calling_ = true;
+      lock.unlock();
+      pending = progress_();
+      lock.lock();
+      calling_ = false;
+      cv_.notify_all();
+      if (pending) {
+        cv_.wait_for(lock, std::chrono::nanoseconds(kProgressNs),
+                     [this] { return quit_ || !computing_; });
+      }
+    }
+    cv_.wait(lock, [this] { return quit_ || !computing_; });
+  }
+}
+
+void Emulator::compute_begins() {
+  if (!background_) return;
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    computing_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Emulator::compute_ends() {
+  if (!background_) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  computing_ = false;
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return !calling_; });
+}
+
 void Emulator::at_emulated_now(std::function<void()> fn) {
   if (running_ == nullptr || slowdown_ <= 1.0) {
     fn();
@@ -48,6 +104,7 @@ EmulatedOp::EmulatedOp(Emulator& emulator)
       wall0_(TraceRecorder::now_ns()),
       cpu0_(e_.slowdown_ > 1.0 && e_.single_thread_ ? TraceRecorder::thread_cpu_ns() : 0) {
   e_.running_ = this;
+  e_.compute_begins();
 }
 
 EmulatedOp::EmulatedOp(double slowdown, TraceRecorder* trace)
@@ -60,6 +117,7 @@ EmulatedOp::EmulatedOp(double slowdown, TraceRecorder* trace)
 
 EmulatedOp::~EmulatedOp() {
   if (e_.running_ == this) {
+    e_.compute_ends();
     e_.running_ = nullptr;
     e_.due_.clear();
   }
@@ -74,6 +132,7 @@ void EmulatedOp::run_due(std::int64_t now_ns, bool all) {
 
 double EmulatedOp::finish() {
   std::int64_t end = TraceRecorder::now_ns();
+  e_.compute_ends();  // from here on this thread drives the transfers
   if (e_.slowdown_ > 1.0) {
     const std::int64_t compute =
         e_.single_thread_ ? TraceRecorder::thread_cpu_ns() - cpu0_ : end - wall0_;

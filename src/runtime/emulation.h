@@ -13,8 +13,12 @@
 // late. docs/runtime.md "Emulated heterogeneity" has what this moved.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "runtime/trace_recorder.h"
@@ -26,12 +30,25 @@ class Emulator {
  public:
   // `slowdown` >= 1 (1: ops run as they are); `trace` records each sleep as a Stretch event.
   explicit Emulator(double slowdown = 1.0, TraceRecorder* trace = nullptr);
+  ~Emulator();
+  Emulator(const Emulator&) = delete;
+  Emulator& operator=(const Emulator&) = delete;
   double slowdown() const { return slowdown_; }
   // Called every kProgressNs while an op sleeps, as long as it returns true (work pending): the
   // runtime drives its pending transfers there, as a device's network engine keeps moving data
   // while the device computes. Empty: the sleep is one sleep.
   void set_progress(std::function<bool()> progress) { progress_ = std::move(progress); }
   static constexpr std::int64_t kProgressNs = 100'000;
+  // Also drive `progress` while an op computes, from a thread of the emulator's own, every
+  // kProgressNs as long as it returns true: a device's copy engine moves data while the device
+  // computes, but MPI moves a large message over shared memory only inside its sender's MPI
+  // calls, and the compute makes none (traced: a median 0.81 ms, at most 13.6, between a send
+  // and its arrival; docs/runtime.md). The thread and the op's own thread never call
+  // `progress` at once: an op's finish() waits for a call in flight before it goes on. Only
+  // for ranks whose ops make no communication of their own (tp 1), and where the communicator
+  // allows calls from a second thread one at a time (MPI_THREAD_SERIALIZED). No effect without
+  // a slowdown or a progress function.
+  void set_background_progress(bool on);
   // Runs `fn` when the emulated device reaches the point the running op has reached now: the
   // op's start plus slowdown x its compute so far. An op finishes its compute long before its
   // stretch ends, so a result it hands on mid-op (a gradient block whose collective may start)
@@ -54,6 +71,18 @@ class Emulator {
   std::function<bool()> progress_;
   std::int64_t late_ns_ = 0;      // how far the last op ended past its deadline
   std::int64_t last_end_ns_ = 0;  // when it ended (steady clock)
+
+  // The background progress of set_background_progress: computing_ while an op computes,
+  // calling_ while the thread is inside progress_.
+  void background_loop();
+  void compute_begins();
+  void compute_ends();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool computing_ = false;
+  bool calling_ = false;
+  bool quit_ = false;
+  std::unique_ptr<std::thread> background_;
 };
 
 class EmulatedOp {

@@ -107,6 +107,8 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
     if (running_sync_ != nullptr) pending = running_sync_->progress() || pending;
     return pending;
   });
+  // A tp rank's ops make collectives of their own, which must not meet the second thread's.
+  emulator_.set_background_progress(cfg.background_progress && tp_group == nullptr);
   tokens_.resize(static_cast<std::size_t>(slots_ * max_chunk_ * cfg.seq_len));
   targets_.resize(tokens_.size());
 }

@@ -43,6 +43,9 @@ struct StageRunnerConfig {
   // unit-major one.
   const ParamLayout* layout = nullptr;
   TraceRecorder* trace = nullptr;  // eth train --trace: records every action (null: off)
+  // Emulation: drive pending transfers from a second thread while an op computes (at tp 1;
+  // Emulator::set_background_progress).
+  bool background_progress = false;
 };
 
 // Wall time one rank spent in one step, by kind.

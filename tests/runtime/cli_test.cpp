@@ -127,6 +127,34 @@ TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]);
 }
 
+TEST(TrainPlanCli, EmulatedMpiRunWithTransfersDrivenDuringComputeMatchesOneProcess) {
+  // Emulated ranks (every op stretched 3x) drive their sends and gradient collectives from a
+  // second thread while an op computes (Emulator::set_background_progress), under both of Open
+  // MPI's shared-memory transfers: the losses stay those of one process, in every mode.
+  const Fixture f = setup("emulated");
+  const Result single = run("train --model tiny --batch 8 --seq-len 16 " +
+                                train_args(f, f.dir / "single.jsonl"),
+                            f.dir);
+  ASSERT_EQ(single.code, 0) << single.err;
+  const std::vector<double> want = log_losses(f.dir / "single.jsonl");
+  ASSERT_EQ(want.size(), 3u);
+  for (const char* mode : {"block", "device"}) {
+    for (const char* copy : {"none", "auto"}) {
+      const fs::path log = f.dir / (std::string(mode) + "-" + copy + ".jsonl");
+      const Result r = run("launch --mpi-single-copy " + std::string(copy) + " --plan " +
+                               f.plan.string() + " -- --cluster " + f.cluster.string() +
+                               " --emulate cpu=3 --allreduce " + mode + " " + train_args(f, log),
+                           f.dir);
+      ASSERT_EQ(r.code, 0) << mode << " " << copy << "\n" << r.err;
+      const std::vector<double> got = log_losses(log);
+      ASSERT_EQ(got.size(), want.size()) << mode;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << mode << " " << copy << " step " << i;
+      }
+    }
+  }
+}
+
 TEST(TrainPlanCli, LaunchPassesThePrecisionThroughAndEveryRankRunsIt) {
   // bf16 under mpirun: rank 0 says so first, the summary records it, and the run trains like the
   // bf16 single process (the bound of tests/runtime/bf16_equivalence_test.cpp).

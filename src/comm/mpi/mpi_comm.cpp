@@ -2,7 +2,7 @@
 // MPI_Test with short sleeps, so each wait is bounded by CommOptions::timeout. When a
 // collective times out, the ranks stuck in it exchange tokens on a reserved tag for a short
 // grace period; whoever stays silent is named as the rank that never arrived. Not thread-safe
-// beyond MPI_THREAD_FUNNELED.
+// beyond MPI_THREAD_SERIALIZED (calls from several threads, one at a time).
 #include <malloc.h>
 
 #include <algorithm>
@@ -514,7 +514,12 @@ MpiSession::MpiSession() {
   ETH_MPI_CHECK(MPI_Initialized(&initialized));
   if (!initialized) {
     int provided = 0;
-    ETH_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    // Serialized: an emulated rank's second thread drives transfers while an op computes, never
+    // at the same time as the rank's own thread (runtime/emulation.h).
+    ETH_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+    ETH_CHECK(provided >= MPI_THREAD_SERIALIZED,
+              "this MPI library does not take calls from a second thread one at a time "
+              "(MPI_THREAD_SERIALIZED)");
     initialized_here_ = true;
   }
 }
