@@ -70,10 +70,10 @@ void add_launch_command(CLI::App& app, Registry& r) {
   sub->add_option("--mpi-single-copy", a->single_copy,
                   "How Open MPI moves large messages between ranks of one host: cma (the "
                   "receiver copies straight from the sender's memory, so a message does not wait "
-                  "for the sender's next MPI call, and collectives run faster than the cpu "
-                  "presets' link figures say), none (through shared-memory fragments: what those "
-                  "figures were measured with), or auto: cma on one host where this kernel "
-                  "allows it, none across hosts (docs/runtime.md, \"Emulated heterogeneity\")")
+                  "for the sender's next MPI call), none (through shared-memory fragments the "
+                  "sender feeds from inside its MPI calls), or auto (default): cma on one host "
+                  "where this kernel allows it, none across hosts (docs/runtime.md, \"Emulated "
+                  "heterogeneity\")")
       ->check(CLI::IsMember({"auto", "cma", "none"}))
       ->capture_default_str();
   sub->add_option("train_args", a->train_args, "Arguments of eth train, after --");

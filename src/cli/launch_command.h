@@ -16,10 +16,10 @@ struct LaunchArgs {
   std::string network;
   std::string mpirun = "mpirun";
   bool dry_run = false;
-  // none (default: the transfer the cpu presets' link figures were measured with); cma; auto:
-  // cma on one host where single_copy_available(), none otherwise (another host's kernel may
-  // forbid it, and Open MPI would fail the first large message there).
-  std::string single_copy = "none";
+  // auto (default): cma on one host where single_copy_available(), none otherwise (another
+  // host's kernel may forbid it, and Open MPI would fail the first large message there); cma;
+  // none.
+  std::string single_copy = "auto";
   std::vector<std::string> train_args;  // after --
 };
 

@@ -42,9 +42,8 @@ struct MpirunOptions {
   // sender must keep feeding from inside MPI calls (`none`). On this project's 2-core machine an
   // activation sent by a rank that then computed reached its neighbour 0.08 ms after it was
   // sent (median over 176 messages) with cma and 0.81 ms with none (mean 0.6 and 2.6 ms): with
-  // none it waits for the sender's next MPI call. Needs single_copy_available() on every host.
-  // Off by default: collectives then also run faster than the cpu presets' link figures
-  // (measured with none) price them (docs/runtime.md).
+  // none it waits for the sender's next MPI call. Needs single_copy_available() on every host;
+  // eth launch sets it on one host where that holds (--mpi-single-copy auto).
   bool single_copy = false;
 };
 
