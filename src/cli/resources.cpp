@@ -5,10 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <thread>
-
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "cli/output.h"
 #include "core/error.h"

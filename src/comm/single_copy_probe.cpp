@@ -13,7 +13,9 @@ namespace eth {
 
 namespace {
 
-// A value the child holds at the same address as the parent (fork copies the address space).
+// A value the child writes at the same address as the parent's (fork copies the address space),
+// which the parent then reads from the child.
+constexpr std::uint64_t kProbeValue = 0x6574682d636d61ULL;
 volatile std::uint64_t probe_word = 0;
 
 }  // namespace
@@ -36,7 +38,7 @@ bool single_copy_available() {
     // Under Yama's ptrace_scope 1 only an ancestor or a named tracer may read us; Open MPI's
     // ranks are siblings and allow any tracer the same way.
     ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-    probe_word = 0x6574682d636d61ULL;
+    probe_word = kProbeValue;
     const char c = 1;
     if (::write(ready[1], &c, 1) != 1) ::_exit(1);
     char got = 0;
@@ -53,7 +55,7 @@ bool single_copy_available() {
     iovec remote{const_cast<std::uint64_t*>(&probe_word), sizeof seen};
     ok = ::process_vm_readv(child, &local, 1, &remote, 1, 0) ==
              static_cast<ssize_t>(sizeof seen) &&
-         seen == 0x6574682d636d61ULL;
+         seen == kProbeValue;
   }
   const char done = 1;
   [[maybe_unused]] const ssize_t w = ::write(release[1], &done, 1);

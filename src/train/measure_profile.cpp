@@ -5,15 +5,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -334,18 +334,19 @@ double measure_peak_bytes(const MeasureOptions& opt) {
   const ModelSpec& m = opt.model;
   const double n = static_cast<double>(opt.micro_batch * resolved_seq(opt));
   double most = 0;
+  // Masters, gradients and both moments in fp32, and the bf16 compute copy in bf16.
+  const auto state_bytes = [&](std::int64_t params) {
+    return 4.0 * static_cast<double>(arena_bytes<float>(params)) +
+           (opt.precision == Precision::Bf16 ? arena_bytes<Bf16>(params) : 0.0);
+  };
   for (std::int64_t u = 0; u < m.num_units(); ++u) {
-    const std::int64_t params = unit_params(m, u);
-    const double state = 4.0 * static_cast<double>(arena_bytes<float>(params)) +
-                         (opt.precision == Precision::Bf16 ? arena_bytes<Bf16>(params) : 0.0);
+    const double state = state_bytes(unit_params(m, u));
     const double arena = static_cast<double>(
         PrecisionStage::planned_arena_bytes(opt.precision, m, unit_config(opt, u)));
     most = std::max(most, state + 2.0 * arena);
   }
   // The optimizer step holds the whole model's state, and each neighbour its four arrays.
-  const std::int64_t all = total_params(m);
-  const double whole = 4.0 * static_cast<double>(arena_bytes<float>(all)) +
-                       (opt.precision == Precision::Bf16 ? arena_bytes<Bf16>(all) : 0.0) +
+  const double whole = state_bytes(total_params(m)) +
                        opt.optimizer_neighbours * 16.0 * static_cast<double>(kNeighbourElements);
   most = std::max(most, whole);
   const double evictor = opt.cold_cache ? 64.0 * 1024 * 1024 : 0;

@@ -96,13 +96,28 @@ std::string train_args(const Fixture& f, const fs::path& log, int steps = 3) {
          " --dropout 0.1 --lr 1e-3 --print-every 0 --precision fp32 --log " + log.string();
 }
 
+// The losses of `steps` steps of one process on the fixture's data: the reference each
+// distributed run of these tests is held to (its log: single.jsonl).
+std::vector<double> one_process_losses(const Fixture& f, int steps = 3) {
+  const Result single = run("train --model tiny --batch 8 --seq-len 16 " +
+                                train_args(f, f.dir / "single.jsonl", steps),
+                            f.dir);
+  EXPECT_EQ(single.code, 0) << single.err;
+  return log_losses(f.dir / "single.jsonl");
+}
+
+// Each loss of `got` within 1e-5 of the one-process loss `want` at its step, relative: losses are
+// means over 128 tokens, fp32 sums in another order. The caller checks the counts.
+void expect_one_process_losses(const std::vector<double>& got, const std::vector<double>& want,
+                               const std::string& what) {
+  for (std::size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << what << " step " << i;
+  }
+}
+
 TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
   const Fixture f = setup("modes");
-  const Result single = run("train --model tiny --batch 8 --seq-len 16 " +
-                                train_args(f, f.dir / "single.jsonl"),
-                            f.dir);
-  ASSERT_EQ(single.code, 0) << single.err;
-  const std::vector<double> want = log_losses(f.dir / "single.jsonl");
+  const std::vector<double> want = one_process_losses(f);
   ASSERT_EQ(want.size(), 3u);
   for (const char* mode : {"block", "tensor", "device"}) {
     const fs::path log = f.dir / (std::string(mode) + ".jsonl");
@@ -112,10 +127,7 @@ TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
     ASSERT_EQ(r.code, 0) << mode << "\n" << r.err;
     const std::vector<double> got = log_losses(log);
     ASSERT_EQ(got.size(), want.size()) << mode;
-    // Losses are means over 128 tokens: fp32 sums in another order, relative 1e-5.
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << mode << " step " << i;
-    }
+    expect_one_process_losses(got, want, mode);
     EXPECT_NE(r.out.find("measured iteration"), std::string::npos) << r.out;
   }
   const fs::path log = f.dir / "threads.jsonl";
@@ -123,8 +135,7 @@ TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
                            " --backend threads " + train_args(f, log),
                        f.dir);
   ASSERT_EQ(t.code, 0) << t.err;
-  const std::vector<double> got = log_losses(log);
-  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]);
+  expect_one_process_losses(log_losses(log), want, "threads");
 }
 
 TEST(TrainPlanCli, EmulatedMpiRunWithTransfersDrivenDuringComputeMatchesOneProcess) {
@@ -132,11 +143,7 @@ TEST(TrainPlanCli, EmulatedMpiRunWithTransfersDrivenDuringComputeMatchesOneProce
   // second thread while an op computes (Emulator::set_background_progress), under both of Open
   // MPI's shared-memory transfers: the losses stay those of one process, in every mode.
   const Fixture f = setup("emulated");
-  const Result single = run("train --model tiny --batch 8 --seq-len 16 " +
-                                train_args(f, f.dir / "single.jsonl"),
-                            f.dir);
-  ASSERT_EQ(single.code, 0) << single.err;
-  const std::vector<double> want = log_losses(f.dir / "single.jsonl");
+  const std::vector<double> want = one_process_losses(f);
   ASSERT_EQ(want.size(), 3u);
   for (const char* mode : {"block", "device"}) {
     for (const char* copy : {"none", "auto"}) {
@@ -148,9 +155,7 @@ TEST(TrainPlanCli, EmulatedMpiRunWithTransfersDrivenDuringComputeMatchesOneProce
       ASSERT_EQ(r.code, 0) << mode << " " << copy << "\n" << r.err;
       const std::vector<double> got = log_losses(log);
       ASSERT_EQ(got.size(), want.size()) << mode;
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << mode << " " << copy << " step " << i;
-      }
+      expect_one_process_losses(got, want, std::string(mode) + " " + copy);
     }
   }
 }
@@ -183,11 +188,7 @@ TEST(TrainPlanCli, TensorParallelPlanUnderMpiMatchesOneProcess) {
   // 20 steps block-wise, and the first 3 of the same 20-step run tensor- and device-wise
   // (--stop-at).
   const Fixture f = setup("tp", kTpPlan, 9);
-  const Result single = run("train --model tiny --batch 8 --seq-len 16 " +
-                                train_args(f, f.dir / "single.jsonl", 20),
-                            f.dir);
-  ASSERT_EQ(single.code, 0) << single.err;
-  const std::vector<double> want = log_losses(f.dir / "single.jsonl");
+  const std::vector<double> want = one_process_losses(f, 20);
   ASSERT_EQ(want.size(), 20u);
   for (const auto& [mode, steps] :
        {std::pair{"block", 20}, std::pair{"tensor", 3}, std::pair{"device", 3}}) {
@@ -199,9 +200,7 @@ TEST(TrainPlanCli, TensorParallelPlanUnderMpiMatchesOneProcess) {
     ASSERT_EQ(r.code, 0) << mode << "\n" << r.err;
     const std::vector<double> got = log_losses(log);
     ASSERT_EQ(got.size(), static_cast<std::size_t>(steps)) << mode;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << mode << " step " << i;
-    }
+    expect_one_process_losses(got, want, mode);
   }
 }
 
@@ -226,7 +225,7 @@ TEST(TrainPlanCli, APlanOfThePlannerWithItsDefaultTpRunsLikeOneProcess) {
   const std::vector<double> want = log_losses(f.dir / "single.jsonl");
   const std::vector<double> got = log_losses(f.dir / "threads.jsonl");
   ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]);
+  expect_one_process_losses(got, want, "planner's plan, threads");
 }
 
 TEST(TrainPlanCli, ResumesUnderAnotherPlanWithDpUnderMpi) {
@@ -241,10 +240,8 @@ TEST(TrainPlanCli, ResumesUnderAnotherPlanWithDpUnderMpi) {
   const Fixture f = setup("resume");
   const fs::path second = f.dir / "second.json", ckpt = f.dir / "ckpt";
   std::ofstream(second) << other;
-  const Result single = run("train --model tiny --batch 8 --seq-len 16 " +
-                                train_args(f, f.dir / "single.jsonl", 4),
-                            f.dir);
-  ASSERT_EQ(single.code, 0) << single.err;
+  const std::vector<double> want = one_process_losses(f, 4);
+  ASSERT_EQ(want.size(), 4u);
   const std::string common = " -- --cluster " + f.cluster.string() + " --checkpoint-dir " +
                              ckpt.string() + " " + train_args(f, f.dir / "dist.jsonl", 4);
   const Result a = run("launch --plan " + f.plan.string() + common + " --stop-at 2", f.dir);
@@ -252,12 +249,9 @@ TEST(TrainPlanCli, ResumesUnderAnotherPlanWithDpUnderMpi) {
   const Result b = run("launch --plan " + second.string() + common + " --resume " + ckpt.string(),
                        f.dir);
   ASSERT_EQ(b.code, 0) << b.err;
-  const std::vector<double> want = log_losses(f.dir / "single.jsonl");
   const std::vector<double> got = log_losses(f.dir / "dist.jsonl");
   ASSERT_EQ(got.size(), 4u);
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << "step " << i;
-  }
+  expect_one_process_losses(got, want, "resumed");
 }
 
 TEST(TrainPlanCli, WrongRankCountIsRefusedOnceBeforeCompute) {
