@@ -3,22 +3,24 @@
 // AllreduceQueue: the same 512 KiB pieces and window as the gradient collectives), B = 16 MiB:
 //   node_shared_bandwidth_gbps  docs/plan-format.md's definition: one all-reduce of B over all
 //                               n ranks of the node, taking t: 2 (n-1) B 8 / t;
-//   intra_node_bandwidth_gbps   the n ranks in n/2 disjoint pairs (0,1), (2,3), ..., every pair
-//                               all-reducing B at once, taking t: the node moves n B 8 / t
-//                               (2 B per pair) with every rank busy, as in an aggregation, and
-//                               the predictor runs a shared node's collectives one at a time,
-//                               so one pair's ring at that rate moves its B per holder at half
-//                               of it: n B 8 / (2 t);
-//   collective latency          what one more collective costs in the runtime's queue: the
-//                               same pairs all-reducing B as kLinkProbePieces collectives of
-//                               B / kLinkProbePieces (one 256 KiB piece each, several in flight
-//                               in the window, as tensor-wise's are) against B as one
-//                               collective, the difference over kLinkProbePieces - 1;
-// and, printed only, a one-element blocking all-reduce in every pair at once (median of
-// kLinkProbeTinyCount in a row): a round trip with nothing else in flight, which the runtime's
-// windowed collectives do not pay in full. runtime_bench interleaves a probe with the modes it
-// times, so a launch's link speed (which on the 2-vCPU VM switches between launches) is the
-// one its predictions are made with (docs/runtime.md, "Aggregation, measured").
+//   intra_node_bandwidth_gbps   the n ranks in n/2 disjoint pairs, every pair all-reducing B at
+//                               once, taking t: the node moves n B 8 / t (2 B per pair) with
+//                               every rank busy, as in an aggregation, and the predictor runs a
+//                               shared node's transfers one at a time, so one pair's ring at
+//                               that rate moves its B per holder at half of it: n B 8 / (2 t);
+//   piece latency               the same pairs each queueing kLinkProbeTinyPieces all-reduces
+//                               of 1 KiB at once (one piece each, all in the window), taking t:
+//                               t / kLinkProbeTinyPieces (PredictOptions::
+//                               collective_piece_latency_ms, cost/link_figures.h).
+// Which ranks pair up matters on a host with fewer cores than ranks: with 4 ranks on 2 vCPUs
+// one pairing of the three ran 16 MiB in 8-10 ms and the other two in 29-31 ms in the same
+// launch, a different one in each launch (the scheduler keeps two ranks on each core for a
+// whole launch, and a pair sharing a core beats one waiting for its partner on the other).
+// The pairs figures therefore run over every pairing of the round-robin schedule (n-1 of
+// them) and take the median over pairings, a pair as the node's scheduler treats a typical one,
+// whichever ranks an aggregation's groups hold. runtime_bench interleaves a probe with the
+// modes it times, so a launch's link speed (which on the 2-vCPU VM switches between launches)
+// is the one its predictions are made with (docs/runtime.md, "Aggregation, measured").
 #pragma once
 
 #include <algorithm>
@@ -34,38 +36,58 @@
 namespace eth::bench {
 
 inline constexpr std::size_t kLinkProbeBytes = 16u << 20;  // B
-inline constexpr std::size_t kLinkProbePieces = 64;
-inline constexpr int kLinkProbeTinyCount = 20;  // blocking one-element all-reduces per sample
+inline constexpr std::size_t kLinkProbeTinyPieces = 128;
+inline constexpr std::size_t kLinkProbeTinyFloats = 256;   // 1 KiB
 
-// Per-sample times (ms, the slowest rank's; filled on rank 0 only).
+// Per-sample times (ms, the slowest rank's, the median over pairings; rank 0 only).
 struct LinkSamples {
-  std::vector<double> world_ms, pairs_ms, pairs_pieces_ms, tiny_ms;
+  std::vector<double> world_ms, pairs_ms, tiny_ms;
 };
 
 // The figures from the samples, for n ranks on one node.
 struct LinkFigures {
-  double shared_gbps = 0, link_gbps = 0, latency_ms = 0;  // what the predictor is given
-  double blocking_latency_ms = 0;                         // printed only
+  double shared_gbps = 0, link_gbps = 0, piece_latency_ms = 0;
 };
+
+// Round `round` (0 .. n-2) of the circle method over n ranks (n even): the lower rank of the
+// pair `rank` is in, so every pair of ranks meets in exactly one round.
+inline int round_robin_pair(int n, int round, int rank) {
+  const int fixed = n - 1;
+  int partner = 0;
+  if (rank == fixed) {
+    partner = round;
+  } else if (rank == round) {
+    partner = fixed;
+  } else {
+    partner = ((2 * round - rank) % fixed + fixed) % fixed;
+  }
+  return std::min(rank, partner);
+}
 
 class LinkProbe {
  public:
   // Collective over `world` (an even number of ranks >= 2).
   explicit LinkProbe(const Communicator& world)
-      : world_(world),
-        pairs_(world.split(world.rank() / 2, world.rank())),
-        data_(kLinkProbeBytes / sizeof(float), 1.0f) {}
+      : world_(world), data_(kLinkProbeBytes / sizeof(float), 1.0f) {
+    for (int r = 0; r + 1 < world.size(); ++r) {
+      pairings_.push_back(world.split(round_robin_pair(world.size(), r, world.rank()),
+                                      world.rank()));
+    }
+  }
 
   // One sample of each figure (collective over the world).
   void sample(LinkSamples& out) {
-    time(out.world_ms, [&] { allreduce(world_, 1); });
-    time(out.pairs_ms, [&] { allreduce(pairs_, 1); });
-    time(out.pairs_pieces_ms, [&] { allreduce(pairs_, kLinkProbePieces); });
-    float one = 1.0f;
-    time(out.tiny_ms, [&] {
-      for (int i = 0; i < kLinkProbeTinyCount; ++i) pairs_.allreduce_sum(std::span<float>(&one, 1));
-    });
-    if (!out.tiny_ms.empty()) out.tiny_ms.back() /= kLinkProbeTinyCount;
+    time(out.world_ms, [&] { allreduce(world_, data_.size(), 1); });
+    std::vector<double> pairs, tiny;
+    for (const Communicator& p : pairings_) {
+      time(pairs, [&] { allreduce(p, data_.size(), 1); });
+      time(tiny, [&] { allreduce(p, kLinkProbeTinyPieces * kLinkProbeTinyFloats,
+                                 kLinkProbeTinyPieces); });
+    }
+    if (world_.rank() == 0) {
+      out.pairs_ms.push_back(median(pairs));
+      out.tiny_ms.push_back(median(tiny));
+    }
   }
 
   static LinkFigures figures(const LinkSamples& s, int ranks) {
@@ -73,22 +95,16 @@ class LinkProbe {
     LinkFigures f;
     f.shared_gbps = node_shared_gbps_from_allreduce(ranks, b, median(s.world_ms));
     f.link_gbps = intra_node_gbps_from_pairs(ranks, b, median(s.pairs_ms));
-    // Paired per sample (the same repetition's one-collective time), then the median.
-    std::vector<double> extra;
-    for (std::size_t i = 0; i < s.pairs_ms.size(); ++i) {
-      extra.push_back(
-          collective_latency_from_split(s.pairs_ms[i], s.pairs_pieces_ms[i], kLinkProbePieces));
-    }
-    f.latency_ms = median(extra);
-    f.blocking_latency_ms = median(s.tiny_ms);
+    f.piece_latency_ms = piece_latency_from_tiny(median(s.tiny_ms), kLinkProbeTinyPieces);
     return f;
   }
 
  private:
-  // B summed in place over `c` as `collectives` equal collectives queued at once.
-  void allreduce(const Communicator& c, std::size_t collectives) {
+  // The first `floats` of the data summed in place over `c` as `collectives` equal
+  // collectives queued at once.
+  void allreduce(const Communicator& c, std::size_t floats, std::size_t collectives) {
     AllreduceQueue q(c.options().window_bytes);
-    const std::size_t per = data_.size() / collectives;
+    const std::size_t per = floats / collectives;
     for (std::size_t i = 0; i < collectives; ++i) {
       q.push(c, std::span<float>(data_).subspan(i * per, per));
     }
@@ -108,7 +124,8 @@ class LinkProbe {
     if (world_.rank() == 0) out.push_back(*std::max_element(all.begin(), all.end()));
   }
 
-  Communicator world_, pairs_;
+  Communicator world_;
+  std::vector<Communicator> pairings_;
   std::vector<float> data_;
 };
 

@@ -31,8 +31,8 @@
 //                  bytes_per_rank_max collectives communicators vs_block vs_block_launches
 //                  idle_before_min predicted_measured_ms (first launch) pred_over_ms
 //                  pred_measured_over_ms pred_measured_over_ms_launches link_shared_gbps
-//                  link_gbps link_latency_ms link_blocking_latency_ms (first launch) and
-//                  link_*_launches (every launch's)
+//                  link_gbps link_piece_latency_ms (first launch) and link_*_launches
+//                  (every launch's) pieces (MPI collectives the runtime posts, all ranks)
 //   emulated.runs[]: run method predicted_ms measured_ms ratio load_1m  (ratio = pred / meas)
 //   emulated.speedups[]: run measured predicted error   (eth over layer; error relative)
 //   cpu2.runs[]: run predicted_ms measured_ms ratio load_1m
@@ -286,7 +286,10 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
     DeviceType& cpu = measured.device_types.at("cpu");
     cpu.intra_node_bandwidth_gbps = lf.link_gbps;
     cpu.node_shared_bandwidth_gbps = lf.shared_gbps;
-    po_measured.collective_latency_ms = lf.latency_ms;
+    // The launch's pieces priced at the tiny probe's latency; a collective adds nothing beyond
+    // its pieces (the runtime posts pieces, not collectives).
+    po_measured.collective_latency_ms = 0;
+    po_measured.collective_piece_latency_ms = lf.piece_latency_ms;
   }
   for (ModeRun& r : runs) {
     const std::vector<double> copied = world.gather(std::vector<double>{r.sync->bytes_copied()});
@@ -296,6 +299,13 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
         std::vector<double>{static_cast<double>(r.sync->peak_bytes_in_flight())});
     const AggregationStats stats =
         aggregation_stats(aggregation_collectives(plan, r.mode), sizeof(float));
+    // The pieces the communicators cut the mode's collectives into (docs/comm.md, "Chunking").
+    std::int64_t pieces = 0;
+    for (const GradBlock& b : aggregation_collectives(plan, r.mode)) {
+      if (b.holders.size() < 2) continue;
+      const auto per = static_cast<std::int64_t>(co.chunk_bytes / sizeof(float));
+      pieces += (b.elements + per - 1) / per;
+    }
     if (world.rank() == 0) {
       const std::vector<double>& times = r.times;
       std::cout << Json{{"plan", kind},
@@ -310,13 +320,13 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
                          predict_aggregation(plan, measured, r.mode, po_measured).end_ms},
                         {"link_shared_gbps", lf.shared_gbps},
                         {"link_gbps", lf.link_gbps},
-                        {"link_latency_ms", lf.latency_ms},
-                        {"link_blocking_latency_ms", lf.blocking_latency_ms},
+                        {"link_piece_latency_ms", lf.piece_latency_ms},
                         {"copied_bytes_max", *std::max_element(copied.begin(), copied.end())},
                         {"page_faults_max", *std::max_element(faulted.begin(), faulted.end())},
                         {"in_flight_bytes_max", *std::max_element(window.begin(), window.end())},
                         {"bytes_per_rank_max", stats.bytes_per_device_max},
                         {"collectives", stats.collectives},
+                        {"pieces", pieces},
                         {"communicators", stats.communicators}}
                        .dump()
                 << std::endl;
@@ -345,7 +355,7 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
     // preset's figures and with the launch's own probe's.
     std::vector<std::vector<double>> pred_ratio, pred_measured_ratio;
     // Per launch: the probe's figures.
-    std::vector<double> shared_gbps, link_gbps, latency_ms, blocking_ms;
+    std::vector<double> shared_gbps, link_gbps, latency_ms;
     std::vector<double> idle;                 // per launch: the CPUs' idle share just before
   };
   std::vector<Config> configs;
@@ -398,8 +408,7 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
         if (m == 0) {
           c.shared_gbps.push_back(j["link_shared_gbps"]);
           c.link_gbps.push_back(j["link_gbps"]);
-          c.latency_ms.push_back(j["link_latency_ms"]);
-          c.blocking_ms.push_back(j["link_blocking_latency_ms"]);
+          c.latency_ms.push_back(j["link_piece_latency_ms"]);
         }
         ++m;
       }
@@ -412,10 +421,10 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
                 "modes interleaved; ms = median of %d launches\n",
                 aggregation_model().name.c_str(),
                 static_cast<double>(total_params(aggregation_model())) / 1e6, reps, launches);
-    std::printf("%-11s %-10s %5s %-7s %8s %8s %8s %7s %9s %7s %-17s %7s %7s %5s %5s %8s %7s "
-                "%5s\n", "", "plan", "ranks", "mode", "ms", "min_ms", "pred_ms", "pred/ms",
-                "probe_ms", "prb/ms", "prb/ms_launches", "mb_rank", "copied", "coll", "comms",
-                "vs_block", "win_mb", "idle");
+    std::printf("%-11s %-10s %5s %-7s %8s %8s %8s %7s %9s %7s %-17s %7s %7s %5s %6s %5s %8s %7s "
+                "%5s %s\n", "", "plan", "ranks", "mode", "ms", "min_ms", "pred_ms", "pred/ms",
+                "probe_ms", "prb/ms", "prb/ms_launches", "mb_rank", "copied", "coll", "pieces",
+                "comms", "vs_block", "win_mb", "idle", "ms_launches");
   }
   for (Config& c : configs) {
     std::vector<double> all_ratios;  // every mode and launch, with the launch's own figures
@@ -435,8 +444,7 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
       j["pred_measured_over_ms_launches"] = c.pred_measured_ratio[m];
       j["link_shared_gbps_launches"] = c.shared_gbps;
       j["link_gbps_launches"] = c.link_gbps;
-      j["link_latency_ms_launches"] = c.latency_ms;
-      j["link_blocking_latency_ms_launches"] = c.blocking_ms;
+      j["link_piece_latency_ms_launches"] = c.latency_ms;
       all_ratios.insert(all_ratios.end(), c.pred_measured_ratio[m].begin(),
                         c.pred_measured_ratio[m].end());
       rows.push_back(j);
@@ -447,8 +455,14 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
         std::snprintf(b, sizeof b, "%s%.2f", per_launch.empty() ? "" : ",", r);
         per_launch += b;
       }
+      std::string ms_launches;
+      for (double v : c.ms[m]) {
+        char b[16];
+        std::snprintf(b, sizeof b, "%s%.1f", ms_launches.empty() ? "" : ",", v);
+        ms_launches += b;
+      }
       std::printf("aggregation %-10s %5d %-7s %8.2f %8.2f %8.2f %7.2f %9.2f %7.2f %-17s %7.2f "
-                  "%7.2f %5lld %5lld %7.2fx %7.2f %4.0f%%\n",
+                  "%7.2f %5lld %6lld %5lld %7.2fx %7.2f %4.0f%% %s\n",
                   c.kind.c_str(), c.ranks, j["mode"].get<std::string>().c_str(), ms,
                   j["ms_min"].get<double>(), j["predicted_ms"].get<double>(),
                   j["pred_over_ms"].get<double>(),
@@ -457,21 +471,21 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
                   j["bytes_per_rank_max"].get<double>() / 1e6,
                   j["copied_bytes_max"].get<double>() / 1e6,
                   static_cast<long long>(j["collectives"].get<std::int64_t>()),
+                  static_cast<long long>(j["pieces"].get<std::int64_t>()),
                   static_cast<long long>(j["communicators"].get<std::int64_t>()),
                   j["vs_block"].get<double>(), j["in_flight_bytes_max"].get<double>() / 1e6,
-                  100.0 * j["idle_before_min"].get<double>());
+                  100.0 * j["idle_before_min"].get<double>(), ms_launches.c_str());
     }
     if (!json) {
       std::string figs;
       for (std::size_t l = 0; l < c.shared_gbps.size(); ++l) {
         char b[128];
-        std::snprintf(b, sizeof b, "%s%.1f / %.1f Gbit/s, %.1f / %.1f us", l ? "; " : "",
-                      c.shared_gbps[l], c.link_gbps[l], c.latency_ms[l] * 1e3,
-                      c.blocking_ms[l] * 1e3);
+        std::snprintf(b, sizeof b, "%s%.1f / %.1f Gbit/s, %.1f us", l ? "; " : "",
+                      c.shared_gbps[l], c.link_gbps[l], c.latency_ms[l] * 1e3);
         figs += b;
       }
-      std::printf("probe       %-10s %5d node shared / intra-node link, latency queued / "
-                  "(blocking), per launch: %s\n",
+      std::printf("probe       %-10s %5d node shared / intra-node link, piece latency, "
+                  "per launch: %s\n",
                   c.kind.c_str(), c.ranks, figs.c_str());
     }
     summary("aggregation",

@@ -1,8 +1,6 @@
 // The inverse of the ring model's pricing for the probes of cost/link_figures.h.
 #include "cost/link_figures.h"
 
-#include <algorithm>
-
 #include "core/error.h"
 
 namespace eth {
@@ -27,9 +25,10 @@ double intra_node_gbps_from_pairs(std::int64_t ranks, double bytes, double ms) {
   return static_cast<double>(ranks) * bytes * 8.0 / (2.0 * ms * 1e-3) / kBitsPerGbit;
 }
 
-double collective_latency_from_split(double one_ms, double many_ms, std::size_t collectives) {
-  ETH_CHECK(collectives >= 2, "the split needs two or more collectives");
-  return std::max(0.0, (many_ms - one_ms) / static_cast<double>(collectives - 1));
+double piece_latency_from_tiny(double ms, std::size_t pieces) {
+  ETH_CHECK(pieces >= 1, "the tiny probe needs at least one piece");
+  check_time(ms);
+  return ms / static_cast<double>(pieces);
 }
 
 }  // namespace eth

@@ -22,10 +22,12 @@ double node_shared_gbps_from_allreduce(std::int64_t ranks, double bytes, double 
 // the 2-vCPU VM).
 double intra_node_gbps_from_pairs(std::int64_t ranks, double bytes, double ms);
 
-// The per-collective latency (PredictOptions::collective_latency_ms): the same bytes over the
-// same group took `one_ms` as one collective and `many_ms` as `collectives` equal ones (queued
-// together, as the runtime queues a mode's collectives): the extra time per extra collective,
-// at least 0.
-double collective_latency_from_split(double one_ms, double many_ms, std::size_t collectives);
+// PredictOptions::collective_piece_latency_ms: the node's ranks in disjoint pairs, every pair
+// queueing `pieces` all-reduces of a few bytes at once (each one piece, all in the window),
+// took `ms`. collective_time prices each pair's pieces back to back at max(latency, transfer)
+// and the node's memory only for their transfers, so with the transfers negligible (a few
+// bytes) the pairs run side by side and the latency that prices the probe at `ms` is
+// ms / pieces.
+double piece_latency_from_tiny(double ms, std::size_t pieces);
 
 }  // namespace eth

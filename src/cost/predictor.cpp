@@ -4,6 +4,7 @@
 #include "cost/predictor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "core/error.h"
@@ -99,14 +100,14 @@ SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, Aggr
       start = std::max({start, ready(b, h), free_at[static_cast<std::size_t>(h)]});
     }
     for (std::int64_t node : shared_nodes) start = std::max(start, node_free_at[node]);
-    const double dur = ring_allreduce_ms(
-        cluster, b.holders, static_cast<double>(b.elements) * element_bytes,
-        opt.collective_latency_ms);
+    const CollectiveTime t = collective_time(
+        cluster, b.holders, static_cast<double>(b.elements) * element_bytes, opt);
+    const double dur = t.ms;
     for (std::int64_t h : b.holders) {
       free_at[static_cast<std::size_t>(h)] = start + dur;
       busy[static_cast<std::size_t>(h)] += dur;
     }
-    for (std::int64_t node : shared_nodes) node_free_at[node] = start + dur;
+    for (std::int64_t node : shared_nodes) node_free_at[node] = start + t.node_ms;
     sp.end_ms = std::max(sp.end_ms, start + dur);
   }
   for (const double ms : busy) sp.busy_ms = std::max(sp.busy_ms, ms);
@@ -258,6 +259,28 @@ double ring_allreduce_ms(const ClusterIndex& cluster, const std::vector<std::int
     i = j;
   }
   return s * 1e3 + latency_ms;
+}
+
+CollectiveTime collective_time(const ClusterIndex& cluster,
+                               const std::vector<std::int64_t>& holders, double bytes,
+                               const PredictOptions& options) {
+  CollectiveTime t;
+  if (holders.size() < 2) return t;
+  const double chunk = options.collective_chunk_bytes;
+  const double latency = options.collective_piece_latency_ms;
+  ETH_CHECK(chunk > 0 && latency >= 0, "pieces need a positive size and a latency >= 0");
+  // The transfer is linear in the bytes, so a piece of b bytes takes transfer x b / bytes.
+  const double transfer = ring_allreduce_ms(cluster, holders, bytes, 0.0);
+  t.node_ms = transfer + options.collective_latency_ms;
+  t.ms = t.node_ms;
+  if (latency <= 0 || bytes <= 0) return t;
+  const double full = std::isfinite(chunk) ? std::floor(bytes / chunk) : 0.0;  // inf: uncut
+  const double rest = bytes - full * chunk;
+  const double per_byte = transfer / bytes;
+  double pieces_ms = full * std::max(latency, chunk * per_byte);
+  if (rest > 0) pieces_ms += std::max(latency, rest * per_byte);
+  t.ms = pieces_ms + options.collective_latency_ms;
+  return t;
 }
 
 namespace {

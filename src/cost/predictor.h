@@ -26,6 +26,16 @@ inline constexpr double kDefaultCollectiveLatencyMs = 0.05;
 struct PredictOptions {
   AggregationMode aggregation = AggregationMode::Block;
   double collective_latency_ms = kDefaultCollectiveLatencyMs;
+  // What one piece of a collective costs when nothing hides it (collective_time): the
+  // runtime's pieces (collective_chunk_bytes) each take max(this, their transfer time), so it
+  // shows on pieces smaller than about latency x bandwidth (a tensor-wise bias of 1 KiB) and
+  // hides behind a full piece's transfer. 0 (the default): a collective costs its transfer plus
+  // collective_latency_ms, as on accelerators whose collectives are not cut. On CPU ranks of
+  // one host, the time per piece of many tiny all-reduces queued at once (docs/plan-format.md,
+  // "Collective costs"; cost/link_figures.h).
+  double collective_piece_latency_ms = 0;
+  // The bytes of one piece: the runtime's CommOptions::chunk_bytes by default.
+  double collective_chunk_bytes = kDefaultCollectiveChunkBytes;
   double p2p_latency_ms = kDefaultP2pLatencyMs;
   // Gradient collectives start once every holder's last backward has passed the block's units
   // (true) or only after every pipeline has finished (false).
@@ -56,6 +66,24 @@ double ring_allreduce_ms(const ClusterSpec& cluster, const std::vector<std::int6
                          double bytes, double latency_ms);
 double ring_allreduce_ms(const ClusterIndex& cluster, const std::vector<std::int64_t>& holders,
                          double bytes, double latency_ms);
+
+// One collective of `bytes` per holder, priced piece by piece as the runtime posts it: cut
+// into pieces of options.collective_chunk_bytes (the last one shorter), each taking
+// max(collective_piece_latency_ms, its ring_allreduce_ms transfer), plus one
+// collective_latency_ms. `ms` is how long the holders are busy with it; `node_ms` how long a
+// node whose devices share one memory system (node_shared_bandwidth_gbps) is busy moving its
+// bytes: the transfers and the collective latency, not the part of a piece's latency beyond
+// its transfer, during which the node moves other groups' bytes (the probe: every pair of a
+// node queueing tiny all-reduces at once takes no longer per piece than one group of all the
+// node's ranks). With collective_piece_latency_ms 0 both are ring_allreduce_ms(bytes,
+// collective_latency_ms), whatever the piece size.
+struct CollectiveTime {
+  double ms = 0;
+  double node_ms = 0;
+};
+CollectiveTime collective_time(const ClusterIndex& cluster,
+                               const std::vector<std::int64_t>& holders, double bytes,
+                               const PredictOptions& options);
 
 struct MemoryBreakdown {  // bytes on one device at its peak
   double weights = 0;

@@ -28,6 +28,13 @@ inline constexpr double kUnboundedCollectiveWindow = std::numeric_limits<double>
 // so tests/runtime/memory_model_test.cpp checks that the two agree).
 inline constexpr double kDefaultCollectiveWindowBytes = 2.0 * 1024 * 1024;
 
+// The runtime cuts every gradient collective into pieces of at most this many bytes, one MPI
+// collective each (CommOptions::chunk_bytes, 512 KiB; docs/comm.md "Chunking"); the predictor
+// prices a collective piece by piece (PredictOptions::collective_chunk_bytes). Mirrored here
+// because the cost library cannot include comm; tests/runtime/memory_model_test.cpp checks
+// that the two agree.
+inline constexpr double kDefaultCollectiveChunkBytes = 512.0 * 1024;
+
 // One stage for one micro-batch of a given size (per device of the stage: with dp > 1 each
 // replica processes its share of the micro-batch; the largest share, ceil(mbs / dp), is priced).
 // The backward pass sends the activation gradient of stage s+1's input back to stage s: the same
