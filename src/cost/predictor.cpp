@@ -274,10 +274,11 @@ CollectiveTime collective_time(const ClusterIndex& cluster,
   t.node_ms = transfer + options.collective_latency_ms;
   t.ms = t.node_ms;
   if (latency <= 0 || bytes <= 0) return t;
-  const double full = std::isfinite(chunk) ? std::floor(bytes / chunk) : 0.0;  // inf: uncut
-  const double rest = bytes - full * chunk;
+  // An infinite chunk (kUnboundedCollectiveWindow) leaves the collective whole.
+  const double full = std::isfinite(chunk) ? std::floor(bytes / chunk) : 0.0;
+  const double rest = full > 0 ? bytes - full * chunk : bytes;
   const double per_byte = transfer / bytes;
-  double pieces_ms = full * std::max(latency, chunk * per_byte);
+  double pieces_ms = full > 0 ? full * std::max(latency, chunk * per_byte) : 0.0;
   if (rest > 0) pieces_ms += std::max(latency, rest * per_byte);
   t.ms = pieces_ms + options.collective_latency_ms;
   return t;

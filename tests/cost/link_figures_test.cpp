@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cluster/cluster_spec.h"
@@ -19,9 +20,8 @@ TEST(LinkFigures, HandComputed) {
   EXPECT_NEAR(node_shared_gbps_from_allreduce(4, 1e6, 6.0), 8.0, 1e-12);
   // 4 ranks in 2 pairs, 1e6 bytes each in 2 ms: 4 x 8e6 bit / (2 x 2e-3 s) = 8e9 bit/s.
   EXPECT_NEAR(intra_node_gbps_from_pairs(4, 1e6, 2.0), 8.0, 1e-12);
-  // 63 extra collectives cost 6.3 ms: 0.1 ms each; a split that came out faster: 0.
-  EXPECT_NEAR(collective_latency_from_split(10.0, 16.3, 64), 0.1, 1e-12);
-  EXPECT_EQ(collective_latency_from_split(10.0, 9.0, 64), 0.0);
+  // 128 tiny pieces queued at once in 5.12 ms: 0.04 ms a piece.
+  EXPECT_NEAR(piece_latency_from_tiny(5.12, 128), 0.04, 1e-12);
 }
 
 // One node of `n` CPU-like devices whose ranks share one memory system, with the given figures.
@@ -55,12 +55,26 @@ TEST(LinkFigures, TheModelPricesTheProbesAtTheirOwnTimes) {
     for (std::int64_t i = 0; i < n; i += 2) pairs += ring_allreduce_ms(c, {i, i + 1}, bytes, 0.0);
     EXPECT_NEAR(pairs, pairs_ms, 1e-9) << n;
   }
-  // The latency: k collectives of B/k against one of B differ by (k - 1) latencies.
-  const ClusterSpec c = host(4, 20, 48);
-  const double latency = 0.03;
-  const double one = ring_allreduce_ms(c, {0, 1}, bytes, latency);
-  const double many = 64 * ring_allreduce_ms(c, {0, 1}, bytes / 64, latency);
-  EXPECT_NEAR(collective_latency_from_split(one, many, 64), latency, 1e-12);
+}
+
+TEST(LinkFigures, TheModelPricesTheTinyProbeAtItsOwnTime) {
+  // The tiny probe: every pair of the node queues `pieces` all-reduces of 1 KiB at once and
+  // all pairs finish in `ms` (shapes of this VM: 4 ranks 1.8 ms, 8 ranks 5.0 ms for 128).
+  const std::size_t pieces = 128;
+  const double bytes = 1024;
+  for (const auto& [n, ms] : std::vector<std::pair<std::int64_t, double>>{{4, 1.8}, {8, 5.0}}) {
+    // Link figures of the same VM (the pairs' and the node's, Gbit/s).
+    const ClusterIndex c(host(n, 20, 48));
+    PredictOptions o;
+    o.collective_latency_ms = 0;
+    o.collective_piece_latency_ms = piece_latency_from_tiny(ms, pieces);
+    // One pair's pieces back to back take the probe's time...
+    const CollectiveTime one = collective_time(c, {0, 1}, bytes, o);
+    EXPECT_NEAR(static_cast<double>(pieces) * one.ms, ms, 1e-9) << n;
+    // ...and the node's memory, busy only for the transfers, lets the pairs run side by side:
+    // every pair's transfers together fit in that time.
+    EXPECT_LT(static_cast<double>(n / 2) * static_cast<double>(pieces) * one.node_ms, ms) << n;
+  }
 }
 
 }  // namespace

@@ -315,9 +315,10 @@ TEST(Predictor, ASharedNodeMovesEveryHoldersShareThroughItsMemory) {
   EXPECT_NEAR(ring_allreduce_ms(shared_host(false), {0, 1, 2, 3}, 1e6, 0.0), 1.5, 1e-9);
 }
 
-TEST(Predictor, ASharedNodeRunsOneCollectiveAtATime) {
-  // Two pipelines cut at the same unit: two disjoint pairs, {0, 2} (units 0-2: embedding and
-  // two blocks, 160 + 2 x 872 = 1904 elements) and {1, 3} (two blocks and the head, 1888).
+// Two pipelines cut at the same unit: two disjoint pairs, {0, 2} (units 0-2: embedding and two
+// blocks, 160 + 2 x 872 = 1904 elements) and {1, 3} (two blocks and the head, 1888, issued
+// first); devices 0, 1 are pipeline 0's stages and 2, 3 pipeline 1's.
+Plan two_pairs_plan() {
   Plan plan = test::asymmetric_plan();
   plan.pipelines.resize(2);
   std::int64_t dev = 0;
@@ -335,7 +336,11 @@ TEST(Predictor, ASharedNodeRunsOneCollectiveAtATime) {
     }
     dev += 2;
   }
-  // Devices 0, 1 are pipeline 0's stages and 2, 3 pipeline 1's: pairs {0, 2} and {1, 3}.
+  return plan;
+}
+
+TEST(Predictor, ASharedNodeRunsOneCollectiveAtATime) {
+  const Plan plan = two_pairs_plan();
   PredictOptions o;
   o.collective_latency_ms = 0;
   // fp32 gradients: a pair moves 2 x bytes through the shared memory at 1e9 B/s.
@@ -347,6 +352,69 @@ TEST(Predictor, ASharedNodeRunsOneCollectiveAtATime) {
   const SyncPrediction apart =
       predict_aggregation(plan, shared_host(false), AggregationMode::Block, o);
   EXPECT_NEAR(apart.end_ms, std::max(first, second) / 2, 1e-9) << "side by side";
+}
+
+TEST(Predictor, ACollectiveCostsItsPiecesAsTheRuntimeCutsThem) {
+  const ClusterIndex c(shared_host(true));
+  // A pair on the shared host moves 2 x b bytes through its memory at 1e9 B/s: 2e-6 ms a byte.
+  PredictOptions o;
+  o.collective_latency_ms = 0.05;
+  o.collective_chunk_bytes = 1e5;  // pieces of 0.2 ms
+  o.collective_piece_latency_ms = 0.15;
+  // 2.5 pieces: two full ones of 0.2 ms (latency hidden) and half a one of 0.1 ms, which takes
+  // the 0.15 ms latency: 0.4 + 0.15 + 0.05 = 0.6 ms. The memory is busy for the transfers and
+  // the collective latency only: 0.5 + 0.05.
+  const CollectiveTime t = collective_time(c, {0, 1}, 2.5e5, o);
+  EXPECT_NEAR(t.ms, 0.6, 1e-12);
+  EXPECT_NEAR(t.node_ms, 0.55, 1e-12);
+  // Without a piece latency: the ring model whatever the pieces (and uncut).
+  o.collective_piece_latency_ms = 0;
+  EXPECT_NEAR(collective_time(c, {0, 1}, 2.5e5, o).ms, ring_allreduce_ms(c, {0, 1}, 2.5e5, 0.05),
+              1e-12);
+  o.collective_chunk_bytes = kUnboundedCollectiveWindow;
+  o.collective_piece_latency_ms = 0.15;
+  EXPECT_NEAR(collective_time(c, {0, 1}, 2.5e5, o).ms, 0.5 + 0.05, 1e-12) << "one piece";
+  EXPECT_EQ(collective_time(c, {0}, 2.5e5, o).ms, 0.0);
+}
+
+TEST(Predictor, PieceLatencyHoldsTheHoldersButNotTheSharedMemory) {
+  PredictOptions o;
+  o.collective_latency_ms = 0;
+  o.collective_chunk_bytes = 1000;
+  o.collective_piece_latency_ms = 0.005;
+  // {1, 3}: 7552 bytes = 7 pieces of 1000 + 552, each 2e-6 ms a byte (<= 0.002 ms) under the
+  // 0.005 ms latency: 8 x 0.005 = 0.04 ms; the memory is busy 7552 x 2e-6 = 0.015104 ms of it.
+  // {0, 2}: 7616 bytes, 8 pieces again: 0.04 ms, starting when the memory is free (its holders
+  // are): 0.015104 + 0.04.
+  const SyncPrediction p =
+      predict_aggregation(two_pairs_plan(), shared_host(true), AggregationMode::Block, o);
+  EXPECT_NEAR(p.end_ms, 7552 * 2e-6 + 8 * 0.005, 1e-12);
+  EXPECT_NEAR(p.busy_ms, 8 * 0.005, 1e-12);
+  // Larger pieces hide the latency: one piece each, 0.015104 + 0.015232 one after the other.
+  o.collective_chunk_bytes = 1e4;
+  EXPECT_NEAR(
+      predict_aggregation(two_pairs_plan(), shared_host(true), AggregationMode::Block, o).end_ms,
+      (7552 + 7616) * 2e-6, 1e-12);
+}
+
+TEST(Predictor, TensorWiseNeverBelowBlockWiseWhateverThePieces) {
+  // Tensor-wise moves block-wise's bytes over the same holders in more, smaller collectives;
+  // priced piece by piece it may not come out cheaper.
+  for (const auto& [plan, cluster] : {std::pair{test::asymmetric_plan(), test::tiny_cluster()},
+                                      std::pair{two_pairs_plan(), shared_host(true)}}) {
+    for (double chunk : {64.0, 1000.0, 1e5, kUnboundedCollectiveWindow}) {
+      for (double latency : {0.0, 1e-4, 0.01, 1.0}) {
+        PredictOptions o;
+        o.collective_chunk_bytes = chunk;
+        o.collective_piece_latency_ms = latency;
+        const double block =
+            predict_aggregation(plan, cluster, AggregationMode::Block, o).end_ms;
+        const double tensor =
+            predict_aggregation(plan, cluster, AggregationMode::Tensor, o).end_ms;
+        EXPECT_GE(tensor, block - 1e-9) << chunk << " " << latency;
+      }
+    }
+  }
 }
 
 TEST(Predictor, ModesDifferAsTheirCountsSay) {

@@ -32,6 +32,9 @@ TEST(MemoryModel, PredictedCollectiveWindowIsTheCommunicatorsDefault) {
   EXPECT_EQ(kDefaultCollectiveWindowBytes,
             static_cast<double>(std::max(comm.window_bytes, comm.chunk_bytes)));
   EXPECT_EQ(PredictOptions{}.collective_window_bytes, kDefaultCollectiveWindowBytes);
+  // The pieces the predictor prices a collective in are the communicator's.
+  EXPECT_EQ(kDefaultCollectiveChunkBytes, static_cast<double>(comm.chunk_bytes));
+  EXPECT_EQ(PredictOptions{}.collective_chunk_bytes, kDefaultCollectiveChunkBytes);
 }
 
 TEST(MemoryModel, EveryRanksBuffersAreThePredictorsStageMemory) {
