@@ -68,8 +68,9 @@ double backward_passed_ms(const PipelineCosts& pc, const StagePlan& st, std::siz
 // In-order list schedule: every device issues the collectives in the one global order, one at
 // a time; a collective starts once `ready(block, holder)` on every holder and every holder is
 // done with its previous one. Disjoint groups therefore run in parallel, except on a node whose
-// devices share one memory system (DeviceType::node_shared_bandwidth_gbps), which runs one
-// collective at a time.
+// devices share one memory system (DeviceType::node_shared_bandwidth_gbps), which moves one
+// collective's bytes at a time (collective_time's node_ms; its pieces' latency beyond their
+// transfers holds the holders only).
 template <typename Ready>
 SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, AggregationMode mode,
                              const PredictOptions& opt, double element_bytes, Ready ready) {
@@ -81,8 +82,8 @@ SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, Aggr
   // of a prediction).
   const auto n = static_cast<std::size_t>(cluster.num_devices());
   std::vector<double> free_at(n, 0.0), busy(n, 0.0);
-  // Nodes whose devices share one memory system (node_shared_bandwidth_gbps) run their
-  // collectives one at a time: two groups of CPU ranks on one host share its cores.
+  // Nodes whose devices share one memory system (node_shared_bandwidth_gbps) move one
+  // collective's bytes at a time: two groups of CPU ranks on one host share its cores.
   std::map<std::int64_t, double> node_free_at;
   std::vector<std::int64_t> shared_nodes;
   for (const GradBlock& b : blocks) {

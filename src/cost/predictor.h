@@ -166,7 +166,7 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
 
 // The aggregation term on its own: `mode`'s collectives of `plan` scheduled as predict() does
 // (in the one global order, each after its holders' previous one, disjoint groups in parallel
-// except on a node whose devices share one memory system, priced by ring_allreduce_ms) with
+// except on a node whose devices share one memory system, priced by collective_time) with
 // every gradient final at time 0, i.e. one aggregation after the pipelines: end_ms (=
 // exposed_ms) is its time. Needs no profile.
 SyncPrediction predict_aggregation(const Plan& plan, const ClusterSpec& cluster,
