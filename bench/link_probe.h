@@ -122,6 +122,9 @@ class LinkProbe {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3};
     const std::vector<double> all = world_.gather(std::span<const double>(mine));
     if (world_.rank() == 0) out.push_back(*std::max_element(all.begin(), all.end()));
+    // Every rank done before any starts the next fill (the gather does not wait for them all;
+    // runtime_bench's aggregation loop says what a fill beside the stragglers costs).
+    world_.barrier();
   }
 
   Communicator world_;

@@ -69,8 +69,11 @@ double backward_passed_ms(const PipelineCosts& pc, const StagePlan& st, std::siz
 // a time; a collective starts once `ready(block, holder)` on every holder and every holder is
 // done with its previous one. Disjoint groups therefore run in parallel, except on a node whose
 // devices share one memory system (DeviceType::node_shared_bandwidth_gbps), which moves one
-// collective's bytes at a time (collective_time's node_ms; its pieces' latency beyond their
-// transfers holds the holders only).
+// collective's bytes at a time. Each holder has two queues, as the runtime's window lets it:
+// posting pieces (collective_time's issue_ms, from when its previous pieces are posted) and
+// moving their bytes (transfer_ms, not before the collective's first piece is posted nor its
+// previous transfer done); a collective ends when both are done. With no piece latency that is
+// one queue: start + transfer_ms.
 template <typename Ready>
 SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, AggregationMode mode,
                              const PredictOptions& opt, double element_bytes, Ready ready) {
@@ -81,7 +84,7 @@ SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, Aggr
   // Per device id (flat: a map costs a tree walk per holder, which on 100,000 devices is most
   // of a prediction).
   const auto n = static_cast<std::size_t>(cluster.num_devices());
-  std::vector<double> free_at(n, 0.0), busy(n, 0.0);
+  std::vector<double> free_at(n, 0.0), posted_at(n, 0.0), busy(n, 0.0);
   // Nodes whose devices share one memory system (node_shared_bandwidth_gbps) move one
   // collective's bytes at a time: two groups of CPU ranks on one host share its cores.
   std::map<std::int64_t, double> node_free_at;
@@ -96,20 +99,25 @@ SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, Aggr
         shared_nodes.push_back(node);
       }
     }
-    double start = 0;
-    for (std::int64_t h : b.holders) {
-      start = std::max({start, ready(b, h), free_at[static_cast<std::size_t>(h)]});
-    }
-    for (std::int64_t node : shared_nodes) start = std::max(start, node_free_at[node]);
     const CollectiveTime t = collective_time(
         cluster, b.holders, static_cast<double>(b.elements) * element_bytes, opt);
-    const double dur = t.ms;
+    double post = 0, start = 0;
     for (std::int64_t h : b.holders) {
-      free_at[static_cast<std::size_t>(h)] = start + dur;
-      busy[static_cast<std::size_t>(h)] += dur;
+      const auto i = static_cast<std::size_t>(h);
+      post = std::max({post, ready(b, h), posted_at[i]});
+      start = std::max(start, free_at[i]);
     }
-    for (std::int64_t node : shared_nodes) node_free_at[node] = start + t.node_ms;
-    sp.end_ms = std::max(sp.end_ms, start + dur);
+    start = std::max(start, post);
+    for (std::int64_t node : shared_nodes) start = std::max(start, node_free_at[node]);
+    const double end = std::max(start + t.transfer_ms, post + t.issue_ms);
+    for (std::int64_t h : b.holders) {
+      const auto i = static_cast<std::size_t>(h);
+      free_at[i] = start + t.transfer_ms;
+      posted_at[i] = post + t.issue_ms;
+      busy[i] += t.alone_ms();
+    }
+    for (std::int64_t node : shared_nodes) node_free_at[node] = start + t.transfer_ms;
+    sp.end_ms = std::max(sp.end_ms, end);
   }
   for (const double ms : busy) sp.busy_ms = std::max(sp.busy_ms, ms);
   return sp;
@@ -270,18 +278,10 @@ CollectiveTime collective_time(const ClusterIndex& cluster,
   const double chunk = options.collective_chunk_bytes;
   const double latency = options.collective_piece_latency_ms;
   ETH_CHECK(chunk > 0 && latency >= 0, "pieces need a positive size and a latency >= 0");
-  // The transfer is linear in the bytes, so a piece of b bytes takes transfer x b / bytes.
-  const double transfer = ring_allreduce_ms(cluster, holders, bytes, 0.0);
-  t.node_ms = transfer + options.collective_latency_ms;
-  t.ms = t.node_ms;
-  if (latency <= 0 || bytes <= 0) return t;
+  t.transfer_ms = ring_allreduce_ms(cluster, holders, bytes, options.collective_latency_ms);
   // An infinite chunk (kUnboundedCollectiveWindow) leaves the collective whole.
-  const double full = std::isfinite(chunk) ? std::floor(bytes / chunk) : 0.0;
-  const double rest = full > 0 ? bytes - full * chunk : bytes;
-  const double per_byte = transfer / bytes;
-  double pieces_ms = full > 0 ? full * std::max(latency, chunk * per_byte) : 0.0;
-  if (rest > 0) pieces_ms += std::max(latency, rest * per_byte);
-  t.ms = pieces_ms + options.collective_latency_ms;
+  t.pieces = std::isfinite(chunk) ? std::max(1.0, std::ceil(bytes / chunk)) : 1.0;
+  t.issue_ms = t.pieces * latency;
   return t;
 }
 

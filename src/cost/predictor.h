@@ -6,6 +6,7 @@
 // write prediction_to_json(p). Throws InputError when the profile lacks an entry the plan needs.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,13 +27,15 @@ inline constexpr double kDefaultCollectiveLatencyMs = 0.05;
 struct PredictOptions {
   AggregationMode aggregation = AggregationMode::Block;
   double collective_latency_ms = kDefaultCollectiveLatencyMs;
-  // What one piece of a collective costs when nothing hides it (collective_time): the
-  // runtime's pieces (collective_chunk_bytes) each take max(this, their transfer time), so it
-  // shows on pieces smaller than about latency x bandwidth (a tensor-wise bias of 1 KiB) and
-  // hides behind a full piece's transfer. 0 (the default): a collective costs its transfer plus
-  // collective_latency_ms, as on accelerators whose collectives are not cut. On CPU ranks of
-  // one host, the time per piece of many tiny all-reduces queued at once (docs/plan-format.md,
-  // "Collective costs"; cost/link_figures.h).
+  // What posting and completing one piece of a collective costs a holder (collective_time):
+  // the runtime posts a collective as pieces of collective_chunk_bytes, and its window lets a
+  // holder's pieces move while later ones are posted, so a holder's pieces cost the larger of
+  // their transfers and this per piece, summed over what it has queued (schedule_sync). It
+  // shows on runs of small pieces (many tiny all-reduces queued at once) and hides behind the
+  // transfer of full pieces, small ones queued among them included. 0 (the default): a
+  // collective costs its transfer plus collective_latency_ms, as on accelerators whose
+  // collectives are not cut. On CPU ranks of one host, the time per piece of many tiny
+  // all-reduces queued at once (docs/plan-format.md; cost/link_figures.h).
   double collective_piece_latency_ms = 0;
   // The bytes of one piece: the runtime's CommOptions::chunk_bytes by default.
   double collective_chunk_bytes = kDefaultCollectiveChunkBytes;
@@ -67,19 +70,20 @@ double ring_allreduce_ms(const ClusterSpec& cluster, const std::vector<std::int6
 double ring_allreduce_ms(const ClusterIndex& cluster, const std::vector<std::int64_t>& holders,
                          double bytes, double latency_ms);
 
-// One collective of `bytes` per holder, priced piece by piece as the runtime posts it: cut
-// into pieces of options.collective_chunk_bytes (the last one shorter), each taking
-// max(collective_piece_latency_ms, its ring_allreduce_ms transfer), plus one
-// collective_latency_ms. `ms` is how long the holders are busy with it; `node_ms` how long a
-// node whose devices share one memory system (node_shared_bandwidth_gbps) is busy moving its
-// bytes: the transfers and the collective latency, not the part of a piece's latency beyond
-// its transfer, during which the node moves other groups' bytes (the probe: every pair of a
-// node queueing tiny all-reduces at once takes no longer per piece than one group of all the
-// node's ranks). With collective_piece_latency_ms 0 both are ring_allreduce_ms(bytes,
-// collective_latency_ms), whatever the piece size.
+// One collective of `bytes` per holder as the runtime posts it: cut into pieces of
+// options.collective_chunk_bytes (the last one shorter; one piece when infinite). transfer_ms
+// is its ring_allreduce_ms with collective_latency_ms: how long it holds the holders' links,
+// and a node whose devices share one memory system (node_shared_bandwidth_gbps) for its bytes;
+// issue_ms = pieces x collective_piece_latency_ms, how long posting and completing its pieces
+// holds the holders, overlapping the transfers (the window) but not the shared memory (the
+// probe: every pair of a node queueing tiny all-reduces at once took no longer per piece than
+// one group of all the node's ranks). Alone, a collective takes max(transfer_ms, issue_ms);
+// the schedule runs each holder's issues and transfers as two queues (schedule_sync).
 struct CollectiveTime {
-  double ms = 0;
-  double node_ms = 0;
+  double transfer_ms = 0;
+  double issue_ms = 0;
+  double pieces = 0;
+  double alone_ms() const { return std::max(transfer_ms, issue_ms); }
 };
 CollectiveTime collective_time(const ClusterIndex& cluster,
                                const std::vector<std::int64_t>& holders, double bytes,

@@ -354,47 +354,65 @@ TEST(Predictor, ASharedNodeRunsOneCollectiveAtATime) {
   EXPECT_NEAR(apart.end_ms, std::max(first, second) / 2, 1e-9) << "side by side";
 }
 
-TEST(Predictor, ACollectiveCostsItsPiecesAsTheRuntimeCutsThem) {
+TEST(Predictor, ACollectiveIsPostedAsTheRuntimeCutsIt) {
   const ClusterIndex c(shared_host(true));
   // A pair on the shared host moves 2 x b bytes through its memory at 1e9 B/s: 2e-6 ms a byte.
   PredictOptions o;
   o.collective_latency_ms = 0.05;
-  o.collective_chunk_bytes = 1e5;  // pieces of 0.2 ms
+  o.collective_chunk_bytes = 1e5;
   o.collective_piece_latency_ms = 0.15;
-  // 2.5 pieces: two full ones of 0.2 ms (latency hidden) and half a one of 0.1 ms, which takes
-  // the 0.15 ms latency: 0.4 + 0.15 + 0.05 = 0.6 ms. The memory is busy for the transfers and
-  // the collective latency only: 0.5 + 0.05.
+  // 2.5 pieces: 3 to post (0.45 ms); the transfer 0.5 ms plus the collective latency.
   const CollectiveTime t = collective_time(c, {0, 1}, 2.5e5, o);
-  EXPECT_NEAR(t.ms, 0.6, 1e-12);
-  EXPECT_NEAR(t.node_ms, 0.55, 1e-12);
-  // Without a piece latency: the ring model whatever the pieces (and uncut).
-  o.collective_piece_latency_ms = 0;
-  EXPECT_NEAR(collective_time(c, {0, 1}, 2.5e5, o).ms, ring_allreduce_ms(c, {0, 1}, 2.5e5, 0.05),
-              1e-12);
+  EXPECT_EQ(t.pieces, 3);
+  EXPECT_NEAR(t.issue_ms, 0.45, 1e-12);
+  EXPECT_NEAR(t.transfer_ms, ring_allreduce_ms(c, {0, 1}, 2.5e5, 0.05), 1e-12);
+  EXPECT_NEAR(t.transfer_ms, 0.55, 1e-12);
+  EXPECT_NEAR(t.alone_ms(), 0.55, 1e-12);
+  // Exactly two pieces; one when uncut (an infinite chunk); nothing for one holder.
+  EXPECT_EQ(collective_time(c, {0, 1}, 2e5, o).pieces, 2);
   o.collective_chunk_bytes = kUnboundedCollectiveWindow;
-  o.collective_piece_latency_ms = 0.15;
-  EXPECT_NEAR(collective_time(c, {0, 1}, 2.5e5, o).ms, 0.5 + 0.05, 1e-12) << "one piece";
-  EXPECT_EQ(collective_time(c, {0}, 2.5e5, o).ms, 0.0);
+  EXPECT_EQ(collective_time(c, {0, 1}, 2.5e5, o).pieces, 1);
+  EXPECT_EQ(collective_time(c, {0}, 2.5e5, o).alone_ms(), 0.0);
 }
 
-TEST(Predictor, PieceLatencyHoldsTheHoldersButNotTheSharedMemory) {
+TEST(Predictor, PiecesArePostedWhileEarlierOnesMove) {
   PredictOptions o;
   o.collective_latency_ms = 0;
   o.collective_chunk_bytes = 1000;
   o.collective_piece_latency_ms = 0.005;
-  // {1, 3}: 7552 bytes = 7 pieces of 1000 + 552, each 2e-6 ms a byte (<= 0.002 ms) under the
-  // 0.005 ms latency: 8 x 0.005 = 0.04 ms; the memory is busy 7552 x 2e-6 = 0.015104 ms of it.
-  // {0, 2}: 7616 bytes, 8 pieces again: 0.04 ms, starting when the memory is free (its holders
-  // are): 0.015104 + 0.04.
-  const SyncPrediction p =
-      predict_aggregation(two_pairs_plan(), shared_host(true), AggregationMode::Block, o);
-  EXPECT_NEAR(p.end_ms, 7552 * 2e-6 + 8 * 0.005, 1e-12);
-  EXPECT_NEAR(p.busy_ms, 8 * 0.005, 1e-12);
-  // Larger pieces hide the latency: one piece each, 0.015104 + 0.015232 one after the other.
+  // {1, 3} first: 7552 bytes, 8 pieces to post (0.04 ms) against 7552 x 2e-6 = 0.015104 ms of
+  // transfer: posting bounds it, 0.04. {0, 2}: 7616 bytes, 8 pieces; its holders post from 0,
+  // its bytes move once the shared memory is free (0.015104) and take 0.015232: it ends when
+  // its posting does, 0.04.
+  const Plan plan = two_pairs_plan();
+  const SyncPrediction p = predict_aggregation(plan, shared_host(true), AggregationMode::Block, o);
+  EXPECT_NEAR(p.end_ms, 0.04, 1e-12);
+  EXPECT_NEAR(p.busy_ms, 0.04, 1e-12);
+  // Pieces of 100 bytes: 76 and 77 to post, 0.38 and 0.385 ms, the pairs side by side.
+  o.collective_chunk_bytes = 100;
+  EXPECT_NEAR(predict_aggregation(plan, shared_host(true), AggregationMode::Block, o).end_ms,
+              77 * 0.005, 1e-12);
+  // Pieces of 10000 bytes: one each, posted in 0.005 ms, so the transfers bound it, one after
+  // the other through the shared memory: 0.015104 + 0.015232.
   o.collective_chunk_bytes = 1e4;
-  EXPECT_NEAR(
-      predict_aggregation(two_pairs_plan(), shared_host(true), AggregationMode::Block, o).end_ms,
-      (7552 + 7616) * 2e-6, 1e-12);
+  EXPECT_NEAR(predict_aggregation(plan, shared_host(true), AggregationMode::Block, o).end_ms,
+              (7552 + 7616) * 2e-6, 1e-12);
+}
+
+TEST(Predictor, SmallCollectivesAmongLargeOnesCostTheirTransfersOnly) {
+  // Whenever posting is faster than moving the bytes, the pieces' latency hides behind the
+  // transfers and the term is their sum, however the bytes are cut into collectives: block-
+  // and tensor-wise alike.
+  const Plan plan = two_pairs_plan();
+  PredictOptions o;
+  o.collective_latency_ms = 0;
+  o.collective_chunk_bytes = 1000;
+  o.collective_piece_latency_ms = 1e-4;  // 100 ns a piece, while 1000 bytes move in 2 us
+  const double transfers = (7552 + 7616) * 2e-6;
+  EXPECT_NEAR(predict_aggregation(plan, shared_host(true), AggregationMode::Block, o).end_ms,
+              transfers, 1e-12);
+  EXPECT_NEAR(predict_aggregation(plan, shared_host(true), AggregationMode::Tensor, o).end_ms,
+              transfers, 1e-12);
 }
 
 TEST(Predictor, TensorWiseNeverBelowBlockWiseWhateverThePieces) {
