@@ -24,10 +24,10 @@ double intra_node_gbps_from_pairs(std::int64_t ranks, double bytes, double ms);
 
 // PredictOptions::collective_piece_latency_ms: the node's ranks in disjoint pairs, every pair
 // queueing `pieces` all-reduces of a few bytes at once (each one piece, all in the window),
-// took `ms`. collective_time prices each pair's pieces back to back at max(latency, transfer)
-// and the node's memory only for their transfers, so with the transfers negligible (a few
-// bytes) the pairs run side by side and the latency that prices the probe at `ms` is
-// ms / pieces.
+// took `ms`. The predictor has each holder post its pieces one per latency while their bytes
+// move, the node's shared memory busy only for the bytes (collective_time), so with the
+// transfers negligible (a few bytes) the pairs run side by side and the latency that prices the
+// probe at `ms` is ms / pieces.
 double piece_latency_from_tiny(double ms, std::size_t pieces);
 
 }  // namespace eth
