@@ -11,7 +11,9 @@
 //     launch, each over that launch's median. The modes and the probe take turns within each
 //     repetition, and each configuration runs in 3 launches (1 with --quick).
 // (2) emulated: the eth, layer and uniform plans of bench-4x256 on `cpu-emulated` (2 fast + 2
-//     slow CPU ranks, EMULATED: every op stretched 4x / 12x), each trained --runs times in a row
+//     slow CPU ranks, EMULATED: every op lasts the profile's time for its device type, 4x / 12x
+//     the cpu profile's; --emulate-from cpu-time: 4x / 12x its CPU time in the run), each
+//     trained --runs times in a row
 //     (the runs interleaved: run 1 of each plan, then run 2, ...), every run's measured
 //     iteration beside the predictor's for the same plan and profile; then the eth-over-layer
 //     speedup, measured against predicted. Targets (issue #12): predicted / measured within
@@ -41,6 +43,7 @@
 // measure when it is below ~0.5 and compare rows of one run, not runs.
 //
 // Usage: runtime_bench [--quick] [--steps N] [--runs N] [--only aggregation|emulated|cpu2]
+//                      [--emulate-from auto|profile|cpu-time]
 //                      [--format json]
 // --format json without --only runs the aggregation section only (scripts/evaluate.sh reads
 // it); --quick: 4 ranks only there, 2 runs of 4 steps in the others.
@@ -529,6 +532,7 @@ struct Setup {
   int runs = 5;
   bool quick = false;
   bool json = false;  // rows into the document, no tables
+  std::string emulate_from = "auto";  // eth train --emulate-from for the emulated runs
 };
 
 // Runs an eth command line (stdout captured, stderr to a file beside it); exits on failure.
@@ -595,9 +599,9 @@ Json emulated_section(const Setup& s) {
   const ModelSpec model = bench_model();
   const std::int64_t gbs = 16;
   if (!s.json) std::printf("\n== emulated heterogeneous cluster cpu-emulated: 2 x cpu-fast + 2 x cpu-slow "
-              "(EMULATED: every op stretched 4x on fast, 12x on slow ranks), %s, gbs %lld, "
-              "seq %lld, %d steps a run\n",
-              model.name.c_str(), static_cast<long long>(gbs),
+              "(EMULATED: every op stretched 4x on fast, 12x on slow ranks; --emulate-from %s), "
+              "%s, gbs %lld, seq %lld, %d steps a run\n",
+              s.emulate_from.c_str(), model.name.c_str(), static_cast<long long>(gbs),
               static_cast<long long>(model.seq_len), s.steps);
   const Inputs in = inputs(s);
   const std::vector<std::string> methods{"eth", "layer", "uniform"};
@@ -618,7 +622,8 @@ Json emulated_section(const Setup& s) {
   for (int run = 1; run <= s.runs; ++run) {
     std::vector<Measured> ms;
     for (std::size_t i = 0; i < methods.size(); ++i) {
-      const Measured m = launch(s, s.dir / (methods[i] + ".json"), in.profile, "");
+      const Measured m = launch(s, s.dir / (methods[i] + ".json"), in.profile,
+                                "--emulate-from " + s.emulate_from);
       const double ratio = m.predicted_ms / m.measured_ms;
       out["runs"].push_back(Json{{"run", run}, {"method", methods[i]},
                                  {"predicted_ms", m.predicted_ms}, {"measured_ms", m.measured_ms},
@@ -714,12 +719,15 @@ int main(int argc, char** argv) {
       s.runs = std::stoi(args[++i]);
     } else if (args[i] == "--only" && i + 1 < args.size()) {
       only = args[++i];
+    } else if (args[i] == "--emulate-from" && i + 1 < args.size()) {
+      s.emulate_from = args[++i];
     } else if (args[i] == "--format" && i + 1 < args.size() && args[i + 1] == "json") {
       s.json = true;
       ++i;
     } else {
       std::cerr << "usage: runtime_bench [--quick] [--steps N] [--runs N] "
-                   "[--only aggregation|emulated|cpu2] [--format json]\n";
+                   "[--only aggregation|emulated|cpu2] [--emulate-from auto|profile|cpu-time] "
+                   "[--format json]\n";
       return 1;
     }
   }

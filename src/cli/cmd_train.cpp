@@ -229,6 +229,14 @@ void add_train_options(CLI::App* sub, TrainArgs* a) {
                   "optimizer step of ranks of device type TYPE to FACTOR times its compute "
                   "(repeatable; overrides the cluster file's emulated_slowdown)")
       ->group(dist);
+  sub->add_option("--emulate-from", a->emulate_from,
+                  "What an emulated op lasts: profile (the time --profile gives a device of its "
+                  "type for the op: a device of fixed speed), cpu-time (FACTOR x the op's CPU "
+                  "time in this run: this machine's speed of the moment, host contention "
+                  "included), auto (profile when --profile is given, else cpu-time)")
+      ->check(CLI::IsMember({"auto", "profile", "cpu-time"}))
+      ->capture_default_str()
+      ->group(dist);
   sub->add_option("--backend", a->backend,
                   "mpi (under mpirun / eth launch) or threads (every rank a thread of this "
                   "process: no MPI needed, for tests and small demos)")

@@ -31,6 +31,7 @@
 #include "core/error.h"
 #include "core/json_file.h"
 #include "cost/predictor.h"
+#include "cost/stage_costs.h"
 #include "runtime/dist_trainer.h"
 #include "runtime/placement.h"
 #include "runtime/trace_recorder.h"
@@ -65,6 +66,33 @@ void apply_emulation(ClusterSpec& cluster, const std::vector<std::string>& specs
 }
 
 namespace {
+
+// The profile's time for every stage's ops (the predictor's own per-stage figures), which
+// emulated ranks' ops last under --emulate-from profile.
+std::vector<std::vector<NominalStageTimes>> nominal_times(const Plan& plan,
+                                                          const ClusterSpec& cluster,
+                                                          const ProfileDb& profile,
+                                                          Precision precision,
+                                                          AggregationMode aggregation) {
+  const std::vector<PipelineCosts> costs =
+      compute_stage_costs(plan, cluster, profile, kDefaultP2pLatencyMs, precision, aggregation);
+  std::vector<std::vector<NominalStageTimes>> out;
+  for (const PipelineCosts& pc : costs) {
+    std::vector<NominalStageTimes>& stages = out.emplace_back();
+    for (std::size_t s = 0; s < pc.full.size(); ++s) {
+      NominalStageTimes n;
+      n.forward_ms = pc.full[s].forward_ms;
+      n.backward_ms = pc.full[s].backward_ms;
+      n.last_forward_ms = pc.last[s].forward_ms;
+      n.last_backward_ms = pc.last[s].backward_ms;
+      n.unit_backward_ms = pc.full[s].unit_backward_ms;
+      n.last_unit_backward_ms = pc.last[s].unit_backward_ms;
+      n.optimizer_ms = pc.optimizer_ms[s];
+      stages.push_back(std::move(n));
+    }
+  }
+  return out;
+}
 
 // Everything a rank needs, resolved and checked once before any rank starts.
 struct PlanRun {
@@ -116,6 +144,14 @@ PlanRun prepare(const TrainArgs& a) {
     r.profile = read_profile_for_cluster(a.profile, r.plan.model, r.cluster);
     // A profile of other kernels would predict another run: refused before any rank starts.
     plan_precision(r.plan, *r.profile, precision.precision);
+  }
+  if (a.emulate_from == "profile" && a.profile.empty()) {
+    throw InputError("cli", "--emulate-from", "",
+                     "profile needs --profile DIR (the times the emulated ops last)");
+  }
+  if (r.profile && a.emulate_from != "cpu-time" && !r.config.slowdown.empty()) {
+    r.config.nominal = nominal_times(r.plan, r.cluster, *r.profile, precision.precision,
+                                     r.config.aggregation);
   }
   // Outputs before any rank computes: a bad --checkpoint-dir found at the end would throw the
   // whole run away.
@@ -173,9 +209,12 @@ void print_header(const PlanRun& r, const DistributedTrainer& t, int ranks) {
   }
   for (const auto& [type, f] : r.config.slowdown) {
     std::cerr << "  EMULATED: device type " << type << " stretches every forward, backward and "
-              << "optimizer step to " << f
-              << "x its compute (sleeping after each op); this is emulation on one machine, not "
-                 "a real device\n";
+              << "optimizer step to "
+              << (r.config.nominal.empty()
+                      ? fmt_num(f, 3) + "x its CPU time in this run"
+                      : std::string("the profile's time for a device of the type"))
+              << " by sleeping after each op; this is emulation on one machine, not a real "
+                 "device\n";
   }
 }
 
@@ -419,6 +458,8 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
                     {"final_loss", first < end ? Json(last.loss) : Json(nullptr)},
                     {"measured_iteration_ms", measured_ms},
                     {"predicted_iteration_ms", predicted_ms ? Json(*predicted_ms) : Json(nullptr)},
+                    {"emulated_from", r.config.slowdown.empty() ? Json(nullptr)
+                                      : Json(r.config.nominal.empty() ? "cpu-time" : "profile")},
                     {"rank_times", ranks},
                     {"rank_memory", ranks_memory},
                     {"checkpoint", checkpoint.empty() ? Json(nullptr) : Json(checkpoint)}});

@@ -47,6 +47,10 @@ struct TrainArgs {
   std::string cluster;
   std::string allreduce = "block";
   std::vector<std::string> emulate;  // TYPE=FACTOR
+  // What an emulated op's length follows: profile (the device's profiled time for the op, with
+  // --profile), cpu-time (FACTOR x the op's CPU time in this run), auto (profile when --profile
+  // is given).
+  std::string emulate_from = "auto";
   std::string backend = "mpi";       // mpi | threads
   std::string profile;               // measured profile for the predicted iteration time
   double timeout_s = 120;

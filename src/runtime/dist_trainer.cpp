@@ -86,6 +86,11 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   rc.layout = &state_.layout();
   rc.trace = cfg_.trace;
   rc.background_progress = cfg_.background_progress;
+  if (slowdown_ > 1.0 && !cfg_.nominal.empty()) {
+    rc.nominal = cfg_.nominal.at(static_cast<std::size_t>(place_.pipeline))
+                     .at(static_cast<std::size_t>(place_.stage));
+    optimizer_nominal_ns_ = static_cast<std::int64_t>(std::llround(rc.nominal->optimizer_ms * 1e6));
+  }
   runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc, tp_group_.get());
   sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout(),
                                      tp_comm);
@@ -179,7 +184,8 @@ StepStats DistributedTrainer::step() {
   s.grad_norm = std::sqrt(squares);
   s.lr = cfg_.train.lr.at(next_step_);
   TraceScope update_trace(cfg_.trace, TraceKind::Optimizer);
-  EmulatedOp update(slowdown_, cfg_.trace);  // emulation stretches the optimizer as every op
+  // Emulation stretches the optimizer as every op.
+  EmulatedOp update(slowdown_, cfg_.trace, optimizer_nominal_ns_);
   adamw_update(state_, cfg_.train.adamw, s.lr, next_step_,
                clip_factor(s.grad_norm, cfg_.train.adamw.grad_clip));
   update.finish();

@@ -58,6 +58,10 @@ struct DistTrainConfig {
   // Emulated ranks of tp 1 drive their transfers from a second thread while an op computes
   // (Emulator::set_background_progress); the communicator must take calls from it.
   bool background_progress = false;
+  // Emulation by the profile: [pipeline][stage] the nominal times of one device of each stage
+  // (emulation.h); emulated ranks' ops last these instead of their slowdown x their compute.
+  // Empty: by CPU time.
+  std::vector<std::vector<NominalStageTimes>> nominal;
 };
 
 class DistributedTrainer {
@@ -112,6 +116,7 @@ class DistributedTrainer {
   RankPlace place_;
   std::int64_t seq_len_ = 0;
   double slowdown_ = 1.0;
+  std::int64_t optimizer_nominal_ns_ = 0;  // 0: the optimizer is stretched by its CPU time
   TokenFile data_;
   GlobalSampler sampler_;
   ModelState state_;

@@ -99,19 +99,30 @@ void Emulator::at_emulated_now(std::function<void()> fn) {
                   std::move(fn)});
 }
 
-EmulatedOp::EmulatedOp(Emulator& emulator)
+void Emulator::at_emulated_offset(std::int64_t offset_ns, std::function<void()> fn) {
+  if (running_ == nullptr || slowdown_ <= 1.0 || running_->nominal_ns_ <= 0 || offset_ns < 0) {
+    at_emulated_now(std::move(fn));
+    return;
+  }
+  const EmulatedOp& op = *running_;
+  due_.push_back({op.wall0_ + std::min(offset_ns, op.nominal_ns_), std::move(fn)});
+}
+
+EmulatedOp::EmulatedOp(Emulator& emulator, std::int64_t nominal_ns)
     : e_(emulator),
       wall0_(TraceRecorder::now_ns()),
-      cpu0_(e_.slowdown_ > 1.0 && e_.single_thread_ ? TraceRecorder::thread_cpu_ns() : 0) {
+      cpu0_(e_.slowdown_ > 1.0 && e_.single_thread_ ? TraceRecorder::thread_cpu_ns() : 0),
+      nominal_ns_(nominal_ns) {
   e_.running_ = this;
   e_.compute_begins();
 }
 
-EmulatedOp::EmulatedOp(double slowdown, TraceRecorder* trace)
+EmulatedOp::EmulatedOp(double slowdown, TraceRecorder* trace, std::int64_t nominal_ns)
     : own_(slowdown, trace),
       e_(own_),
       wall0_(TraceRecorder::now_ns()),
-      cpu0_(e_.slowdown_ > 1.0 && e_.single_thread_ ? TraceRecorder::thread_cpu_ns() : 0) {
+      cpu0_(e_.slowdown_ > 1.0 && e_.single_thread_ ? TraceRecorder::thread_cpu_ns() : 0),
+      nominal_ns_(nominal_ns) {
   e_.running_ = this;
 }
 
@@ -124,7 +135,8 @@ EmulatedOp::~EmulatedOp() {
 }
 
 void EmulatedOp::run_due(std::int64_t now_ns, bool all) {
-  // In arrival order: a hand-over computed later is never due earlier (compute only grows).
+  // In arrival order: a hand-over computed later is never due earlier (compute, or the nominal
+  // offset of the units done, only grows).
   std::size_t n = 0;
   while (n < e_.due_.size() && (all || e_.due_[n].at_ns <= now_ns)) e_.due_[n++].fn();
   e_.due_.erase(e_.due_.begin(), e_.due_.begin() + static_cast<std::ptrdiff_t>(n));
@@ -136,7 +148,10 @@ double EmulatedOp::finish() {
   if (e_.slowdown_ > 1.0) {
     const std::int64_t compute =
         e_.single_thread_ ? TraceRecorder::thread_cpu_ns() - cpu0_ : end - wall0_;
-    const auto target = static_cast<std::int64_t>(std::llround(e_.slowdown_ * static_cast<double>(compute)));
+    const std::int64_t target =
+        nominal_ns_ > 0
+            ? nominal_ns_
+            : static_cast<std::int64_t>(std::llround(e_.slowdown_ * static_cast<double>(compute)));
     // Lateness carried from the previous op, less the idle time since it ended.
     const std::int64_t carried = std::max<std::int64_t>(0, e_.late_ns_ - (wall0_ - e_.last_end_ns_));
     const std::int64_t deadline = wall0_ + target - carried;

@@ -11,6 +11,12 @@
 // of back-to-back ops the rank's time is the sum of its targets. Idle time between two ops (a
 // wait on a neighbour) absorbs the carried lateness first: a device that waits would not be
 // late. docs/runtime.md "Emulated heterogeneity" has what this moved.
+//
+// An op may instead be given its nominal length: the emulated device's time for it, from the
+// profile (eth train --emulate-from profile). The op then lasts that long whatever its CPU time
+// was (at least its real compute): the device has a fixed speed, where f x CPU time inherits
+// every slowdown of the machine emulating it, multiplied by f (this VM's CPU time per op rises
+// 1.3-1.9x for seconds at a time under its host's load, with no steal accounted).
 #pragma once
 
 #include <condition_variable>
@@ -24,6 +30,17 @@
 #include "runtime/trace_recorder.h"
 
 namespace eth {
+
+// The nominal lengths of one emulated device's ops (EmulatedOp's nominal_ns), in ms: what the
+// profile says a device of its type takes for its stage (the predictor's own per-stage figures).
+struct NominalStageTimes {
+  double forward_ms = 0, backward_ms = 0;            // a full micro-batch
+  double last_forward_ms = 0, last_backward_ms = 0;  // the last micro-batch (partial or not)
+  // Per unit of the stage in unit order, the backward's part (sums to backward_ms and
+  // last_backward_ms): when each unit's gradient is complete.
+  std::vector<double> unit_backward_ms, last_unit_backward_ms;
+  double optimizer_ms = 0;  // norm, clipping and AdamW of the device's parameters
+};
 
 // One rank's emulation state: its slowdown and the lateness carried from op to op. One thread.
 class Emulator {
@@ -56,6 +73,10 @@ class Emulator {
   // in the stretch where a real device would still be computing. Runs `fn` now when no op
   // runs or nothing is stretched; whatever is still waiting runs when the op finishes.
   void at_emulated_now(std::function<void()> fn);
+  // The same for an op of a nominal length: `fn` runs `offset_ns` after the op's start (the
+  // emulated device's time for the part of the op done so far; capped at the op's length).
+  // Without a nominal length, or with offset_ns < 0, as at_emulated_now.
+  void at_emulated_offset(std::int64_t offset_ns, std::function<void()> fn);
 
  private:
   friend class EmulatedOp;
@@ -87,10 +108,11 @@ class Emulator {
 
 class EmulatedOp {
  public:
-  // Starts timing an op of `emulator`'s rank.
-  explicit EmulatedOp(Emulator& emulator);
+  // Starts timing an op of `emulator`'s rank. `nominal_ns` > 0: the op lasts that long (the
+  // emulated device's time for it) instead of the slowdown times its compute.
+  explicit EmulatedOp(Emulator& emulator, std::int64_t nominal_ns = 0);
   // A lone op (nothing carried from or to other ops), e.g. the optimizer step after the sync.
-  explicit EmulatedOp(double slowdown, TraceRecorder* trace = nullptr);
+  explicit EmulatedOp(double slowdown, TraceRecorder* trace = nullptr, std::int64_t nominal_ns = 0);
   ~EmulatedOp();  // an op left by an exception drops what it deferred
   EmulatedOp(const EmulatedOp&) = delete;
   EmulatedOp& operator=(const EmulatedOp&) = delete;
@@ -106,6 +128,7 @@ class EmulatedOp {
   Emulator& e_;
   std::int64_t wall0_ = 0;
   std::int64_t cpu0_ = 0;
+  std::int64_t nominal_ns_ = 0;
 };
 
 }  // namespace eth

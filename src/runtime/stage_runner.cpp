@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <optional>
 
 #include "core/error.h"
@@ -228,8 +229,30 @@ double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times
   }
   // A unit's gradient leaves when the emulated device would have computed it, not when the real
   // compute did (emulation.h, at_emulated_now).
+  // With nominal times, a unit's gradient is complete once the backward has passed the units
+  // above it and itself: their nominal parts, summed from the stage's last unit down.
+  const std::int64_t k = pipe_.num_microbatches();
+  const std::int64_t first_unit = pipe_.stages[static_cast<std::size_t>(s)].first_unit;
+  auto nominal_ns = [&](double ms) { return static_cast<std::int64_t>(std::llround(ms * 1e6)); };
+  auto op_nominal_ns = [&](bool forward, std::int64_t j) -> std::int64_t {
+    if (!cfg_.nominal) return 0;
+    const NominalStageTimes& n = *cfg_.nominal;
+    const bool last = j == k - 1;
+    return nominal_ns(forward ? (last ? n.last_forward_ms : n.forward_ms)
+                              : (last ? n.last_backward_ms : n.backward_ms));
+  };
   const std::function<void(std::int64_t)> post_ready = [&](std::int64_t unit) {
-    emulator_.at_emulated_now([&, unit] { sync->start_ready(grads, unit); });
+    std::int64_t offset = -1;
+    if (cfg_.nominal) {
+      const std::vector<double>& parts = last_mb == k - 1 ? cfg_.nominal->last_unit_backward_ms
+                                                          : cfg_.nominal->unit_backward_ms;
+      double ms = 0;
+      for (std::size_t u = static_cast<std::size_t>(unit - first_unit); u < parts.size(); ++u) {
+        ms += parts[u];
+      }
+      offset = nominal_ns(ms);
+    }
+    emulator_.at_emulated_offset(offset, [&, unit] { sync->start_ready(grads, unit); });
   };
   for (const Action& a : schedule_.programs[static_cast<std::size_t>(s)].actions) {
     const Chunk c = chunk(s, place_.dp_rank, a.microbatch);
@@ -243,7 +266,7 @@ double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times
         const MicroBatch mb = micro_batch(a.microbatch, c, true);
         act_out = s + 1 < S ? &acquire_send_buffer() : nullptr;
         TraceScope trace(cfg_.trace, TraceKind::Forward, a.microbatch);
-        EmulatedOp op(emulator_);
+        EmulatedOp op(emulator_, op_nominal_ns(true, a.microbatch));
         loss += compute_->forward(slot, state, mb, s > 0 ? x_in_.data() : nullptr,
                                   act_out ? act_out->data.data() : nullptr);
         times.compute_s += op.finish();
@@ -261,7 +284,7 @@ double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times
         const MicroBatch mb = micro_batch(a.microbatch, c, false);
         grad_out = s > 0 ? &acquire_send_buffer() : nullptr;
         TraceScope trace(cfg_.trace, TraceKind::Backward, a.microbatch);
-        EmulatedOp op(emulator_);
+        EmulatedOp op(emulator_, op_nominal_ns(false, a.microbatch));
         compute_->backward(slot, state, mb, s + 1 < S ? dx_out_.data() : nullptr,
                            grad_out ? grad_out->data.data() : nullptr,
                            sync != nullptr && a.microbatch == last_mb ? post_ready : nullptr);

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -46,6 +47,9 @@ struct StageRunnerConfig {
   // Emulation: drive pending transfers from a second thread while an op computes (at tp 1;
   // Emulator::set_background_progress).
   bool background_progress = false;
+  // Emulation by the profile: each forward and backward lasts the stage's nominal time instead
+  // of `slowdown` x its compute (emulation.h). Unset: by CPU time.
+  std::optional<NominalStageTimes> nominal;
 };
 
 // Wall time one rank spent in one step, by kind.

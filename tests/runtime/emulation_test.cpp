@@ -71,5 +71,32 @@ TEST(Emulation, AnOpLeftWithoutFinishingDropsWhatItDeferred) {
   EXPECT_FALSE(ran);
 }
 
+TEST(Emulation, AnOpOfANominalLengthLastsItAndHandsOverAtItsOffsets) {
+  // 1 ms of compute in an op of nominal length 30 ms lasts at least 30 ms (by its CPU time,
+  // 4 x 1 = 4 ms); a hand-over at offset 12 ms leaves no earlier than 12 ms after the start,
+  // one without an offset as at_emulated_now, and both before the op ends.
+  Emulator emulator(4.0);
+  std::vector<std::int64_t> left;
+  const std::int64_t wall0 = TraceRecorder::now_ns();
+  EmulatedOp op(emulator, 30'000'000);
+  burn_cpu_ns(1'000'000);
+  emulator.at_emulated_offset(12'000'000, [&] { left.push_back(TraceRecorder::now_ns()); });
+  EXPECT_TRUE(left.empty());
+  emulator.at_emulated_offset(-1, [&] { left.push_back(TraceRecorder::now_ns()); });
+  const double seconds = op.finish();
+  const std::int64_t finished = TraceRecorder::now_ns();
+  EXPECT_GE(seconds, 0.030);
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_GE(left[0], wall0 + 12'000'000);
+  EXPECT_LE(left[1], finished);
+  // Without a slowdown the nominal length does nothing: the op is as long as its compute.
+  Emulator plain(1.0);
+  bool ran = false;
+  EmulatedOp lone(plain, 30'000'000);
+  plain.at_emulated_offset(12'000'000, [&] { ran = true; });
+  EXPECT_TRUE(ran);
+  lone.finish();
+}
+
 }  // namespace
 }  // namespace eth

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "core/json_cursor.h"
@@ -164,6 +165,70 @@ TEST(TraceCli, SimulateMeasuredDrawsBothAndTabulatesTheErrors) {
       "sys.exit(0 if r.tag.endswith('svg') and s == 5 and m == 5 else 1)\" " +
       svg.string();
   EXPECT_EQ(std::system(check.c_str()), 0) << slurp(svg).substr(0, 2000);
+}
+
+// Rewrites every entry of the profile in `dir` to fixed unit times (ms): a device far slower
+// than this CPU, so an op's length shows which of the two the emulation followed.
+void set_profile_times(const fs::path& dir, double forward_ms, double backward_ms) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    Json j = Json::parse(slurp(entry.path()));
+    for (Json& u : j.at("units")) {
+      u["forward_ms"] = forward_ms;
+      u["backward_ms"] = backward_ms;
+      for (auto& [name, ms] : u.at("recompute_ms").items()) ms = 0.0;
+    }
+    std::ofstream(entry.path()) << j.dump(1);
+  }
+}
+
+TEST(TraceCli, EmulatedOpsLastTheProfilesTimeWhateverTheirCompute) {
+  // Under --emulate-from profile (the default with --profile) an emulated rank's forward and
+  // backward last the time the profile gives its device type for its stage: here every unit
+  // 2 ms forward and 4 ms backward on cpu, stretched 3x, so a stage of n units lasts at least
+  // 3 n 2 ms and 3 n 4 ms. The tiny model's real ops take well under a millisecond, so ops
+  // stretched by their CPU time would last about 1 ms. Lower bounds only, and loose ones: an op
+  // ends early by the lateness the op before it carried (emulation.h), a wake-up's worth.
+  const Fixture f = setup("nominal");
+  ASSERT_EQ(run("profile --measure --model tiny --micro-batch-sizes 1,2 --seq 16 --cache warm "
+                "--repeats 1 --out " + f.profile.string(),
+                f.dir),
+            0)
+      << slurp(f.dir / "err");
+  set_profile_times(f.profile, 2.0, 4.0);
+  const fs::path trace = f.dir / "trace.json";
+  ASSERT_EQ(run(train(f, trace) + " --emulate cpu=3 --profile " + f.profile.string() +
+                    " --format json",
+                f.dir),
+            0)
+      << slurp(f.dir / "err");
+  const Json report = Json::parse(slurp(f.dir / "out"));
+  EXPECT_EQ(report.at("emulated_from"), "profile");
+  const Json plan = Json::parse(kPlan);
+  std::map<std::int64_t, std::int64_t> units;  // rank (= device) -> units of its stage
+  for (const Json& pipe : plan.at("pipelines")) {
+    for (const Json& st : pipe.at("stages")) {
+      for (const Json& d : st.at("devices")) {
+        units[d.get<std::int64_t>()] = st.at("units")[1].get<std::int64_t>() -
+                                       st.at("units")[0].get<std::int64_t>() + 1;
+      }
+    }
+  }
+  std::size_t checked = 0;
+  const Json doc = Json::parse(slurp(trace));
+  for (const Json& e : doc.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    const std::string cat = e.at("cat");
+    if (cat != "forward" && cat != "backward") continue;
+    const auto n = static_cast<double>(units.at(e.at("pid").get<std::int64_t>()));
+    const double want_ms = 3 * n * (cat == "forward" ? 2.0 : 4.0);
+    EXPECT_GE(e.at("dur").get<double>() / 1e3, 0.5 * want_ms) << e.dump();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2u * 2 * 13);  // 13 forwards and 13 backwards a step, two steps traced
+  // Profile emulation needs the profile.
+  EXPECT_EQ(run(train(f, f.dir / "t2.json") + " --emulate cpu=3 --emulate-from profile", f.dir),
+            2);
+  EXPECT_NE(slurp(f.dir / "err").find("--emulate-from"), std::string::npos);
 }
 
 }  // namespace
