@@ -1,7 +1,8 @@
 // A node's link figures for the ring model (ring_allreduce_ms, collective_time: cost/predictor.h)
 // and its piece latency, from probe collectives timed on it: the inverse of the pricing, so
-// that the predictor, given the figures, prices the probes at the times they took. docs/plan-format.md says how each probe
-// is run; bench/link_probe.h runs them through the runtime's communicator. Pure arithmetic.
+// that the predictor, given the figures, prices the probes at the times they took.
+// docs/plan-format.md says how each probe is run; bench/link_probe.h runs them through the
+// runtime's communicator. Pure arithmetic.
 #pragma once
 
 #include <cstddef>
