@@ -225,9 +225,10 @@ void add_train_options(CLI::App* sub, TrainArgs* a) {
       ->capture_default_str()
       ->group(dist);
   sub->add_option("--emulate", a->emulate,
-                  "EMULATION on one machine: TYPE=FACTOR stretches every forward, backward and "
-                  "optimizer step of ranks of device type TYPE to FACTOR times its compute "
-                  "(repeatable; overrides the cluster file's emulated_slowdown)")
+                  "EMULATION on one machine: TYPE=FACTOR makes ranks of device type TYPE FACTOR "
+                  "times slower than a cpu core: every forward, backward and optimizer step lasts "
+                  "FACTOR times its cpu time (--emulate-from says which: the profile's or this "
+                  "run's) (repeatable; overrides the cluster file's emulated_slowdown)")
       ->group(dist);
   sub->add_option("--emulate-from", a->emulate_from,
                   "What an emulated op lasts: profile (the time --profile gives a device of its "
