@@ -82,6 +82,8 @@ class ClusterSpec {
 class ClusterIndex {
  public:
   explicit ClusterIndex(const ClusterSpec& cluster);
+  // It refers to `cluster`, which must outlive it: a temporary would not.
+  explicit ClusterIndex(ClusterSpec&&) = delete;
   std::int64_t num_devices() const { return first_.back(); }
   std::int64_t node_of(std::int64_t id) const;  // ETH_CHECKs the range
   const std::string& type_name_of(std::int64_t id) const;

@@ -64,7 +64,8 @@ TEST(LinkFigures, TheModelPricesTheTinyProbeAtItsOwnTime) {
   const double bytes = 1024;
   for (const auto& [n, ms] : std::vector<std::pair<std::int64_t, double>>{{4, 1.8}, {8, 5.0}}) {
     // Link figures of the same VM (the pairs' and the node's, Gbit/s).
-    const ClusterIndex c(host(n, 20, 48));
+    const ClusterSpec spec = host(n, 20, 48);  // ClusterIndex keeps a reference to it
+    const ClusterIndex c(spec);
     PredictOptions o;
     o.collective_latency_ms = 0;
     o.collective_piece_latency_ms = piece_latency_from_tiny(ms, pieces);

@@ -355,7 +355,8 @@ TEST(Predictor, ASharedNodeRunsOneCollectiveAtATime) {
 }
 
 TEST(Predictor, ACollectiveIsPostedAsTheRuntimeCutsIt) {
-  const ClusterIndex c(shared_host(true));
+  const ClusterSpec host = shared_host(true);  // ClusterIndex keeps a reference to it
+  const ClusterIndex c(host);
   // A pair on the shared host moves 2 x b bytes through its memory at 1e9 B/s: 2e-6 ms a byte.
   PredictOptions o;
   o.collective_latency_ms = 0.05;
