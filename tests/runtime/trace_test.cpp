@@ -184,10 +184,13 @@ void set_profile_times(const fs::path& dir, double forward_ms, double backward_m
 TEST(TraceCli, EmulatedOpsLastTheProfilesTimeWhateverTheirCompute) {
   // Under --emulate-from profile (the default with --profile) an emulated rank's forward and
   // backward last the time the profile gives its device type for its stage: here every unit
-  // 2 ms forward and 4 ms backward on cpu, stretched 3x, so a stage of n units lasts at least
-  // 3 n 2 ms and 3 n 4 ms. The tiny model's real ops take well under a millisecond, so ops
-  // stretched by their CPU time would last about 1 ms. Lower bounds only, and loose ones: an op
-  // ends early by the lateness the op before it carried (emulation.h), a wake-up's worth.
+  // 2 ms forward and 4 ms backward on cpu, stretched 3x, so a stage of n units takes 3 n 2 ms
+  // and 3 n 4 ms. The tiny model's real ops take well under a millisecond, so ops stretched by
+  // their CPU time would last about 1 ms. One op may end early by the lateness the op before it
+  // carried (emulation.h), but over a rank's ops from the first of the run on, each deadline is
+  // at least the previous one plus the op's length: the last op of the rank ends no earlier
+  // than the first began plus the sum of their lengths, however late any wake-up was. Every
+  // step is traced, so the rank's first op is the run's.
   const Fixture f = setup("nominal");
   ASSERT_EQ(run("profile --measure --model tiny --micro-batch-sizes 1,2 --seq 16 --cache warm "
                 "--repeats 1 --out " + f.profile.string(),
@@ -196,7 +199,10 @@ TEST(TraceCli, EmulatedOpsLastTheProfilesTimeWhateverTheirCompute) {
       << slurp(f.dir / "err");
   set_profile_times(f.profile, 2.0, 4.0);
   const fs::path trace = f.dir / "trace.json";
-  ASSERT_EQ(run(train(f, trace) + " --emulate cpu=3 --profile " + f.profile.string() +
+  ASSERT_EQ(run("train --plan " + f.plan.string() + " --cluster " + f.cluster.string() +
+                    " --backend threads --data " + f.data.string() +
+                    " --steps 3 --lr 1e-3 --print-every 0 --trace " + trace.string() +
+                    " --trace-steps 0-2 --emulate cpu=3 --profile " + f.profile.string() +
                     " --format json",
                 f.dir),
             0)
@@ -213,18 +219,32 @@ TEST(TraceCli, EmulatedOpsLastTheProfilesTimeWhateverTheirCompute) {
       }
     }
   }
-  std::size_t checked = 0;
+  struct Span {
+    double first_us = 1e300, last_end_us = 0, want_us = 0;
+    std::size_t ops = 0;
+  };
+  std::map<std::int64_t, Span> spans;  // per rank
   const Json doc = Json::parse(slurp(trace));
   for (const Json& e : doc.at("traceEvents")) {
     if (e.at("ph") != "X") continue;
     const std::string cat = e.at("cat");
     if (cat != "forward" && cat != "backward") continue;
-    const auto n = static_cast<double>(units.at(e.at("pid").get<std::int64_t>()));
-    const double want_ms = 3 * n * (cat == "forward" ? 2.0 : 4.0);
-    EXPECT_GE(e.at("dur").get<double>() / 1e3, 0.5 * want_ms) << e.dump();
-    ++checked;
+    const std::int64_t rank = e.at("pid");
+    const auto n = static_cast<double>(units.at(rank));
+    Span& sp = spans[rank];
+    const double ts = e.at("ts"), dur = e.at("dur");
+    sp.first_us = std::min(sp.first_us, ts);
+    sp.last_end_us = std::max(sp.last_end_us, ts + dur);
+    sp.want_us += 3 * n * (cat == "forward" ? 2.0 : 4.0) * 1e3;
+    ++sp.ops;
   }
-  EXPECT_EQ(checked, 2u * 2 * 13);  // 13 forwards and 13 backwards a step, two steps traced
+  ASSERT_EQ(spans.size(), 5u);
+  std::size_t ops = 0;
+  for (const auto& [rank, sp] : spans) {
+    EXPECT_GE(sp.last_end_us - sp.first_us, sp.want_us * (1 - 1e-6)) << "rank " << rank;
+    ops += sp.ops;
+  }
+  EXPECT_EQ(ops, 3u * 2 * 13);  // 13 forwards and 13 backwards a step, three steps traced
   // Profile emulation needs the profile.
   EXPECT_EQ(run(train(f, f.dir / "t2.json") + " --emulate cpu=3 --emulate-from profile", f.dir),
             2);
