@@ -229,6 +229,7 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
   const ClusterSpec cluster = aggregation_cluster(ranks);
   PredictOptions po;
   po.precision = Precision::Fp32;  // the gradients are fp32 in both runtime precisions
+  po.collective_chunk_bytes = static_cast<double>(co.chunk_bytes);  // ETH_BENCH_CHUNK's pieces
   // ETH_BENCH_MODES=tensor,block: only those modes, in that order within each repetition
   // (experiments; the table wants all three).
   const char* only_modes = std::getenv("ETH_BENCH_MODES");
