@@ -149,6 +149,17 @@ ClusterSpec aggregation_cluster(int ranks) {
   return c;
 }
 
+// `values` printed with `format` (one double), comma-separated.
+std::string comma_list(const std::vector<double>& values, const char* format) {
+  std::string out;
+  for (double v : values) {
+    char b[32];
+    std::snprintf(b, sizeof b, format, v);
+    out += (out.empty() ? "" : ",") + std::string(b);
+  }
+  return out;
+}
+
 std::string join(const std::vector<std::string>& argv) {
   std::string s;
   for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
@@ -227,6 +238,7 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
       st.tp > 1 ? static_cast<int>(stage_device(st, place.dp_rank, 0)) : -1,
       static_cast<int>(place.tp_rank));
   const ClusterSpec cluster = aggregation_cluster(ranks);
+  const ClusterIndex index(cluster);
   PredictOptions po;
   po.precision = Precision::Fp32;  // the gradients are fp32 in both runtime precisions
   po.collective_chunk_bytes = static_cast<double>(co.chunk_bytes);  // ETH_BENCH_CHUNK's pieces
@@ -316,14 +328,14 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
         world.gather(std::vector<double>{static_cast<double>(r.faults) / reps});
     const std::vector<double> window = world.gather(
         std::vector<double>{static_cast<double>(r.sync->peak_bytes_in_flight())});
-    const AggregationStats stats =
-        aggregation_stats(aggregation_collectives(plan, r.mode), sizeof(float));
-    // The pieces the communicators cut the mode's collectives into (docs/comm.md, "Chunking").
-    std::int64_t pieces = 0;
-    for (const GradBlock& b : aggregation_collectives(plan, r.mode)) {
-      if (b.holders.size() < 2) continue;
-      const auto per = static_cast<std::int64_t>(co.chunk_bytes / sizeof(float));
-      pieces += (b.elements + per - 1) / per;
+    const std::vector<GradBlock> collectives = aggregation_collectives(plan, r.mode);
+    const AggregationStats stats = aggregation_stats(collectives, sizeof(float));
+    // The pieces the communicators cut the mode's collectives into (docs/comm.md, "Chunking"),
+    // as the predictor cuts them (po has the communicator's piece size).
+    double pieces = 0;
+    for (const GradBlock& b : collectives) {
+      pieces += collective_time(index, b.holders, static_cast<double>(b.elements) * sizeof(float),
+                                po).pieces;
     }
     if (world.rank() == 0) {
       const std::vector<double>& times = r.times;
@@ -345,7 +357,7 @@ int aggregation_worker(const std::string& kind, int ranks, int reps) {
                         {"in_flight_bytes_max", *std::max_element(window.begin(), window.end())},
                         {"bytes_per_rank_max", stats.bytes_per_device_max},
                         {"collectives", stats.collectives},
-                        {"pieces", pieces},
+                        {"pieces", static_cast<std::int64_t>(pieces)},
                         {"communicators", stats.communicators}}
                        .dump()
                 << std::endl;
@@ -374,7 +386,7 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
     // preset's figures and with the launch's own probe's.
     std::vector<std::vector<double>> pred_ratio, pred_measured_ratio;
     // Per launch: the probe's figures.
-    std::vector<double> shared_gbps, link_gbps, latency_ms;
+    std::vector<double> shared_gbps, link_gbps, piece_latency_ms;
     std::vector<double> idle;                 // per launch: the CPUs' idle share just before
   };
   std::vector<Config> configs;
@@ -427,7 +439,7 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
         if (m == 0) {
           c.shared_gbps.push_back(j["link_shared_gbps"]);
           c.link_gbps.push_back(j["link_gbps"]);
-          c.latency_ms.push_back(j["link_piece_latency_ms"]);
+          c.piece_latency_ms.push_back(j["link_piece_latency_ms"]);
         }
         ++m;
       }
@@ -463,23 +475,13 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
       j["pred_measured_over_ms_launches"] = c.pred_measured_ratio[m];
       j["link_shared_gbps_launches"] = c.shared_gbps;
       j["link_gbps_launches"] = c.link_gbps;
-      j["link_piece_latency_ms_launches"] = c.latency_ms;
+      j["link_piece_latency_ms_launches"] = c.piece_latency_ms;
       all_ratios.insert(all_ratios.end(), c.pred_measured_ratio[m].begin(),
                         c.pred_measured_ratio[m].end());
       rows.push_back(j);
       if (json) continue;
-      std::string per_launch;
-      for (double r : c.pred_measured_ratio[m]) {
-        char b[16];
-        std::snprintf(b, sizeof b, "%s%.2f", per_launch.empty() ? "" : ",", r);
-        per_launch += b;
-      }
-      std::string ms_launches;
-      for (double v : c.ms[m]) {
-        char b[16];
-        std::snprintf(b, sizeof b, "%s%.1f", ms_launches.empty() ? "" : ",", v);
-        ms_launches += b;
-      }
+      const std::string per_launch = comma_list(c.pred_measured_ratio[m], "%.2f");
+      const std::string ms_launches = comma_list(c.ms[m], "%.1f");
       std::printf("aggregation %-10s %5d %-7s %8.2f %8.2f %8.2f %7.2f %9.2f %7.2f %-17s %7.2f "
                   "%7.2f %5lld %6lld %5lld %7.2fx %7.2f %4.0f%% %s\n",
                   c.kind.c_str(), c.ranks, j["mode"].get<std::string>().c_str(), ms,
@@ -500,7 +502,7 @@ Json aggregation_section(const std::string& self, bool quick, bool json) {
       for (std::size_t l = 0; l < c.shared_gbps.size(); ++l) {
         char b[128];
         std::snprintf(b, sizeof b, "%s%.1f / %.1f Gbit/s, %.1f us", l ? "; " : "",
-                      c.shared_gbps[l], c.link_gbps[l], c.latency_ms[l] * 1e3);
+                      c.shared_gbps[l], c.link_gbps[l], c.piece_latency_ms[l] * 1e3);
         figs += b;
       }
       std::printf("probe       %-10s %5d node shared / intra-node link, piece latency, "

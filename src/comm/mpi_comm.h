@@ -11,7 +11,8 @@ namespace eth {
 bool mpi_compiled();
 
 // Owns MPI's lifetime in one process (MPI_THREAD_SERIALIZED: several threads may communicate,
-// one at a time; the emulator's progress thread is the second). Create one in main(), before any communicator, and keep it until after the last.
+// one at a time; the emulator's progress thread is the second). Create one in main(), before
+// any communicator, and keep it until after the last.
 class MpiSession {
  public:
   // MPI_Init_thread unless MPI is already initialized. Throws CommError in builds without MPI.

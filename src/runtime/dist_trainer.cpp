@@ -89,7 +89,7 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   if (slowdown_ > 1.0 && !cfg_.nominal.empty()) {
     rc.nominal = cfg_.nominal.at(static_cast<std::size_t>(place_.pipeline))
                      .at(static_cast<std::size_t>(place_.stage));
-    optimizer_nominal_ns_ = static_cast<std::int64_t>(std::llround(rc.nominal->optimizer_ms * 1e6));
+    optimizer_nominal_ns_ = nominal_ns(rc.nominal->optimizer_ms);
   }
   runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc, tp_group_.get());
   sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout(),

@@ -19,6 +19,7 @@
 // 1.3-1.9x for seconds at a time under its host's load, with no steal accounted).
 #pragma once
 
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -41,6 +42,11 @@ struct NominalStageTimes {
   std::vector<double> unit_backward_ms, last_unit_backward_ms;
   double optimizer_ms = 0;  // norm, clipping and AdamW of the device's parameters
 };
+
+// A nominal length in ms as EmulatedOp takes it.
+inline std::int64_t nominal_ns(double ms) {
+  return static_cast<std::int64_t>(std::llround(ms * 1e6));
+}
 
 // One rank's emulation state: its slowdown and the lateness carried from op to op. One thread.
 class Emulator {
@@ -112,7 +118,8 @@ class EmulatedOp {
   // emulated device's time for it) instead of the slowdown times its compute.
   explicit EmulatedOp(Emulator& emulator, std::int64_t nominal_ns = 0);
   // A lone op (nothing carried from or to other ops), e.g. the optimizer step after the sync.
-  explicit EmulatedOp(double slowdown, TraceRecorder* trace = nullptr, std::int64_t nominal_ns = 0);
+  explicit EmulatedOp(double slowdown, TraceRecorder* trace = nullptr,
+                      std::int64_t nominal_ns = 0);
   ~EmulatedOp();  // an op left by an exception drops what it deferred
   EmulatedOp(const EmulatedOp&) = delete;
   EmulatedOp& operator=(const EmulatedOp&) = delete;

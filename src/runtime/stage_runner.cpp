@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <optional>
 
 #include "core/error.h"
@@ -233,7 +232,6 @@ double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times
   // above it and itself: their nominal parts, summed from the stage's last unit down.
   const std::int64_t k = pipe_.num_microbatches();
   const std::int64_t first_unit = pipe_.stages[static_cast<std::size_t>(s)].first_unit;
-  auto nominal_ns = [&](double ms) { return static_cast<std::int64_t>(std::llround(ms * 1e6)); };
   auto op_nominal_ns = [&](bool forward, std::int64_t j) -> std::int64_t {
     if (!cfg_.nominal) return 0;
     const NominalStageTimes& n = *cfg_.nominal;
