@@ -2,11 +2,14 @@
 // reference chain scores -> softmax -> dropout (the CPU's masks) -> P V, in the harness of the
 // bf16 kernels (bf16_check.h): out, lse and dqkv, with and without dropout, head sizes 8 to 128,
 // sequence lengths that are no multiple of the key block; its dqkv against finite differences of
-// the reference loss; and its results independent of the thread count.
+// the reference loss; its results independent of the thread count; and no T x T tensor.
 #include <gtest/gtest.h>
+
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -212,6 +215,46 @@ TEST(EmulatedAttention, ResultsDoNotDependOnTheThreadCount) {
   EXPECT_TRUE(one.lse == many.lse);
   EXPECT_TRUE(one.dqkv == many.dqkv);
   EXPECT_TRUE(one.dsum == many.dsum);
+}
+
+// Peak resident memory of this process, in bytes (Linux reports KiB).
+double peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;
+}
+
+// Forward and backward at T = 2048 in a fresh process (a death test's child), exiting 0 iff the
+// peak resident memory grew by less than a quarter of one T x T fp32 tensor (16 MiB): a kernel
+// that formed the scores or P of even one head would exceed it. Everything the kernels need
+// besides that is O(T hs): about 0.5 MiB here.
+void attention_without_a_t_by_t_tensor() {
+  const std::int64_t B = 1, T = 2048, C = 16, NH = 2;
+  std::mt19937_64 gen(3);
+  const Vec qkv = random_bf16_vec(gen, sz(B * T * 3 * C), -2, 2);
+  const Vec dout = random_bf16_vec(gen, sz(B * T * C));
+  const emu::AttnDropout drop = dropout_of(AttnCase{B, T, C, NH, 0.1f});
+  // Warm up (the OpenMP pool, the per-thread scratch at a small size) and upload first.
+  (void)run_emulated(random_bf16_vec(gen, sz(8 * 3 * C)), random_bf16_vec(gen, sz(8 * C)), drop,
+                     1, 8, C, NH);
+  const auto dqkv_in = up(to_bf16(qkv)), ddout = up(to_bf16(dout));
+  DeviceBuffer<Bf16> out(sz(B * T * C)), dqkv(sz(B * T * 3 * C));
+  DeviceBuffer<float> lse(sz(B * NH * T)), dsum(sz(B * NH * T));
+  out.zero();
+  dqkv.zero();
+  lse.zero();
+  dsum.zero();
+  const double before = peak_rss_bytes();
+  emu::attention_forward(out.data(), lse.data(), dqkv_in.data(), drop, B, T, C, NH);
+  emu::attention_backward(dqkv.data(), dsum.data(), ddout.data(), lse.data(), dqkv_in.data(),
+                          drop, B, T, C, NH);
+  const double grown = peak_rss_bytes() - before;
+  std::exit(grown < 0.25 * static_cast<double>(T * T) * sizeof(float) ? 0 : 1);
+}
+
+TEST(EmulatedAttention, KeepsNoTByTTensor) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(attention_without_a_t_by_t_tensor(), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(EmulatedAttention, RefusesWhatTheCudaKernelsRefuse) {

@@ -226,9 +226,9 @@ void backward_head(Bf16* dqkv, float* dsum, const Bf16* dout, const float* lse, 
 
 void attention_forward(Bf16* out, float* lse, const Bf16* qkv, const AttnDropout& drop,
                        std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH) {
+  if (B * T == 0) return;  // before the checks, as the CUDA kernel
   const Geometry g = geometry("attention_forward", T, C, NH);
   const Drop d = drop_args("attention_forward", drop);
-  if (B * T == 0) return;
   detail::device_args("attention_forward", {out, lse, qkv});
   const DeviceScope scope;
 #pragma omp parallel for schedule(static)
@@ -238,9 +238,9 @@ void attention_forward(Bf16* out, float* lse, const Bf16* qkv, const AttnDropout
 void attention_backward(Bf16* dqkv, float* dsum, const Bf16* dout, const float* lse,
                         const Bf16* qkv, const AttnDropout& drop, std::int64_t B, std::int64_t T,
                         std::int64_t C, std::int64_t NH) {
+  if (B * T == 0) return;  // before the checks, as the CUDA kernel
   const Geometry g = geometry("attention_backward", T, C, NH);
   const Drop d = drop_args("attention_backward", drop);
-  if (B * T == 0) return;
   detail::device_args("attention_backward", {dqkv, dsum, dout, lse, qkv});
   const DeviceScope scope;
 #pragma omp parallel for schedule(static)
