@@ -27,6 +27,8 @@
 #include "kernels/cpu/bf16/vocab_parallel.h"
 #include "kernels/cpu/optimizer.h"
 #include "kernels/cpu/vocab_parallel.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/runtime.h"
 #include "kernels/emulated/api.h"
 #include "kernels/rng.h"
 
@@ -374,8 +376,62 @@ TEST(EmulatedKernels, TensorParallelSharesOnTheDeviceAreTheCpuBf16KernelsBitForB
   expect_same(host, dev);
 }
 
-// EmulatedApi's entries are the emu:: functions themselves (no wrappers in between), and its
-// attention takes the CUDA set's own AttnDropout.
+// The emulated set has the CUDA set's functions with exactly the same signatures (decltype only:
+// nothing of eth_kernels_cuda is linked). EmulatedApi's entries are the emu:: functions
+// themselves, and its attention takes the CUDA set's own AttnDropout.
+#define ETH_SAME_SIGNATURE(f) \
+  static_assert(std::is_same_v<decltype(&emu::f), decltype(&cuda::f)>, #f)
+ETH_SAME_SIGNATURE(encoder_forward);
+ETH_SAME_SIGNATURE(encoder_backward);
+ETH_SAME_SIGNATURE(vocab_embedding_forward);
+ETH_SAME_SIGNATURE(vocab_embedding_backward);
+ETH_SAME_SIGNATURE(position_forward);
+ETH_SAME_SIGNATURE(position_backward);
+ETH_SAME_SIGNATURE(layernorm_forward);
+ETH_SAME_SIGNATURE(layernorm_backward);
+ETH_SAME_SIGNATURE(matmul_nt_forward);
+ETH_SAME_SIGNATURE(matmul_nt_backward);
+ETH_SAME_SIGNATURE(matmul_nn_forward);
+ETH_SAME_SIGNATURE(matmul_nn_backward);
+ETH_SAME_SIGNATURE(matmul_nn_forward_partial);
+ETH_SAME_SIGNATURE(matmul_nt_backward_partial);
+ETH_SAME_SIGNATURE(matmul_nt_backward_rows);
+ETH_SAME_SIGNATURE(matmul_nn_backward_rows);
+ETH_SAME_SIGNATURE(matmul_nt_backward_partial_rows);
+ETH_SAME_SIGNATURE(attention_forward);
+ETH_SAME_SIGNATURE(attention_backward);
+ETH_SAME_SIGNATURE(gelu_forward);
+ETH_SAME_SIGNATURE(gelu_backward);
+ETH_SAME_SIGNATURE(residual_forward);
+ETH_SAME_SIGNATURE(residual_backward);
+ETH_SAME_SIGNATURE(dropout_forward);
+ETH_SAME_SIGNATURE(dropout_backward);
+ETH_SAME_SIGNATURE(dropout_mask_fill);
+ETH_SAME_SIGNATURE(convert_to_bf16);
+ETH_SAME_SIGNATURE(crossentropy_forward);
+ETH_SAME_SIGNATURE(crossentropy_backward);
+ETH_SAME_SIGNATURE(vocab_ce_max);
+ETH_SAME_SIGNATURE(vocab_ce_sums);
+ETH_SAME_SIGNATURE(vocab_ce_finish);
+ETH_SAME_SIGNATURE(vocab_ce_backward);
+ETH_SAME_SIGNATURE(adamw_update);
+ETH_SAME_SIGNATURE(sum_squares);
+ETH_SAME_SIGNATURE(compiled);
+ETH_SAME_SIGNATURE(device_count);
+ETH_SAME_SIGNATURE(unavailable_reason);
+ETH_SAME_SIGNATURE(set_device);
+ETH_SAME_SIGNATURE(alloc);
+ETH_SAME_SIGNATURE(free);
+ETH_SAME_SIGNATURE(copy_to_device);
+ETH_SAME_SIGNATURE(copy_to_host);
+ETH_SAME_SIGNATURE(copy_on_device);
+ETH_SAME_SIGNATURE(memset_zero);
+ETH_SAME_SIGNATURE(synchronize);
+#undef ETH_SAME_SIGNATURE
+static_assert(std::is_same_v<decltype(static_cast<InplaceFn<float>>(&cuda::add_inplace)),
+                             decltype(EmulatedApi::add_inplace.f32)>);
+static_assert(std::is_same_v<decltype(static_cast<InplaceFn<double>>(&cuda::max_inplace)),
+                             decltype(EmulatedApi::max_inplace.f64)>);
 static_assert(EmulatedApi::attention_forward == &emu::attention_forward);
 static_assert(EmulatedApi::copy_to_host == &emu::copy_to_host);
 static_assert(EmulatedApi::add_inplace.f64 == static_cast<InplaceFn<double>>(&emu::add_inplace));
