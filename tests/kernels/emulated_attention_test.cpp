@@ -136,12 +136,13 @@ void check_attention(const AttnCase& k) {
 }
 
 TEST(EmulatedAttention, MatchesTheReferenceChain) {
-  // T = 80, 70, 67, 40: one key block and a partial one, or one partial block; T = 150 three
-  // blocks, the last partial. Head sizes 8, 16, 32, 96 and 128; dropout off and on, and a tp
+  // T = 80, 70, 67, 100, 40: one key block and a partial one, or one partial block; T = 150
+  // three blocks, the last partial. Head sizes 8, 16, 32, 64, 96 and 128; dropout off and on, and a tp
   // rank's heads (head0 = 2) drawing the model's masks for its heads.
   for (const AttnCase& c :
        {AttnCase{2, 80, 48, 3, 0.0f}, AttnCase{2, 80, 48, 3, 0.2f}, AttnCase{2, 67, 16, 2, 0.1f},
-        AttnCase{1, 150, 64, 2, 0.15f, 2}, AttnCase{1, 70, 192, 2, 0.1f},
+        AttnCase{1, 150, 64, 2, 0.15f, 2}, AttnCase{1, 100, 128, 2, 0.1f},
+        AttnCase{1, 70, 192, 2, 0.1f},
         AttnCase{1, 40, 256, 2, 0.0f}, AttnCase{1, 40, 256, 2, 0.3f, 1}}) {
     check_attention(c);
   }
