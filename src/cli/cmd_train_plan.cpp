@@ -220,34 +220,6 @@ void print_header(const PlanRun& r, const DistributedTrainer& t, int ranks) {
   }
 }
 
-// Mean over steps (the first left out when there are more: it pays for first-touch and set-up).
-// A step's time is the run's period, checkpoints left out (runtime/dist_training_run.h says why).
-struct Summary {
-  std::vector<double> step_s;
-  std::vector<std::vector<RankTimes>> ranks;  // per step, per rank
-  double mean_step_s() const {
-    if (step_s.empty()) return 0;
-    const std::size_t from = step_s.size() > 1 ? 1 : 0;
-    double t = 0;
-    for (std::size_t i = from; i < step_s.size(); ++i) t += step_s[i];
-    return t / static_cast<double>(step_s.size() - from);
-  }
-  RankTimes mean_rank(std::size_t r) const {
-    RankTimes m;
-    const std::size_t from = ranks.size() > 1 ? 1 : 0;
-    for (std::size_t i = from; i < ranks.size(); ++i) {
-      m.compute_s += ranks[i][r].compute_s;
-      m.wait_s += ranks[i][r].wait_s;
-      m.sync_s += ranks[i][r].sync_s;
-      m.optimizer_s += ranks[i][r].optimizer_s;
-      m.step_s += ranks[i][r].step_s;
-    }
-    const double n = static_cast<double>(std::max<std::size_t>(1, ranks.size() - from));
-    m.compute_s /= n, m.wait_s /= n, m.sync_s /= n, m.optimizer_s /= n, m.step_s /= n;
-    return m;
-  }
-};
-
 Json rank_times_json(const RankTimes& t) {
   return Json{{"compute_s", t.compute_s},
               {"wait_s", t.wait_s},
@@ -305,9 +277,8 @@ void write_trace(const PlanRun& r, const TrainArgs& a, const TraceRecorder& rec,
             << " --measured " << a.trace << "`)\n";
 }
 
-// The loop's report on this rank: eth train's log line with every rank's times and the
-// summary's per-step figures (rank 0: the loop reports only there), and ETH_TEST_KILL_RANK's
-// faults (every rank).
+// The loop's report on this rank: eth train's log line with every rank's times (rank 0: the
+// loop reports only there), and ETH_TEST_KILL_RANK's faults (every rank).
 class RankReport final : public TrainReport {
  public:
   RankReport(AppendFile& log, const TrainArgs& a, const std::vector<RankPlace>& places,
@@ -319,12 +290,6 @@ class RankReport final : public TrainReport {
   void before_checkpoint(std::int64_t next_step) override {
     maybe_fail_in_checkpoint(world_.rank(), world_.size(), next_step, a_.checkpoint_dir);
   }
-  void on_step(const StepStats& s) override {
-    summary_.step_s.push_back(s.seconds);
-    summary_.ranks.push_back(run_.last_rank_times());
-    TrainReport::on_step(s);
-  }
-  const Summary& summary() const { return summary_; }
 
  private:
   Json step_json(const StepStats& s) const override {
@@ -346,7 +311,6 @@ class RankReport final : public TrainReport {
   const std::vector<RankPlace>& places_;
   const Communicator& world_;
   const DistTrainingRun& run_;
-  Summary summary_;
 };
 
 // One rank's whole run; rank 0 reports. Returns the exit code.
@@ -372,7 +336,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   if (!a.trace.empty()) recorder.choose_steps(traced_steps(a, first, loop.end_step()));
   RankReport report(log, a, places, world, run);
   const TrainLoopResult done = loop.run(report);
-  const Summary& summary = report.summary();
+  const RunTimes& summary = run.times();
   const std::int64_t end = done.end_step;
   const std::string checkpoint = done.checkpoint.string();
   if (!a.trace.empty()) write_trace(r, a, recorder, world);  // collective
@@ -394,7 +358,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   }
   if (a.format == Format::Json) {
     Json ranks = Json::array();
-    for (std::size_t i = 0; i < places.size() && !summary.ranks.empty(); ++i) {
+    for (std::size_t i = 0; i < places.size() && summary.steps() > 0; ++i) {
       Json j = rank_times_json(summary.mean_rank(i));
       j["rank"] = i;
       j["device"] = places[i].device;
@@ -454,7 +418,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   std::cout << "trained steps " << first << ".." << end - 1 << ": final loss "
             << fmt_num(done.last->loss, 4) << "\n"
             << "per-rank time per step (mean"
-            << (summary.step_s.size() > 1 ? ", first step left out" : "") << "):\n";
+            << (summary.steps() > 1 ? ", first step left out" : "") << "):\n";
   std::cout << tab.render();
   std::cout << "measured iteration: " << fmt_num(measured_ms, 1) << " ms";
   if (predicted_ms) {

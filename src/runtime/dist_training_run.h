@@ -18,6 +18,20 @@
 
 namespace eth {
 
+// The steps' times of a run on rank 0: each step's period and every rank's split of it. Means
+// leave the first step out when there are more: it pays for first-touch and set-up.
+class RunTimes {
+ public:
+  void add(double step_s, std::vector<RankTimes> ranks);
+  std::size_t steps() const { return step_s_.size(); }
+  double mean_step_s() const;         // 0 without steps
+  RankTimes mean_rank(std::size_t rank) const;
+
+ private:
+  std::vector<double> step_s_;
+  std::vector<std::vector<RankTimes>> ranks_;  // per step, per rank
+};
+
 class DistTrainingRun final : public TrainingRun {
  public:
   // `trainer` runs on `world` (the same communicator it was built with) and outlives this.
@@ -39,12 +53,15 @@ class DistTrainingRun final : public TrainingRun {
 
   // Every rank's RankTimes of the last step, in rank order, on rank 0 (empty elsewhere).
   const std::vector<RankTimes>& last_rank_times() const { return times_; }
+  // Every step's, on rank 0 (no steps elsewhere).
+  const RunTimes& times() const { return all_; }
 
  private:
   DistributedTrainer& trainer_;
   Communicator world_;
   std::chrono::steady_clock::time_point clock_ = std::chrono::steady_clock::now();
   std::vector<RankTimes> times_;
+  RunTimes all_;
 };
 
 }  // namespace eth

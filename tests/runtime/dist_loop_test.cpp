@@ -1,8 +1,8 @@
 // The distributed trainer through the training loop (runtime/dist_training_run.h) on LocalWorld
 // threads: it trains exactly as DistributedTrainer::step called by hand (bitwise: the loop adds
 // only the gather of the ranks' times), the lead alone reports while every rank's hooks run,
-// each step reports every rank's times, and a stop file stops every rank at the same
-// checkpoint, which is written.
+// each step reports every rank's times, a stop file stops every rank at the same checkpoint,
+// which is written, and the run's mean times leave the first step out.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -118,6 +118,26 @@ TEST(DistLoop, AStopFileStopsEveryRankAtTheSameCheckpoint) {
   }
   EXPECT_TRUE(fs::exists(checkpoint_path(dir / "ckpt", 2)));
   EXPECT_EQ(read_checkpoint_meta(checkpoint_path(dir / "ckpt", 2)).step, 2);
+}
+
+TEST(DistLoop, RunTimesMeansLeaveTheFirstStepOutWhenThereAreMore) {
+  RunTimes t;
+  EXPECT_EQ(t.mean_step_s(), 0.0);
+  auto rank = [](double x) { return RankTimes{x, 2 * x, 3 * x, 4 * x, 5 * x}; };
+  t.add(100, {rank(100), rank(1000)});  // the first step: set-up
+  EXPECT_EQ(t.mean_step_s(), 100.0);    // alone, it is the mean
+  EXPECT_EQ(t.mean_rank(1).wait_s, 2000.0);
+  t.add(2, {rank(2), rank(20)});
+  t.add(4, {rank(4), rank(40)});
+  EXPECT_EQ(t.steps(), 3u);
+  EXPECT_EQ(t.mean_step_s(), 3.0);
+  const RankTimes r1 = t.mean_rank(1);
+  EXPECT_EQ(r1.compute_s, 30.0);
+  EXPECT_EQ(r1.wait_s, 60.0);
+  EXPECT_EQ(r1.sync_s, 90.0);
+  EXPECT_EQ(r1.optimizer_s, 120.0);
+  EXPECT_EQ(r1.step_s, 150.0);
+  EXPECT_EQ(t.mean_rank(0).compute_s, 3.0);
 }
 
 }  // namespace
