@@ -378,7 +378,7 @@ class LossSink final : public TrainLoopSink {
 TEST(TrainLoop, TrainerDrivenByTheLoopTrainsAsTrainerStepByHand) {
   const test::OneThread one_thread;
   const fs::path dir = test::temp_dir("loop_trainer");
-  const TrainConfig c = small_config(test::synthetic_file(dir, 4000, 48));
+  const TrainConfig c = small_config(test::synthetic_file(dir, 4000, 32));
   std::vector<double> losses, norms;
   Trainer by_hand(c);
   while (!by_hand.done()) {
