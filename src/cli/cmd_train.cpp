@@ -1,14 +1,11 @@
 // `eth train`: training of a model on a token file, with a progress line on stderr, JSON-lines
 // logging (--log), checkpoints and resume. Without --plan, in this process (train/trainer.h);
 // with --plan, one rank per device of an HPP plan (cmd_train_plan.cpp, runtime/). This file
-// declares the flags, and runs and reports the single-process loop.
-#include <chrono>
-#include <cmath>
-#include <cstdio>
+// declares the flags, and runs the single-process trainer through the training loop
+// (train/train_loop.h) and reports it.
 #include <iostream>
 #include <memory>
-#include <optional>
-#include <sstream>
+#include <string>
 
 #include "cli/command.h"
 #include "cli/device_choice.h"
@@ -19,6 +16,7 @@
 #include "core/error.h"
 #include "core/limits.h"
 #include "train/checkpoint.h"
+#include "train/train_loop.h"
 #include "train/trainer.h"
 
 namespace eth::cli {
@@ -52,49 +50,15 @@ int run_train(const TrainArgs& a) {
             << cfg.steps - 1 << " of " << cfg.steps << ", batch " << cfg.global_batch << " x "
             << trainer.tokens_per_step() / cfg.global_batch << " tokens in micro-batches of "
             << cfg.micro_batch << ", activations held " << fmt_bytes(held) << "\n";
-  const auto t0 = std::chrono::steady_clock::now();
-  StepStats last;
-  double tokens = 0;
-  std::string checkpoint;
-  const std::int64_t end = a.stop_at > 0 ? std::min(a.stop_at, cfg.steps) : cfg.steps;
-  auto finished = [&] { return trainer.next_step() >= end; };
-  while (!finished()) {
-    last = trainer.step();
-    tokens += static_cast<double>(trainer.tokens_per_step());
-    if (!std::isfinite(last.loss)) {
-      throw InputError("train", "--lr", "",
-                       "the loss became " + std::to_string(last.loss) + " at step " +
-                           std::to_string(last.step) + "; try a smaller learning rate (" +
-                           std::to_string(cfg.lr.lr_max) + ")");
-    }
-    if (log) {
-      log.write_line(Json{{"step", last.step},
-                          {"loss", last.loss},
-                          {"lr", last.lr},
-                          {"grad_norm", last.grad_norm},
-                          {"tokens_per_s", last.tokens_per_s},
-                          {"seconds", last.seconds}}
-                         .dump());
-    }
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const auto done_steps = static_cast<double>(trainer.next_step() - first);
-    if (a.print_every > 0 && (last.step % a.print_every == 0 || finished())) {
-      const double eta = elapsed / done_steps * static_cast<double>(end - trainer.next_step());
-      std::cerr << "step " << last.step << "/" << cfg.steps << "  loss " << fmt_num(last.loss, 4)
-                << "  lr " << fmt_sci(last.lr) << "  grad_norm " << fmt_num(last.grad_norm, 3)
-                << "  " << fmt_num(last.tokens_per_s, 0) << " tok/s  ETA " << fmt_duration(eta)
-                << "\n";
-    }
-    const bool periodic = a.checkpoint_every > 0 && trainer.next_step() % a.checkpoint_every == 0;
-    if (!a.checkpoint_dir.empty() && (periodic || finished())) {
-      checkpoint = trainer.save_checkpoint(a.checkpoint_dir).string();
-    }
-  }
+  TrainerRun run(trainer);
+  TrainLoop loop(run, loop_options(a));
+  TrainReport report(log);
+  const TrainLoopResult done = loop.run(report);
   log.close();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double tok_s = seconds > 0 ? tokens / seconds : 0;
+  const std::int64_t end = done.end_step;
+  const std::string checkpoint = done.checkpoint.string();
+  const double seconds = done.seconds;
+  const double tok_s = seconds > 0 ? done.tokens / seconds : 0;
   if (a.format == Format::Json) {
     print_json(Json{{"model", cfg.model.name},
                     {"precision", std::string(precision_name(cfg.precision))},
@@ -102,7 +66,7 @@ int run_train(const TrainArgs& a) {
                     {"first_step", first},
                     {"next_step", trainer.next_step()},
                     {"steps", cfg.steps},
-                    {"final_loss", first < end ? Json(last.loss) : Json(nullptr)},
+                    {"final_loss", done.last ? Json(done.last->loss) : Json(nullptr)},
                     {"tokens_per_s", tok_s},
                     {"seconds", seconds},
                     {"activation_bytes_per_micro_batch", held},
@@ -111,7 +75,7 @@ int run_train(const TrainArgs& a) {
     std::cout << "nothing to do: the run is already at step " << first << " of " << end << "\n";
   } else {
     std::cout << "trained steps " << first << ".." << end - 1 << " in " << fmt_duration(seconds)
-              << ": final loss " << fmt_num(last.loss, 4) << ", " << fmt_num(tok_s, 0)
+              << ": final loss " << fmt_num(done.last->loss, 4) << ", " << fmt_num(tok_s, 0)
               << " tokens/s";
     if (!checkpoint.empty()) std::cout << ", checkpoint " << checkpoint;
     std::cout << "\n";

@@ -1,8 +1,8 @@
 // `eth train --plan`: one rank per device of an HPP plan, under MPI (eth launch starts it) or as
 // threads of this process (--backend threads). Checks everything before any rank computes and
-// reports a bad plan once (rank 0), drives DistributedTrainer step by step, writes the run's one
-// log (rank 0), and ends with the measured iteration time beside the predictor's for the same
-// plan and profile. Emulated heterogeneity is announced as such wherever it applies.
+// reports a bad plan once (rank 0), runs DistributedTrainer through the training loop
+// (train/train_loop.h), writes the run's one log (rank 0), and ends with the measured iteration
+// time beside the predictor's for the same plan and profile. Emulated heterogeneity is announced as such wherever it applies.
 #include <omp.h>
 #include <sched.h>
 
@@ -33,9 +33,11 @@
 #include "cost/predictor.h"
 #include "cost/stage_costs.h"
 #include "runtime/dist_trainer.h"
+#include "runtime/dist_training_run.h"
 #include "runtime/placement.h"
 #include "runtime/trace_recorder.h"
 #include "train/measure_profile.h"
+#include "train/train_loop.h"
 
 namespace eth::cli {
 
@@ -218,54 +220,11 @@ void print_header(const PlanRun& r, const DistributedTrainer& t, int ranks) {
   }
 }
 
-// Mean over steps (the first left out when there are more: it pays for first-touch and set-up).
-// A step's time is the run's period, not rank 0's own step: from the moment the previous step
-// was done on every rank (rank 0 leaves the per-step gather then) to the moment this one was,
-// checkpoints left out. Rank 0's own step ends with its optimizer, while a rank with a longer
-// optimizer (a slower device) is still in its own, and the next step cannot pass its first
-// collective before that rank joins: timing rank 0 alone read the eth plan of bench/runtime_bench
-// 7% faster than it ran.
-struct Summary {
-  std::vector<double> step_s;
-  std::vector<std::vector<RankTimes>> ranks;  // per step, per rank
-  double mean_step_s() const {
-    if (step_s.empty()) return 0;
-    const std::size_t from = step_s.size() > 1 ? 1 : 0;
-    double t = 0;
-    for (std::size_t i = from; i < step_s.size(); ++i) t += step_s[i];
-    return t / static_cast<double>(step_s.size() - from);
-  }
-  RankTimes mean_rank(std::size_t r) const {
-    RankTimes m;
-    const std::size_t from = ranks.size() > 1 ? 1 : 0;
-    for (std::size_t i = from; i < ranks.size(); ++i) {
-      m.compute_s += ranks[i][r].compute_s;
-      m.wait_s += ranks[i][r].wait_s;
-      m.sync_s += ranks[i][r].sync_s;
-      m.optimizer_s += ranks[i][r].optimizer_s;
-      m.step_s += ranks[i][r].step_s;
-    }
-    const double n = static_cast<double>(std::max<std::size_t>(1, ranks.size() - from));
-    m.compute_s /= n, m.wait_s /= n, m.sync_s /= n, m.optimizer_s /= n, m.step_s /= n;
-    return m;
-  }
-};
-
 Json rank_times_json(const RankTimes& t) {
   return Json{{"compute_s", t.compute_s},
               {"wait_s", t.wait_s},
               {"sync_s", t.sync_s},
               {"optimizer_s", t.optimizer_s}};
-}
-
-// Whether the run should stop at the checkpoint just written: rank 0 looks for --stop-file and
-// tells every rank, so they all stop at the same step. Collective.
-bool stop_requested(const TrainArgs& a, const Communicator& world) {
-  if (a.stop_file.empty()) return false;
-  std::int64_t stop = 0;
-  if (world.rank() == 0) stop = std::filesystem::exists(a.stop_file) ? 1 : 0;
-  world.broadcast(std::span<std::int64_t>(&stop, 1), 0);
-  return stop != 0;
 }
 
 // --pin: the calling thread to allowed core `local_rank` mod (allowed cores). Best effort: a
@@ -285,7 +244,6 @@ void pin_to_core(int local_rank) {
   sched_setaffinity(0, sizeof one, &one);
 }
 
-// One rank's whole run; rank 0 reports. Returns the exit code.
 // The steps --trace records, checked against the run's [first, end).
 std::vector<std::int64_t> traced_steps(const TrainArgs& a, std::int64_t first, std::int64_t end) {
   std::vector<std::int64_t> steps = parse_trace_steps(a.trace_steps, first, end, "--trace-steps");
@@ -319,6 +277,43 @@ void write_trace(const PlanRun& r, const TrainArgs& a, const TraceRecorder& rec,
             << " --measured " << a.trace << "`)\n";
 }
 
+// The loop's report on this rank: eth train's log line with every rank's times (rank 0: the
+// loop reports only there), and ETH_TEST_KILL_RANK's faults (every rank).
+class RankReport final : public TrainReport {
+ public:
+  RankReport(AppendFile& log, const TrainArgs& a, const std::vector<RankPlace>& places,
+             const Communicator& world, const DistTrainingRun& run)
+      : TrainReport(log), a_(a), places_(places), world_(world), run_(run) {}
+  void before_step(std::int64_t step) override {
+    maybe_fail_before_step(world_.rank(), world_.size(), step, a_.stop_file);
+  }
+  void before_checkpoint(std::int64_t next_step) override {
+    maybe_fail_in_checkpoint(world_.rank(), world_.size(), next_step, a_.checkpoint_dir);
+  }
+
+ private:
+  Json step_json(const StepStats& s) const override {
+    Json j = TrainReport::step_json(s);
+    const std::vector<RankTimes>& times = run_.last_rank_times();
+    Json ranks = Json::array();
+    for (std::size_t i = 0; i < times.size(); ++i) {
+      Json rank = rank_times_json(times[i]);
+      rank["rank"] = i;
+      rank["device"] = places_[i].device;
+      rank["pipeline"] = places_[i].pipeline;
+      rank["stage"] = places_[i].stage;
+      ranks.push_back(rank);
+    }
+    j["ranks"] = ranks;
+    return j;
+  }
+  const TrainArgs& a_;
+  const std::vector<RankPlace>& places_;
+  const Communicator& world_;
+  const DistTrainingRun& run_;
+};
+
+// One rank's whole run; rank 0 reports. Returns the exit code.
 int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   const bool lead = world.rank() == 0;
   if (lead) std::cerr << r.precision_line << "\n" << std::flush;
@@ -335,73 +330,15 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
     print_header(r, t, world.size());
     if (!a.log.empty()) log = AppendFile(a.log, "log");
   }
-  const std::int64_t first = t.next_step();
-  std::int64_t end = a.stop_at > 0 ? std::min(a.stop_at, t.config().train.steps)
-                                   : t.config().train.steps;
-  if (!a.trace.empty()) recorder.choose_steps(traced_steps(a, first, end));
-  Summary summary;
-  StepStats last;
-  std::string checkpoint;
-  const auto log_step = [&](const StepStats& step, const std::vector<RankTimes>& times) {
-    summary.step_s.push_back(step.seconds);
-    summary.ranks.push_back(times);
-    if (log) {
-      Json ranks = Json::array();
-      for (std::size_t i = 0; i < times.size(); ++i) {
-        Json j = rank_times_json(times[i]);
-        j["rank"] = i;
-        j["device"] = places[i].device;
-        j["pipeline"] = places[i].pipeline;
-        j["stage"] = places[i].stage;
-        ranks.push_back(j);
-      }
-      log.write_line(Json{{"step", step.step},
-                          {"loss", step.loss},
-                          {"lr", step.lr},
-                          {"grad_norm", step.grad_norm},
-                          {"tokens_per_s", step.tokens_per_s},
-                          {"seconds", step.seconds},
-                          {"ranks", ranks}}
-                         .dump());
-    }
-  };
-  const auto t0 = std::chrono::steady_clock::now();
-  auto step_began = t0;  // the last step's start: when the one before was done on every rank
-  while (t.next_step() < end) {
-    maybe_fail_before_step(world.rank(), world.size(), t.next_step(), a.stop_file);
-    last = t.step();
-    const std::vector<RankTimes> times = t.gather_times();  // collective
-    const auto step_done = std::chrono::steady_clock::now();
-    last.seconds = std::chrono::duration<double>(step_done - step_began).count();
-    last.tokens_per_s = static_cast<double>(t.tokens_per_step()) / std::max(last.seconds, 1e-9);
-    step_began = step_done;
-    if (!std::isfinite(last.loss)) {
-      throw InputError("train", "--lr", "",
-                       "the loss became " + std::to_string(last.loss) + " at step " +
-                           std::to_string(last.step) + "; try a smaller learning rate");
-    }
-    // The step's log line before its checkpoint: a step logged is a step done, even when the
-    // run dies writing the checkpoint (eth launch --elastic counts the steps redone from it).
-    if (lead) log_step(last, times);
-    const bool periodic = a.checkpoint_every > 0 && t.next_step() % a.checkpoint_every == 0;
-    if (!a.checkpoint_dir.empty() && (periodic || t.next_step() >= end)) {
-      maybe_fail_in_checkpoint(world.rank(), world.size(), t.next_step(), a.checkpoint_dir);
-      checkpoint = t.save_checkpoint(a.checkpoint_dir).string();  // collective
-      if (t.next_step() < end && stop_requested(a, world)) end = t.next_step();
-      step_began = std::chrono::steady_clock::now();  // the checkpoint is not the next step's
-    }
-    if (!lead) continue;
-    if (a.print_every > 0 && (last.step % a.print_every == 0 || t.next_step() >= end)) {
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double eta = elapsed / static_cast<double>(t.next_step() - first) *
-                         static_cast<double>(end - t.next_step());
-      std::cerr << "step " << last.step << "/" << t.config().train.steps << "  loss "
-                << fmt_num(last.loss, 4) << "  lr " << fmt_sci(last.lr) << "  grad_norm "
-                << fmt_num(last.grad_norm, 3) << "  " << fmt_num(last.tokens_per_s, 0)
-                << " tok/s  ETA " << fmt_duration(eta) << "\n";
-    }
-  }
+  DistTrainingRun run(t, world);
+  TrainLoop loop(run, loop_options(a));
+  const std::int64_t first = loop.first_step();
+  if (!a.trace.empty()) recorder.choose_steps(traced_steps(a, first, loop.end_step()));
+  RankReport report(log, a, places, world, run);
+  const TrainLoopResult done = loop.run(report);
+  const RunTimes& summary = run.times();
+  const std::int64_t end = done.end_step;
+  const std::string checkpoint = done.checkpoint.string();
   if (!a.trace.empty()) write_trace(r, a, recorder, world);  // collective
   const std::vector<RankMemory> memory = t.gather_memory();  // collective
   const std::vector<double> baselines =
@@ -421,7 +358,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   }
   if (a.format == Format::Json) {
     Json ranks = Json::array();
-    for (std::size_t i = 0; i < places.size() && !summary.ranks.empty(); ++i) {
+    for (std::size_t i = 0; i < places.size() && summary.steps() > 0; ++i) {
       Json j = rank_times_json(summary.mean_rank(i));
       j["rank"] = i;
       j["device"] = places[i].device;
@@ -455,7 +392,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
                     {"emulated_slowdown", r.config.slowdown},
                     {"first_step", first},
                     {"next_step", t.next_step()},
-                    {"final_loss", first < end ? Json(last.loss) : Json(nullptr)},
+                    {"final_loss", done.last ? Json(done.last->loss) : Json(nullptr)},
                     {"measured_iteration_ms", measured_ms},
                     {"predicted_iteration_ms", predicted_ms ? Json(*predicted_ms) : Json(nullptr)},
                     {"emulated_from", r.config.slowdown.empty() ? Json(nullptr)
@@ -479,9 +416,9 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
              fmt_num(m.sync_s * 1e3, 1), fmt_num(m.optimizer_s * 1e3, 1)});
   }
   std::cout << "trained steps " << first << ".." << end - 1 << ": final loss "
-            << fmt_num(last.loss, 4) << "\n"
+            << fmt_num(done.last->loss, 4) << "\n"
             << "per-rank time per step (mean"
-            << (summary.step_s.size() > 1 ? ", first step left out" : "") << "):\n";
+            << (summary.steps() > 1 ? ", first step left out" : "") << "):\n";
   std::cout << tab.render();
   std::cout << "measured iteration: " << fmt_num(measured_ms, 1) << " ms";
   if (predicted_ms) {

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <sstream>
 
 #include "cli/resources.h"
@@ -86,6 +87,36 @@ TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& mode
   c.dropout = static_cast<float>(a.dropout);
   c.seed = a.seed;
   return c;
+}
+
+TrainLoopOptions loop_options(const TrainArgs& a) {
+  TrainLoopOptions o;
+  o.stop_at = a.stop_at;
+  o.checkpoint_dir = a.checkpoint_dir;
+  o.checkpoint_every = a.checkpoint_every;
+  o.stop_file = a.stop_file;
+  o.print_every = a.print_every;
+  return o;
+}
+
+Json TrainReport::step_json(const StepStats& s) const {
+  return Json{{"step", s.step},
+              {"loss", s.loss},
+              {"lr", s.lr},
+              {"grad_norm", s.grad_norm},
+              {"tokens_per_s", s.tokens_per_s},
+              {"seconds", s.seconds}};
+}
+
+void TrainReport::on_step(const StepStats& s) {
+  if (log_) log_.write_line(step_json(s).dump());
+}
+
+void TrainReport::on_progress(const TrainProgress& p) {
+  const StepStats& s = p.step;
+  std::cerr << "step " << s.step << "/" << p.total_steps << "  loss " << fmt_num(s.loss, 4)
+            << "  lr " << fmt_sci(s.lr) << "  grad_norm " << fmt_num(s.grad_norm, 3) << "  "
+            << fmt_num(s.tokens_per_s, 0) << " tok/s  ETA " << fmt_duration(p.eta_s) << "\n";
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // The flags of `eth train` and the helpers both its modes share (single process in
-// cmd_train.cpp, a plan over ranks in cmd_train_plan.cpp): turning flags into a TrainConfig,
-// finding the checkpoint to resume, and formatting progress.
+// cmd_train.cpp, a plan over ranks in cmd_train_plan.cpp): turning flags into a TrainConfig and
+// the training loop's options, finding the checkpoint to resume, and reporting the loop
+// (train/train_loop.h: the loop itself is the library's, the same for both modes).
 #pragma once
 
 #include <cstdint>
@@ -12,8 +13,10 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/output.h"
+#include "core/atomic_file.h"
 #include "model/recompute.h"
 #include "plan/plan.h"
+#include "train/train_loop.h"
 #include "train/trainer.h"
 
 namespace eth::cli {
@@ -71,6 +74,24 @@ std::string fmt_duration(double seconds);
 std::optional<std::filesystem::path> resolve_resume(const std::string& arg);
 // The run's configuration; `model` replaces --model when given (the plan's model).
 TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& model = std::nullopt);
+// --stop-at, --checkpoint-dir, --checkpoint-every, --stop-file and --print-every.
+TrainLoopOptions loop_options(const TrainArgs& a);
+
+// What both modes print of the loop: one JSON line per step into --log (when open) and the
+// progress line on stderr. The distributed run adds its ranks' times to each line.
+class TrainReport : public TrainLoopSink {
+ public:
+  explicit TrainReport(AppendFile& log) : log_(log) {}
+  void on_step(const StepStats& s) override;
+  void on_progress(const TrainProgress& p) override;
+
+ protected:
+  // The log line of step `s`: step, loss, lr, grad_norm, tokens_per_s, seconds.
+  virtual Json step_json(const StepStats& s) const;
+
+ private:
+  AppendFile& log_;
+};
 
 // Throws InputError naming the flag to change when one process of `eth train` would need more
 // memory than this machine has available, before anything is allocated: parameters, gradients
