@@ -246,8 +246,10 @@ TEST_F(ElasticLaunchTest, DeviceBackInTheLostDevicesFileIsTakenAtTheNextCheckpoi
   const std::string lost = test::write(dir_ / "lost.txt", "3  # being serviced\n");
   // The run starts on three devices; rank 0 of that run holds before step 7 until the supervisor
   // asks the run to stop (the fault injection's hold), so the change below is seen while the run
-  // is known to be going, whatever the machine's speed. Once two steps are logged, device 3 is
-  // back; the run stops at the checkpoint of step 10 and goes on with four devices.
+  // is known to be going, whatever the machine's speed. Once six steps are logged (so the
+  // checkpoint of step 5 and its stop check are behind the run), device 3 is back; the run stops
+  // at the checkpoint of step 10 and goes on with four devices. After only two steps, a loaded
+  // machine let the supervisor see the change before the checkpoint of step 5.
   test::EthRun r;
   // jthread: joined on every way out of the test, a failed assertion included.
   std::jthread run([&] { r = launch("0:7:hold@3", "--lost-devices " + lost); });
@@ -257,7 +259,7 @@ TEST_F(ElasticLaunchTest, DeviceBackInTheLostDevicesFileIsTakenAtTheNextCheckpoi
     const std::string log = test::slurp(dir_ / "ckpt" / "train.jsonl");
     return std::count(log.begin(), log.end(), '\n');
   };
-  while (logged() < 2 && std::chrono::steady_clock::now() < deadline) {
+  while (logged() < 6 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   test::write(dir_ / "lost.txt", "# device 3 is back\n");
