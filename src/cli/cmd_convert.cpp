@@ -44,7 +44,7 @@ int report(const ConvertArgs& a, const hf::ConvertReport& r) {
   std::cout << (a.to_hf ? "exported " : "imported ") << "GPT-2: " << r.model.layers
             << " layers, hidden " << r.model.hidden << ", " << r.model.heads << " heads, ffn "
             << r.model.ffn << ", vocab " << r.model.vocab << ", " << r.model.seq_len
-            << " positions, " << fmt_num(static_cast<double>(r.params)) << " parameters, "
+            << " positions, " << r.params << " parameters (the LM head counted apart), "
             << r.tensors << " tensors (" << r.dtype << ", "
             << (r.tied ? "tied" : "untied") << " LM head)\n";
   for (const auto& p : r.outputs) std::cout << "wrote " << p.string() << "\n";
