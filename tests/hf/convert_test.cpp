@@ -90,6 +90,32 @@ TEST(HfConvert, ShardedAndSingleFilesGiveTheSameCheckpoint) {
   EXPECT_EQ(read_bytes(a), read_bytes(dir / "s.safetensors"));
 }
 
+// Files saved from a bare GPT2Model (the original OpenAI conversion) name tensors without the
+// "transformer." prefix and carry the causal-mask buffers: the same model.
+TEST(HfConvert, ReadsUnprefixedNamesAndSkipsMaskBuffers) {
+  const fs::path dir = test::scratch("hf", "unprefixed");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(kData / "gpt2_f32" / "config.json", dir / "config.json");
+  const SafetensorsFile src(kData / "gpt2_f32" / "model.safetensors");
+  std::vector<TensorOut> outs;
+  for (const TensorInfo& t : src.tensors()) {
+    outs.push_back({t.name.substr(std::string("transformer.").size()), t.dtype, t.shape});
+  }
+  outs.push_back({"h.0.attn.bias", Dtype::F32, {1, 1, 4, 4}});
+  outs.push_back({"h.1.attn.masked_bias", Dtype::F32, {}});
+  write_safetensors(dir / "model.safetensors", outs, {{"format", "pt"}},
+                    [&](std::size_t i, std::span<float> v) {
+                      if (i < src.tensors().size()) {
+                        src.read_f32(src.tensors()[i], v.data());
+                      } else {
+                        std::fill(v.begin(), v.end(), 1.0f);
+                      }
+                    });
+  convert_from_hf(dir, dir / "ckpt.safetensors", false);
+  EXPECT_EQ(read_bytes(dir / "ckpt.safetensors"), read_bytes(converted("gpt2_f32")));
+}
+
 // Every tensor of `b` has the name, dtype, shape and bytes of `a`'s (and no other).
 void expect_same_tensors(const fs::path& a, const fs::path& b) {
   const SafetensorsModel x(a), y(b);
