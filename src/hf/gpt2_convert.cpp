@@ -190,8 +190,11 @@ void load_gpt2(const Gpt2Source& src, ModelState& state) {
 
 ConvertReport convert_from_hf(const std::filesystem::path& dir, const std::filesystem::path& out,
                               bool overwrite) {
-  check_output_file(out, "convert");
   std::error_code ec;
+  // A missing folder is created by the checkpoint writer, after every check has passed.
+  if (!out.has_parent_path() || std::filesystem::exists(out.parent_path(), ec)) {
+    check_output_file(out, "convert");
+  }
   if (!overwrite && std::filesystem::exists(out, ec)) {
     throw InputError("convert", out.string(), "", "exists; pass --force to overwrite it");
   }

@@ -19,7 +19,7 @@ TEST(HfCli, ConvertThenEvalGivesTransformersLoss) {
   const fs::path dir = test::scratch("hf_cli", "roundtrip");
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const std::string ckpt = (dir / "gpt2.safetensors").string();
+  const std::string ckpt = (dir / "new" / "gpt2.safetensors").string();  // folder created
   auto r = test::eth_cli("convert --from-hf '" + (kData / "gpt2_f32").string() + "' --out '" +
                              ckpt + "' --format json",
                          dir);
