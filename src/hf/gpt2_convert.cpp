@@ -69,15 +69,16 @@ std::int64_t qkv_row(std::int64_t col, std::int64_t C, std::int64_t hs) {
   return (r / hs) * 3 * hs + part * hs + r % hs;
 }
 
-// One loop for both directions: `to_eth` copies hf -> eth, else eth -> hf.
-void map_values(const ModelSpec& m, const Gpt2Tensor& t, float* hf, float* eth, bool to_eth) {
+// One loop for both directions: kToEth copies src (HF) -> dst (ETH), else src (ETH) -> dst (HF).
+template <bool kToEth>
+void map_values(const ModelSpec& m, const Gpt2Tensor& t, const float* src, float* dst) {
   std::int64_t n = 1;
   for (std::int64_t d : t.hf_shape) n *= d;
   auto move = [&](std::int64_t hi, std::int64_t ei) {
-    if (to_eth) {
-      eth[ei] = hf[hi];
+    if constexpr (kToEth) {
+      dst[ei] = src[hi];
     } else {
-      hf[hi] = eth[ei];
+      dst[hi] = src[ei];
     }
   };
   switch (t.map) {
@@ -110,11 +111,11 @@ void map_values(const ModelSpec& m, const Gpt2Tensor& t, float* hf, float* eth, 
 }  // namespace
 
 void gpt2_to_eth(const ModelSpec& model, const Gpt2Tensor& t, const float* hf, float* eth) {
-  map_values(model, t, const_cast<float*>(hf), eth, true);  // hf only read
+  map_values<true>(model, t, hf, eth);
 }
 
 void eth_to_gpt2(const ModelSpec& model, const Gpt2Tensor& t, const float* eth, float* hf) {
-  map_values(model, t, hf, const_cast<float*>(eth), false);  // eth only read
+  map_values<false>(model, t, eth, hf);
 }
 
 Gpt2Source open_gpt2(const std::filesystem::path& dir) {
