@@ -51,5 +51,7 @@ void add_compare_command(CLI::App& app, Registry& r);
 void add_data_command(CLI::App& app, Registry& r);
 void add_train_command(CLI::App& app, Registry& r);
 void add_launch_command(CLI::App& app, Registry& r);
+void add_convert_command(CLI::App& app, Registry& r);
+void add_eval_command(CLI::App& app, Registry& r);
 
 }  // namespace eth::cli

@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   add_data_command(app, registry);
   add_train_command(app, registry);
   add_launch_command(app, registry);
+  add_convert_command(app, registry);
+  add_eval_command(app, registry);
 
   try {
     app.parse(argc, argv);

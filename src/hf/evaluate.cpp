@@ -1,0 +1,73 @@
+// Forward-only evaluation over a token file's windows. See evaluate.h.
+#include "hf/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "data/sampler.h"
+#include "train/precision_stage.h"
+
+namespace eth::hf {
+
+EvalResult evaluate(const ModelState& state, const TokenFile& data, const EvalConfig& cfg) {
+  const ModelSpec& m = state.model();
+  const std::int64_t T = cfg.seq_len == 0 ? m.seq_len : cfg.seq_len;
+  if (T < 1 || T > m.seq_len) {
+    throw InputError("eval", "--seq-len", "",
+                     "expected 1.." + std::to_string(m.seq_len) +
+                         " (the model's position table), got " + std::to_string(T));
+  }
+  if (cfg.batch < 1) throw InputError("eval", "--batch", "", "expected >= 1");
+  if (cfg.max_batches < 0) throw InputError("eval", "--batches", "", "expected >= 0");
+  if (data.size() < T + 1) {
+    throw InputError("eval", data.path().string(), "",
+                     "too few tokens: " + std::to_string(data.size()) + ", one window of " +
+                         std::to_string(T) + " predictions needs " + std::to_string(T + 1));
+  }
+  if (data.max_token() >= m.vocab) {
+    throw InputError("eval", data.path().string(), "",
+                     "token id " + std::to_string(data.max_token()) +
+                         " is outside the model's vocabulary of " + std::to_string(m.vocab));
+  }
+  const std::int64_t windows_in_file = (data.size() - 1) / T;
+  std::int64_t windows = windows_in_file;
+  if (cfg.max_batches > 0) windows = std::min(windows, cfg.max_batches * cfg.batch);
+  const std::int64_t B = std::min(cfg.batch, windows);
+
+  StageComputeConfig sc;
+  sc.first_unit = 0;
+  sc.last_unit = m.num_units() - 1;
+  sc.max_micro_batch = B;
+  sc.seq_len = T;
+  sc.num_slots = 1;
+  PrecisionStage compute(state.precision(), m, sc);
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(B * T)), targets(inputs.size());
+  EvalResult r;
+  r.seq_len = T;
+  // Each batch's loss is its own mean (scale 1 / (b * T)); the total weighs batches by size.
+  double sum = 0;
+  for (std::int64_t w0 = 0; w0 < windows; w0 += B) {
+    const std::int64_t b = std::min(B, windows - w0);
+    for (std::int64_t i = 0; i < b; ++i) {
+      const SampleRef s{w0 + i, (w0 + i) * T};
+      gather_sample(inputs.data() + i * T, targets.data() + i * T, data.tokens(), s, T);
+    }
+    MicroBatch mb;
+    mb.first_sample = w0;
+    mb.size = b;
+    mb.tokens = inputs.data();
+    mb.targets = targets.data();
+    mb.loss_scale = 1.0 / static_cast<double>(b * T);
+    sum += compute.forward(0, state, mb, nullptr, nullptr) * static_cast<double>(b);
+    ++r.batches;
+  }
+  r.windows = windows;
+  r.tokens = windows * T;
+  r.loss = sum / static_cast<double>(windows);
+  r.perplexity = std::exp(r.loss);
+  return r;
+}
+
+}  // namespace eth::hf

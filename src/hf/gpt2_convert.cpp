@@ -1,0 +1,287 @@
+// GPT-2 tensor mapping and the two conversions. See gpt2_convert.h.
+#include "hf/gpt2_convert.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "model/arithmetic.h"
+
+namespace eth::hf {
+
+namespace {
+
+constexpr const char* kConfig = "config.json";
+constexpr const char* kWeights = "model.safetensors";
+constexpr const char* kIndex = "model.safetensors.index.json";
+
+// Buffers old GPT-2 files carry beside the weights (the causal mask and its fill value): not
+// parameters, recomputed by every implementation, so skipped.
+bool is_mask_buffer(const std::string& name) {
+  return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
+}
+
+std::string dims(const std::vector<std::int64_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::vector<Gpt2Tensor> gpt2_tensors(const ModelSpec& m, bool tied, const std::string& prefix) {
+  const std::int64_t C = m.hidden, F = m.ffn, V = m.vocab, T = m.seq_len;
+  using M = Gpt2Tensor::Map;
+  std::vector<Gpt2Tensor> out = {{prefix + "wte.weight", {V, C}, 0, kWte, M::Copy},
+                                 {prefix + "wpe.weight", {T, C}, 0, kWpe, M::Copy}};
+  for (std::int64_t l = 0; l < m.layers; ++l) {
+    const std::string h = prefix + "h." + std::to_string(l) + ".";
+    const std::int64_t u = l + 1;
+    const std::vector<Gpt2Tensor> block = {
+        {h + "ln_1.weight", {C}, u, kLn1W, M::Copy},
+        {h + "ln_1.bias", {C}, u, kLn1B, M::Copy},
+        {h + "attn.c_attn.weight", {C, 3 * C}, u, kQkvW, M::Qkv},
+        {h + "attn.c_attn.bias", {3 * C}, u, kQkvB, M::Qkv},
+        {h + "attn.c_proj.weight", {C, C}, u, kProjW, M::Copy},
+        {h + "attn.c_proj.bias", {C}, u, kProjB, M::Copy},
+        {h + "ln_2.weight", {C}, u, kLn2W, M::Copy},
+        {h + "ln_2.bias", {C}, u, kLn2B, M::Copy},
+        {h + "mlp.c_fc.weight", {C, F}, u, kFcW, M::Transpose},
+        {h + "mlp.c_fc.bias", {F}, u, kFcB, M::Copy},
+        {h + "mlp.c_proj.weight", {F, C}, u, kFcprojW, M::Copy},
+        {h + "mlp.c_proj.bias", {C}, u, kFcprojB, M::Copy}};
+    out.insert(out.end(), block.begin(), block.end());
+  }
+  const std::int64_t head = m.layers + 1;
+  out.push_back({prefix + "ln_f.weight", {C}, head, kLnfW, M::Copy});
+  out.push_back({prefix + "ln_f.bias", {C}, head, kLnfB, M::Copy});
+  if (!tied) out.push_back({"lm_head.weight", {V, C}, head, kLmHeadW, M::Copy});
+  return out;
+}
+
+namespace {
+
+// ETH row of HF qkv column `col`: HF groups [all q; all k; all v], ETH [q_h; k_h; v_h] per head.
+std::int64_t qkv_row(std::int64_t col, std::int64_t C, std::int64_t hs) {
+  const std::int64_t part = col / C, r = col % C;
+  return (r / hs) * 3 * hs + part * hs + r % hs;
+}
+
+// One loop for both directions: kToEth copies src (HF) -> dst (ETH), else src (ETH) -> dst (HF).
+template <bool kToEth>
+void map_values(const ModelSpec& m, const Gpt2Tensor& t, const float* src, float* dst) {
+  std::int64_t n = 1;
+  for (std::int64_t d : t.hf_shape) n *= d;
+  auto move = [&](std::int64_t hi, std::int64_t ei) {
+    if constexpr (kToEth) {
+      dst[ei] = src[hi];
+    } else {
+      dst[hi] = src[ei];
+    }
+  };
+  switch (t.map) {
+    case Gpt2Tensor::Map::Copy:
+      for (std::int64_t i = 0; i < n; ++i) move(i, i);
+      return;
+    case Gpt2Tensor::Map::Transpose: {
+      const std::int64_t a = t.hf_shape[0], b = t.hf_shape[1];
+      for (std::int64_t i = 0; i < a; ++i) {
+        for (std::int64_t j = 0; j < b; ++j) move(i * b + j, j * a + i);
+      }
+      return;
+    }
+    case Gpt2Tensor::Map::Qkv: {
+      const std::int64_t C = m.hidden, hs = m.head_dim();
+      if (t.hf_shape.size() == 1) {
+        for (std::int64_t col = 0; col < 3 * C; ++col) move(col, qkv_row(col, C, hs));
+        return;
+      }
+      for (std::int64_t i = 0; i < C; ++i) {
+        for (std::int64_t col = 0; col < 3 * C; ++col) {
+          move(i * 3 * C + col, qkv_row(col, C, hs) * C + i);
+        }
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void gpt2_to_eth(const ModelSpec& model, const Gpt2Tensor& t, const float* hf, float* eth) {
+  map_values<true>(model, t, hf, eth);
+}
+
+void eth_to_gpt2(const ModelSpec& model, const Gpt2Tensor& t, const float* eth, float* hf) {
+  map_values<false>(model, t, eth, hf);
+}
+
+Gpt2Source open_gpt2(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    throw InputError("hf", dir.string(), "", "not a folder (expected a Hugging Face model folder)");
+  }
+  Gpt2Source src;
+  src.dir = dir;
+  src.config = read_gpt2_config(dir / kConfig);
+  src.weights = std::make_unique<SafetensorsModel>(dir);
+  const SafetensorsModel& w = *src.weights;
+  // GPT2LMHeadModel names its body "transformer."; files saved from a bare GPT2Model (the
+  // original OpenAI conversion) have no prefix.
+  const std::string prefix = w.find("transformer.wte.weight") || !w.find("wte.weight")
+                                 ? "transformer."
+                                 : "";
+  const ModelSpec& m = src.config.model;
+  src.tensors = gpt2_tensors(m, src.config.tied, prefix);
+  std::set<std::string> wanted;
+  std::set<std::string> dtypes;
+  for (const Gpt2Tensor& t : src.tensors) {
+    wanted.insert(t.hf_name);
+    const TensorInfo* info = w.find(t.hf_name);
+    if (!info) {
+      throw InputError("hf", w.files().front().string(), t.hf_name,
+                       "missing tensor (of shape " + dims(t.hf_shape) + ")" +
+                           (t.hf_name == "lm_head.weight"
+                                ? "; config.json says tie_word_embeddings false"
+                                : ""));
+    }
+    if (info->shape != t.hf_shape) {
+      throw InputError("hf", w.file_of(t.hf_name).string(), t.hf_name + ".shape",
+                       "expected " + dims(t.hf_shape) + " from config.json, got " +
+                           dims(info->shape));
+    }
+    dtypes.insert(dtype_name(info->dtype));
+  }
+  for (const std::string& name : w.names()) {
+    if (wanted.count(name) || is_mask_buffer(name)) continue;
+    if (name == "lm_head.weight" && src.config.tied) continue;  // tied: wte is the head
+    throw InputError("hf", w.file_of(name).string(), name,
+                     "unexpected tensor: not part of GPT2LMHeadModel with this config.json");
+  }
+  src.dtype = dtypes.size() == 1 ? *dtypes.begin() : "";
+  return src;
+}
+
+void load_gpt2(const Gpt2Source& src, ModelState& state) {
+  const ModelSpec& m = src.config.model;
+  ETH_CHECK(state.layout().tp() == 1 && state.layout().first_unit() == 0 &&
+                state.layout().last_unit() == m.num_units() - 1,
+            "load_gpt2: a whole-model state");
+  std::vector<float> hf;
+  auto load = [&](const Gpt2Tensor& t, std::int64_t unit, int tensor) {
+    hf.resize(static_cast<std::size_t>(std::max<std::int64_t>(1, [&] {
+      std::int64_t n = 1;
+      for (std::int64_t d : t.hf_shape) n *= d;
+      return n;
+    }())));
+    src.weights->read_f32(t.hf_name, hf.data());
+    gpt2_to_eth(m, t, hf.data(), state.params() + state.layout().offset(unit, tensor));
+  };
+  for (const Gpt2Tensor& t : src.tensors) {
+    load(t, t.unit, t.tensor);
+    // Tied: the one wte tensor is also ETH's LM head, whose layout is the same (V, C).
+    if (t.unit == 0 && t.tensor == kWte && src.config.tied) load(t, m.layers + 1, kLmHeadW);
+  }
+  std::fill(state.adam_m(), state.adam_m() + state.numel(), 0.0f);
+  std::fill(state.adam_v(), state.adam_v() + state.numel(), 0.0f);
+  state.refresh_compute_copy();
+}
+
+ConvertReport convert_from_hf(const std::filesystem::path& dir, const std::filesystem::path& out,
+                              bool overwrite) {
+  std::error_code ec;
+  // A missing folder is created by the checkpoint writer, after every check has passed.
+  if (!out.has_parent_path() || std::filesystem::exists(out.parent_path(), ec)) {
+    check_output_file(out, "convert");
+  }
+  if (!overwrite && std::filesystem::exists(out, ec)) {
+    throw InputError("convert", out.string(), "", "exists; pass --force to overwrite it");
+  }
+  const Gpt2Source src = open_gpt2(dir);
+  const ModelSpec& m = src.config.model;
+  ModelState state(m, 0, m.num_units() - 1);
+  load_gpt2(src, state);
+  CheckpointMeta meta;
+  meta.model = m;
+  meta.step = 0;
+  meta.schedule = Json::object();
+  meta.data = Json::object();
+  meta.run = Json{{"hf", {{"config", src.config.raw}, {"dtype", src.dtype}}}};
+  write_checkpoint(out, state, meta);
+  ConvertReport r;
+  r.model = m;
+  r.tied = src.config.tied;
+  r.dtype = src.dtype.empty() ? "mixed" : src.dtype;
+  r.tensors = static_cast<std::int64_t>(src.tensors.size());
+  r.params = total_params(m);
+  r.inputs = src.weights->files();
+  r.outputs = {out};
+  return r;
+}
+
+ConvertReport convert_to_hf(const std::filesystem::path& checkpoint,
+                            const std::filesystem::path& dir, const std::string& dtype_arg,
+                            bool overwrite) {
+  const CheckpointMeta meta = read_checkpoint_meta(checkpoint);
+  Json base;
+  std::string recorded;
+  if (meta.run.is_object() && meta.run.contains("hf") && meta.run["hf"].is_object()) {
+    const Json& h = meta.run["hf"];
+    if (h.contains("config")) base = h["config"];
+    if (h.contains("dtype") && h["dtype"].is_string()) recorded = h["dtype"].get<std::string>();
+  }
+  Dtype dtype = Dtype::F32;
+  if (dtype_arg == "auto") {
+    if (!recorded.empty()) parse_dtype(recorded, &dtype);
+  } else if (!parse_dtype(dtype_arg, &dtype)) {
+    throw InputError("convert", "--dtype", "", "expected auto, fp32, bf16 or fp16, got " +
+                                                   message_text(dtype_arg, 32));
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    throw InputError("convert", dir.string(), "", "exists and is not a folder");
+  }
+  for (const char* f : {kConfig, kWeights, kIndex}) {
+    const auto p = dir / f;
+    if (std::filesystem::exists(p, ec) && (!overwrite || std::string(f) == kIndex)) {
+      throw InputError("convert", p.string(), "",
+                       std::string(f) == kIndex
+                           ? "a sharded index is in the way (loaders would read it instead of "
+                             "the new model.safetensors); remove it"
+                           : "exists; pass --force to overwrite it");
+    }
+  }
+  const ModelSpec& m = meta.model;
+  ModelState state(m, 0, m.num_units() - 1);
+  load_checkpoint(checkpoint, state);
+  const float* wte = state.params() + state.layout().offset(0, kWte);
+  const float* head = state.params() + state.layout().offset(m.layers + 1, kLmHeadW);
+  const bool tied = std::memcmp(wte, head, static_cast<std::size_t>(m.vocab * m.hidden) * 4) == 0;
+  const std::vector<Gpt2Tensor> tensors = gpt2_tensors(m, tied);
+  std::vector<TensorOut> outs;
+  for (const Gpt2Tensor& t : tensors) outs.push_back({t.hf_name, dtype, t.hf_shape});
+  const char* torch_dtype =
+      dtype == Dtype::F32 ? "float32" : dtype == Dtype::BF16 ? "bfloat16" : "float16";
+  const Json config = gpt2_config_json(m, tied, torch_dtype, base);
+  prepare_output_dir(dir, "convert");
+  write_safetensors(dir / kWeights, outs, {{"format", "pt"}},
+                    [&](std::size_t i, std::span<float> values) {
+                      const Gpt2Tensor& t = tensors[i];
+                      eth_to_gpt2(m, t, state.params() + state.layout().offset(t.unit, t.tensor),
+                                  values.data());
+                    });
+  write_file_atomic(dir / kConfig, config.dump(2) + "\n", "convert");
+  ConvertReport r;
+  r.model = m;
+  r.tied = tied;
+  r.dtype = dtype_name(dtype);
+  r.tensors = static_cast<std::int64_t>(tensors.size());
+  r.params = total_params(m);
+  r.inputs = {checkpoint};
+  r.outputs = {dir / kConfig, dir / kWeights};
+  return r;
+}
+
+}  // namespace eth::hf

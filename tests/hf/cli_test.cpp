@@ -1,0 +1,76 @@
+// `eth convert` and `eth eval` as a user runs them: the fixture converted and evaluated gives
+// transformers' loss in the JSON output, the way back writes a loadable folder, and bad input
+// exits 2 naming the file and the field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cli/cli_run.h"
+#include "core/json_file.h"
+#include "test_util.h"
+
+namespace eth {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kData = fs::path(ETH_TEST_DATA_DIR) / "hf";
+
+TEST(HfCli, ConvertThenEvalGivesTransformersLoss) {
+  const fs::path dir = test::scratch("hf_cli", "roundtrip");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string ckpt = (dir / "new" / "gpt2.safetensors").string();  // folder created
+  auto r = test::eth_cli("convert --from-hf '" + (kData / "gpt2_f32").string() + "' --out '" +
+                             ckpt + "' --format json",
+                         dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json conv = Json::parse(r.out);
+  EXPECT_EQ(conv["model"]["layers"], 2);
+  EXPECT_EQ(conv["tied_embeddings"], true);
+  r = test::eth_cli("eval --checkpoint '" + ckpt + "' --data '" + (kData / "batch.bin").string() +
+                        "' --seq-len 32 --batch 4 --format json",
+                    dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json ev = Json::parse(r.out);
+  const Json want = read_json_file(kData / "expected.json", "test");
+  EXPECT_NEAR(ev["loss"].get<double>(), want["models"]["gpt2_f32"]["loss"].get<double>(), 1e-5);
+  EXPECT_EQ(ev["tokens"], 128);
+  EXPECT_NEAR(ev["perplexity"].get<double>(), std::exp(ev["loss"].get<double>()), 1e-9);
+  // Converting again over the same file needs --force.
+  r = test::eth_cli("convert --from-hf '" + (kData / "gpt2_f32").string() + "' --out '" + ckpt + "'",
+                    dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--force"), std::string::npos) << r.err;
+  r = test::eth_cli("convert --to-hf --checkpoint '" + ckpt + "' --out '" + (dir / "back").string() +
+                        "'",
+                    dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "back" / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "back" / "config.json"));
+}
+
+TEST(HfCli, BadInputExitsTwoNamingFileAndField) {
+  const fs::path dir = test::scratch("hf_cli", "bad");
+  fs::remove_all(dir / "m");
+  fs::create_directories(dir / "m");
+  fs::copy_file(kData / "gpt2_f32" / "model.safetensors", dir / "m" / "model.safetensors");
+  Json cfg = read_json_file(kData / "gpt2_f32" / "config.json", "test");
+  cfg["n_head"] = 3;
+  test::write(dir / "m" / "config.json", cfg.dump());
+  auto r = test::eth_cli("convert --from-hf '" + (dir / "m").string() + "' --out '" +
+                             (dir / "x.safetensors").string() + "'",
+                         dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find((dir / "m" / "config.json").string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("n_head"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "x.safetensors"));
+  r = test::eth_cli("convert --out x", dir);
+  EXPECT_EQ(r.code, 1) << r.err;
+  r = test::eth_cli("eval --checkpoint '" + (dir / "nope").string() + "' --data '" +
+                        (kData / "batch.bin").string() + "'",
+                    dir);
+  EXPECT_EQ(r.code, 2) << r.err;
+}
+
+}  // namespace
+}  // namespace eth
