@@ -41,7 +41,6 @@
 #include "model/model_spec.h"
 #include "model/recompute.h"
 #include "train/arena.h"
-#include "train/carver.h"
 #include "train/model_state.h"
 #include "train/tp_group.h"
 

@@ -41,10 +41,10 @@ struct StageCompute<K>::Impl {
     R* ln1 = nullptr;                                            // (N,C)
     S *ln1_mean = nullptr, *ln1_rstd = nullptr;                  // (N), (N)
     R* qkv = nullptr;                                            // (N,3C)
-    typename Attention::Saved attn;       // what the set's attention keeps
-    R* atty = nullptr;                    // (N,C)
-    std::uint8_t* resid1_mask = nullptr;  // (N,C), p > 0
-    R* x2 = nullptr;                      // (N,C)
+    typename Attention::Saved attn;                              // what K's attention keeps
+    R* atty = nullptr;                                           // (N,C)
+    std::uint8_t* resid1_mask = nullptr;                         // (N,C), p > 0
+    R* x2 = nullptr;                                             // (N,C)
     R* ln2 = nullptr;                                            // (N,C)
     S *ln2_mean = nullptr, *ln2_rstd = nullptr;                  // (N), (N)
     R* fch = nullptr;                                            // (N,F) GELU input

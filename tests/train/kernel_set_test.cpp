@@ -148,6 +148,34 @@ TEST(FusedAttention, PassesTheStagesDropoutKeyAndRecomputesNothing) {
   EXPECT_EQ(Recording::backwards, 1);
 }
 
+// The GPU set's stage, sized without a device (planned_arena_bytes allocates nothing; this also
+// links StageCompute<GpuKernels<CudaApi>> into the test in every build): its arena is the CPU
+// bf16 stage's less, per block and slot, the attention chain's P, mask and Pd (bf16, byte,
+// bf16: 5 bytes per (B,NH,T,T) element) plus lse (4 bytes per (B,NH,T) row) back, and in the
+// workspace the (B,NH,T,T) bf16 gradient less the (B,NH,T) fp32 dsum. Every other buffer has
+// the same element types in both. The model's buffers are all multiples of the 64-byte
+// alignment, so the arithmetic is exact.
+TEST(GpuKernelSet, StageArenaIsTheBf16OnesWithFusedAttention) {
+  const ModelSpec m{"aligned", 3, 32, 4, 16, 64, 128};
+  for (const float p : {0.0f, 0.1f}) {
+    for (const std::int64_t slots : {1, 3}) {
+      StageComputeConfig c;
+      c.last_unit = m.num_units() - 1;
+      c.max_micro_batch = 2;
+      c.seq_len = m.seq_len;
+      c.num_slots = slots;
+      c.dropout = p;
+      const std::int64_t tt = 2 * m.heads * m.seq_len * m.seq_len, rows = 2 * m.heads * m.seq_len;
+      const std::int64_t saved = (p > 0 ? 5 : 2) * tt - 4 * rows;
+      const std::int64_t want = m.layers * slots * saved + (2 * tt - 4 * rows);
+      const auto cpu = StageCompute<CpuBf16Kernels>::planned_arena_bytes(m, c);
+      const auto gpu = StageCompute<GpuKernels<CudaApi>>::planned_arena_bytes(m, c);
+      EXPECT_EQ(static_cast<std::int64_t>(cpu) - static_cast<std::int64_t>(gpu), want)
+          << "dropout " << p << " slots " << slots;
+    }
+  }
+}
+
 // ---- the loss scalar ----------------------------------------------------------------------
 
 TEST(StageLoss, SumsForwardsInOrderAndTakeResets) {
