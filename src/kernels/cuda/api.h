@@ -3,7 +3,8 @@
 // the model state and the optimizer on the GPU). Written once over such an Api struct, the GPU
 // kernel set needs nothing CUDA-specific: the host-emulated device (kernels/emulated/) provides
 // an EmulatedApi of the same form. Function pointers (static constexpr) except the overloaded
-// add_inplace / max_inplace, which are overloaded static functions. A plain C++ header.
+// add_inplace / max_inplace, which are overloaded static functions (called alike:
+// Api::add_inplace(x, y, n) picks the overload by argument type). A plain C++ header.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +16,12 @@
 namespace eth {
 
 struct CudaApi {
+  // The types a kernel set's callers name.
+  using Error = cuda::CudaError;
+  using DeviceInfo = cuda::DeviceInfo;
   using AttnDropout = cuda::AttnDropout;
+  template <typename T>
+  using DeviceBuffer = cuda::DeviceBuffer<T>;
 
   // ---- kernels.h ----
   static constexpr auto encoder_forward = &cuda::encoder_forward;
@@ -64,7 +70,12 @@ struct CudaApi {
     cuda::max_inplace(x, y, n);
   }
 
-  // ---- runtime.h: device memory ----
+  // ---- runtime.h: the device, its memory and the stream ----
+  static constexpr auto compiled = &cuda::compiled;
+  static constexpr auto device_count = &cuda::device_count;
+  static constexpr auto unavailable_reason = &cuda::unavailable_reason;
+  static constexpr auto device_info = &cuda::device_info;
+  static constexpr auto set_device = &cuda::set_device;
   static constexpr auto alloc = &cuda::alloc;
   static constexpr auto free = &cuda::free;
   static constexpr auto copy_to_device = &cuda::copy_to_device;
