@@ -168,7 +168,7 @@ StepStats DistributedTrainer::step() {
   TraceScope norm_trace(cfg_.trace, TraceKind::Optimizer);
   double& mine = sums[static_cast<std::size_t>(world_.rank())];
   for (const std::vector<PackRun>& block : norm_runs_) {
-    for (const PackRun& r : block) mine += sum_squares(state_.grads() + r.offset, r.count);
+    for (const PackRun& r : block) mine += grad_sum_squares(state_, r.offset, r.count);
   }
   sums[W] = place_.tp_rank == 0 ? loss : 0.0;
   norm_trace.end();

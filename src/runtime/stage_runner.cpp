@@ -198,7 +198,6 @@ double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times
   // The buffers an activation / gradient was computed into, until its send action posts it.
   SendBuffer* act_out = nullptr;
   SendBuffer* grad_out = nullptr;
-  double loss = 0;
   auto micro_batch = [&](std::int64_t j, const Chunk& c, bool gather) {
     MicroBatch mb;
     mb.step = in.step;
@@ -265,8 +264,8 @@ double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times
         act_out = s + 1 < S ? &acquire_send_buffer() : nullptr;
         TraceScope trace(cfg_.trace, TraceKind::Forward, a.microbatch);
         EmulatedOp op(emulator_, op_nominal_ns(true, a.microbatch));
-        loss += compute_->forward(slot, state, mb, s > 0 ? x_in_.data() : nullptr,
-                                  act_out ? act_out->data.data() : nullptr);
+        compute_->forward(slot, state, mb, s > 0 ? x_in_.data() : nullptr,
+                          act_out ? act_out->data.data() : nullptr);
         times.compute_s += op.finish();
         break;
       }
@@ -307,7 +306,7 @@ double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times
     b->pending.clear();
   }
   times.wait_s += since(t0);
-  return loss;
+  return compute_->take_loss();  // the head's losses, read once per step
 }
 
 }  // namespace eth

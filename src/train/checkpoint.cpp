@@ -13,6 +13,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
+#include "train/state_backend.h"
 
 namespace eth {
 
@@ -40,6 +41,18 @@ const float* part_buffer(const ModelState& s, int k) {
 }
 float* part_buffer(ModelState& s, int k) {
   return k == 0 ? s.params() : k == 1 ? s.adam_m() : s.adam_v();
+}
+
+// Host copies of the three parts of a state whose kernel set's memory host code cannot touch
+// (a device), downloaded when `fetch`; none (empty) when the buffers are host memory.
+std::vector<std::vector<float>> host_copies(const ModelState& s, bool fetch) {
+  std::vector<std::vector<float>> c;
+  if (s.backend().host_visible()) return c;
+  c.resize(3, std::vector<float>(static_cast<std::size_t>(s.numel())));
+  for (int k = 0; k < 3 && fetch; ++k) {
+    s.backend().download(c[static_cast<std::size_t>(k)].data(), part_buffer(s, k), s.numel());
+  }
+  return c;
 }
 
 std::string tensor_name(std::int64_t unit, const std::string& name, const char* suffix) {
@@ -208,10 +221,14 @@ void write_checkpoint(const std::filesystem::path& path, const ModelState& state
   header["__metadata__"] = Json::object();
   std::uint64_t offset = 0;
   ETH_CHECK(state.layout().tp() == 1, "write_checkpoint: gather the tp shards first");
+  const auto copies = host_copies(state, true);
+  auto part = [&](int k) {
+    return copies.empty() ? part_buffer(state, k) : copies[static_cast<std::size_t>(k)].data();
+  };
   for (const UnitSlot& u : state.layout().units()) {
     for (const TensorSlot& t : u.tensors) {
       for (int k = 0; k < 3; ++k) {
-        const float* data = part_buffer(state, k) + t.offset;
+        const float* data = part(k) + t.offset;
         const std::int64_t n = t.desc.numel();
         const std::string name = tensor_name(u.unit, t.desc.name, kPartSuffix[k]);
         const std::uint64_t bytes = static_cast<std::uint64_t>(n) * 4;
@@ -260,6 +277,10 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
   std::ifstream in(path, std::ios::binary);
   if (!in) bad(path, "", "cannot open for reading");
   std::vector<float> whole;  // a sharded tensor is read whole (its checksum covers all of it)
+  auto copies = host_copies(state, false);
+  auto part = [&](int k) {
+    return copies.empty() ? part_buffer(state, k) : copies[static_cast<std::size_t>(k)].data();
+  };
   for (const UnitSlot& u : state.layout().units()) {
     for (const TensorSlot& t : u.tensors) {
       for (int k = 0; k < 3; ++k) {
@@ -268,7 +289,7 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
         if (it == h.tensors.end()) bad(path, name, "missing tensor");
         const Entry& e = it->second;
         if (e.shape != t.full_shape()) bad(path, name + ".shape", "does not match the model");
-        float* dst = part_buffer(state, k) + t.offset;
+        float* dst = part(k) + t.offset;
         float* read_to = dst;
         if (t.is_shard()) {
           whole.resize((e.end - e.begin) / 4);
@@ -285,6 +306,10 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
         }
       }
     }
+  }
+  for (std::size_t k = 0; k < copies.size(); ++k) {
+    state.backend().upload(part_buffer(state, static_cast<int>(k)), copies[k].data(),
+                           state.numel());
   }
   // The file holds fp32 masters whatever precision wrote it: a bf16 state rounds them into its
   // compute copy here, so fp32 and bf16 runs resume each other's checkpoints.

@@ -7,13 +7,20 @@
 // Element types (StageCompute's buffers): Act (activations and their gradients), Param (the
 // weights the kernels read), Grad (parameter gradients), Stat (layer-norm mean/rstd, lse,
 // losses) and Acc (a tp rank's partial sums, all-reduced over the tp group). These two sets use
-// one type for all five.
+// one type for all five. Besides the kernels a set provides its memory (train/memory.h: the
+// arena type, zero / copy / upload / download / dropout_mask_fill), its attention type
+// (attention_unfused.h here), the head's loss added to a scalar in its memory
+// (crossentropy_forward_add, vocab_ce_finish_add) and, for the training sets, the optimizer's
+// entries (adamw_update, sum_squares, convert_to_bf16). train/kernel_set_concept.h states all
+// of it as the concept KernelSet.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/bf16/convert.h"
+#include "kernels/cpu/optimizer.h"
 #include "kernels/cpu/crossentropy.h"
 #include "kernels/cpu/encoder.h"
 #include "kernels/cpu/layernorm.h"
@@ -27,8 +34,20 @@
 #include "kernels/reference/matmul.h"
 #include "kernels/reference/pointwise.h"
 #include "kernels/reference/vocab_parallel.h"
+#include "train/attention_unfused.h"
+#include "train/memory.h"
 
 namespace eth {
+
+// *loss += the loss a host kernel `forward` writes (its `double* loss` first argument): the CPU
+// sets' head loss accumulated in plain memory, added in the order a trainer summing the
+// micro-batches' losses on the host adds them, so the sums are bitwise those of before.
+template <typename F, typename... Args>
+void add_host_loss(double* loss, F forward, Args... args) {
+  double l = 0;
+  forward(&l, args...);
+  *loss += l;
+}
 
 // The tp entries shared by the single-type sets: a partial sum is the activation buffer itself
 // (Acc is Act), so the row-parallel product and the column-parallel input gradient are the
@@ -41,13 +60,15 @@ struct SameTypePartials {
   }
 };
 
-struct CpuKernels : SameTypePartials<float> {
+struct CpuKernels : SameTypePartials<float>, HostMemory {
   using Real = float;
   using Act = float;
   using Param = float;
   using Grad = float;
   using Stat = float;
   using Acc = float;
+  using Memory = HostMemory;
+  using Attention = UnfusedAttention<CpuKernels>;
   static constexpr auto encoder_forward = &cpu::encoder_forward;
   static constexpr auto encoder_backward = &cpu::encoder_backward;
   static constexpr auto layernorm_forward = &cpu::layernorm_forward;
@@ -75,7 +96,11 @@ struct CpuKernels : SameTypePartials<float> {
   static constexpr auto residual_backward = &cpu::residual_backward;
   static constexpr auto dropout_forward = &cpu::dropout_forward;
   static constexpr auto dropout_backward = &cpu::dropout_backward;
-  static constexpr auto crossentropy_forward = &cpu::crossentropy_forward;
+  static void crossentropy_forward_add(double* loss, float* losses, float* lse,
+                                       const float* logits, const std::int32_t* targets,
+                                       double scale, std::int64_t N, std::int64_t V) {
+    add_host_loss(loss, &cpu::crossentropy_forward, losses, lse, logits, targets, scale, N, V);
+  }
   static constexpr auto crossentropy_backward = &cpu::crossentropy_backward;
   // tp > 1 stages: partial sums and the vocabulary-parallel embedding and loss.
   static constexpr auto matmul_nn_forward_partial = &cpu::matmul_nn_forward;
@@ -92,18 +117,33 @@ struct CpuKernels : SameTypePartials<float> {
   static constexpr auto position_backward = &cpu::position_backward;
   static constexpr auto vocab_ce_max = &cpu::vocab_ce_max;
   static constexpr auto vocab_ce_sums = &cpu::vocab_ce_sums;
-  static constexpr auto vocab_ce_finish = &cpu::vocab_ce_finish;
+  static void vocab_ce_finish_add(double* loss, float* losses, float* lse, const float* mx,
+                                  const float* stats, double scale, std::int64_t N) {
+    add_host_loss(loss, &cpu::vocab_ce_finish, losses, lse, mx, stats, scale, N);
+  }
   static constexpr auto vocab_ce_backward = &cpu::vocab_ce_backward;
+
+  // The optimizer: fp32 parameters are what the kernels read (`compute` is `master` itself).
+  static void adamw_update(float* master, float* /*compute*/, float* m, float* v,
+                           const float* grads, std::int64_t n, const cpu::AdamWScalars& s) {
+    cpu::adamw_update(master, m, v, grads, n, s);
+  }
+  static constexpr auto sum_squares = &cpu::sum_squares;
+  static void convert_to_bf16(Bf16* out, const float* in, std::int64_t n) {
+    cpu::bf16::convert_to_bf16(out, in, n);
+  }
 };
 
 template <typename R>
-struct RefKernels : SameTypePartials<R> {
+struct RefKernels : SameTypePartials<R>, HostMemory {
   using Real = R;
   using Act = R;
   using Param = R;
   using Grad = R;
   using Stat = R;
   using Acc = R;
+  using Memory = HostMemory;
+  using Attention = UnfusedAttention<RefKernels<R>>;
   static constexpr auto encoder_forward = &ref::encoder_forward<R>;
   static constexpr auto encoder_backward = &ref::encoder_backward<R>;
   static constexpr auto layernorm_forward = &ref::layernorm_forward<R>;
@@ -129,7 +169,11 @@ struct RefKernels : SameTypePartials<R> {
   static constexpr auto residual_backward = &ref::residual_backward<R>;
   static constexpr auto dropout_forward = &ref::dropout_forward<R>;
   static constexpr auto dropout_backward = &ref::dropout_backward<R>;
-  static constexpr auto crossentropy_forward = &ref::crossentropy_forward<R>;
+  static void crossentropy_forward_add(double* loss, R* losses, R* lse, const R* logits,
+                                       const std::int32_t* targets, double scale, std::int64_t N,
+                                       std::int64_t V) {
+    add_host_loss(loss, &ref::crossentropy_forward<R>, losses, lse, logits, targets, scale, N, V);
+  }
   static constexpr auto crossentropy_backward = &ref::crossentropy_backward<R>;
   static constexpr auto matmul_nn_forward_partial = &ref::matmul_nn_forward<R>;
   static constexpr auto matmul_nt_backward_partial = &ref::matmul_nt_backward<R>;
@@ -144,7 +188,10 @@ struct RefKernels : SameTypePartials<R> {
   static constexpr auto position_backward = &ref::position_backward<R>;
   static constexpr auto vocab_ce_max = &ref::vocab_ce_max<R>;
   static constexpr auto vocab_ce_sums = &ref::vocab_ce_sums<R>;
-  static constexpr auto vocab_ce_finish = &ref::vocab_ce_finish<R>;
+  static void vocab_ce_finish_add(double* loss, R* losses, R* lse, const R* mx, const R* stats,
+                                  double scale, std::int64_t N) {
+    add_host_loss(loss, &ref::vocab_ce_finish<R>, losses, lse, mx, stats, scale, N);
+  }
   static constexpr auto vocab_ce_backward = &ref::vocab_ce_backward<R>;
 };
 

@@ -23,16 +23,22 @@
 #include "kernels/cpu/bf16/optimizer.h"
 #include "kernels/cpu/bf16/pointwise.h"
 #include "kernels/cpu/bf16/vocab_parallel.h"
+#include "kernels/cpu/optimizer.h"
 #include "kernels/cpu/vocab_parallel.h"
+#include "train/attention_unfused.h"
+#include "train/kernel_set.h"
+#include "train/memory.h"
 
 namespace eth {
 
-struct CpuBf16Kernels {
+struct CpuBf16Kernels : HostMemory {
   using Act = Bf16;    // every activation and activation gradient
   using Param = Bf16;  // the weights the kernels read: the compute copy of the fp32 masters
   using Grad = float;  // parameter gradients: accumulated over micro-batches, reduced in fp32
   using Stat = float;  // layer-norm mean and rstd, cross-entropy lse and losses
   using Acc = float;   // tp partial sums: all-reduced in fp32, rounded once
+  using Memory = HostMemory;
+  using Attention = UnfusedAttention<CpuBf16Kernels>;  // P kept, in bf16
 
   // Where a head's q, k, v sit in the qkv matmul's output. It must be the fp32 kernels' layout
   // (cpu/attention.h), or the two precisions would be two different models of one checkpoint;
@@ -80,7 +86,12 @@ struct CpuBf16Kernels {
   static constexpr auto residual_backward = &cpu::bf16::residual_backward;
   static constexpr auto dropout_forward = &cpu::bf16::dropout_forward;
   static constexpr auto dropout_backward = &cpu::bf16::dropout_backward;
-  static constexpr auto crossentropy_forward = &cpu::bf16::crossentropy_forward;
+  static void crossentropy_forward_add(double* loss, float* losses, float* lse,
+                                       const Bf16* logits, const std::int32_t* targets,
+                                       double scale, std::int64_t N, std::int64_t V) {
+    add_host_loss(loss, &cpu::bf16::crossentropy_forward, losses, lse, logits, targets, scale, N,
+                  V);
+  }
   static constexpr auto crossentropy_backward = &cpu::bf16::crossentropy_backward;
 
   // tp > 1 stages: fp32 partial sums, their one rounding, the vocabulary-parallel embedding
@@ -98,11 +109,18 @@ struct CpuBf16Kernels {
   static constexpr auto position_backward = &cpu::bf16::position_backward;
   static constexpr auto vocab_ce_max = &cpu::bf16::vocab_ce_max;
   static constexpr auto vocab_ce_sums = &cpu::bf16::vocab_ce_sums;
-  static constexpr auto vocab_ce_finish = &cpu::vocab_ce_finish;  // statistics only: fp32
+  static void vocab_ce_finish_add(double* loss, float* losses, float* lse, const float* mx,
+                                  const float* stats, double scale, std::int64_t N) {
+    add_host_loss(loss, &cpu::vocab_ce_finish, losses, lse, mx, stats, scale, N);  // fp32 stats
+  }
   static constexpr auto vocab_ce_backward = &cpu::bf16::vocab_ce_backward;
 
   // The optimizer's fused step: fp32 masters and moments, and the compute copy in one pass.
   static constexpr auto adamw_update = &cpu::bf16::adamw_update;
+  static constexpr auto sum_squares = &cpu::sum_squares;  // fp32 gradients
+  static void convert_to_bf16(Bf16* out, const float* in, std::int64_t n) {
+    cpu::bf16::convert_to_bf16(out, in, n);
+  }
 };
 
 }  // namespace eth

@@ -5,8 +5,10 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels/cpu/bf16/convert.h"
 #include "kernels/rng.h"
+#include "train/kernel_set.h"
+#include "train/kernel_set_bf16.h"
+#include "train/state_backend.h"
 
 namespace eth {
 
@@ -169,23 +171,38 @@ std::int64_t ParamLayout::offset(std::int64_t u, int t) const {
   return unit(u).tensors[static_cast<std::size_t>(t)].offset;
 }
 
-ModelState::ModelState(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
-                       std::int64_t tp, std::int64_t tp_rank, Precision precision)
-    : ModelState(model, ParamLayout(model, first_unit, last_unit, tp, tp_rank), precision) {}
+std::unique_ptr<StateBackend> make_cpu_state_backend(Precision precision, std::size_t bytes) {
+  if (precision == Precision::Bf16) return std::make_unique<StateBackendOf<CpuBf16Kernels>>(bytes);
+  return std::make_unique<StateBackendOf<CpuKernels>>(bytes);
+}
 
-ModelState::ModelState(const ModelSpec& model, ParamLayout layout, Precision precision)
+ModelState::ModelState(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
+                       std::int64_t tp, std::int64_t tp_rank, Precision precision,
+                       MakeStateBackend make_backend)
+    : ModelState(model, ParamLayout(model, first_unit, last_unit, tp, tp_rank), precision,
+                 make_backend) {}
+
+ModelState::ModelState(const ModelSpec& model, ParamLayout layout, Precision precision,
+                       MakeStateBackend make_backend)
     : model_(model), layout_(std::move(layout)), precision_(precision) {
   ETH_CHECK(runtime_precision(precision), "ModelState: the runtime trains in fp32 or bf16");
   const std::int64_t n = layout_.numel(), g = layout_.grad_numel();
   const bool bf16 = precision == Precision::Bf16;
-  arena_ = Arena(3 * arena_bytes<float>(n) + arena_bytes<float>(g) +
-                 (bf16 ? arena_bytes<Bf16>(n) : 0));
-  params_ = arena_.take<float>(n);
-  grads_ = arena_.take<float>(g);
-  adam_m_ = arena_.take<float>(n);
-  adam_v_ = arena_.take<float>(n);
-  if (bf16) params_bf16_ = arena_.take<Bf16>(n);
+  const std::size_t bytes =
+      3 * arena_bytes<float>(n) + arena_bytes<float>(g) + (bf16 ? arena_bytes<Bf16>(n) : 0);
+  backend_ = (make_backend ? make_backend : &make_cpu_state_backend)(precision, bytes);
+  params_ = backend_->take_f32(n);
+  grads_ = backend_->take_f32(g);
+  adam_m_ = backend_->take_f32(n);
+  adam_v_ = backend_->take_f32(n);
+  if (bf16) params_bf16_ = backend_->take_bf16(n);
 }
+
+ModelState::~ModelState() = default;
+ModelState::ModelState(ModelState&&) noexcept = default;
+ModelState& ModelState::operator=(ModelState&&) noexcept = default;
+
+std::size_t ModelState::state_bytes() const { return backend_->capacity(); }
 
 ModelState::RoleBytes ModelState::role_bytes() const {
   const auto f = static_cast<double>(arena_bytes<float>(numel()));
@@ -195,16 +212,22 @@ ModelState::RoleBytes ModelState::role_bytes() const {
 }
 
 void ModelState::refresh_compute_copy() {
-  if (params_bf16_) cpu::bf16::convert_to_bf16(params_bf16_, params_, numel());
+  if (params_bf16_) backend_->convert_to_bf16(params_bf16_, params_, numel());
 }
 
-void ModelState::zero_grads() { std::fill(grads_, grads_ + layout_.grad_numel(), 0.0f); }
+void ModelState::zero_grads() { backend_->zero(grads_, layout_.grad_numel()); }
 
 void ModelState::init(std::uint64_t seed) {
-  for (const UnitSlot& s : layout_.units()) init_unit_params(params_, model_, s, seed);
-  std::fill(grads_, grads_ + layout_.grad_numel(), 0.0f);
-  std::fill(adam_m_, adam_m_ + numel(), 0.0f);
-  std::fill(adam_v_, adam_v_ + numel(), 0.0f);
+  if (backend_->host_visible()) {
+    for (const UnitSlot& s : layout_.units()) init_unit_params(params_, model_, s, seed);
+  } else {  // drawn on the host, then one upload
+    std::vector<float> host(static_cast<std::size_t>(numel()));
+    for (const UnitSlot& s : layout_.units()) init_unit_params(host.data(), model_, s, seed);
+    backend_->upload(params_, host.data(), numel());
+  }
+  backend_->zero(grads_, layout_.grad_numel());
+  backend_->zero(adam_m_, numel());
+  backend_->zero(adam_v_, numel());
   refresh_compute_copy();
 }
 

@@ -15,9 +15,13 @@
 // shard contiguous, in the order the gradients first place them, so where no tensor is cut
 // (the common case) parameters and gradients share offsets and the optimizer passes over both
 // buffers in a few long runs (StateRun).
+// The buffers live in a kernel set's memory (state_backend.h): host memory by default (the CPU
+// set of the precision), device memory for a GPU set; every touch of them (zeroing, the
+// compute-copy refresh, initialization, the optimizer) goes through that backend.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -122,13 +126,24 @@ class ParamLayout {
   std::vector<StateRun> runs_;
 };
 
+class StateBackend;  // state_backend.h
+// Makes the backend (the set's arena of `bytes` and its operations) of a state of `precision`.
+using MakeStateBackend = std::unique_ptr<StateBackend> (*)(Precision precision, std::size_t bytes);
+
 class ModelState {
  public:
   // `precision` Bf16 adds the bf16 compute copy (precision_bytes: 2 + 4 + 12 bytes per
   // parameter instead of fp32's 4 + 4 + 8); Mixed16 is not a runtime precision (ETH_CHECK).
+  // `make_backend` picks the kernel set the buffers live on; null: the CPU's
+  // (make_cpu_state_backend).
   ModelState(const ModelSpec& model, std::int64_t first_unit, std::int64_t last_unit,
-             std::int64_t tp = 1, std::int64_t tp_rank = 0, Precision precision = Precision::Fp32);
-  ModelState(const ModelSpec& model, ParamLayout layout, Precision precision = Precision::Fp32);
+             std::int64_t tp = 1, std::int64_t tp_rank = 0, Precision precision = Precision::Fp32,
+             MakeStateBackend make_backend = nullptr);
+  ModelState(const ModelSpec& model, ParamLayout layout, Precision precision = Precision::Fp32,
+             MakeStateBackend make_backend = nullptr);
+  ~ModelState();
+  ModelState(ModelState&&) noexcept;
+  ModelState& operator=(ModelState&&) noexcept;
 
   const ModelSpec& model() const { return model_; }
   const ParamLayout& layout() const { return layout_; }
@@ -152,7 +167,9 @@ class ModelState {
   // Rounds params() into the compute copy (no-op in fp32): after init and checkpoint loads.
   void refresh_compute_copy();
   // Bytes of the four (fp32) or five (bf16) state buffers, as allocated.
-  std::size_t state_bytes() const { return arena_.capacity(); }
+  std::size_t state_bytes() const;
+  // The kernel set's memory and optimizer entries the buffers live on.
+  StateBackend& backend() const { return *backend_; }
   // The same by role, as the memory model counts them (core/precision.h): the weights the
   // kernels read (fp32 params, or the bf16 copy), the gradients, and the optimizer state (the
   // moments, and in bf16 the fp32 masters).
@@ -173,7 +190,7 @@ class ModelState {
   ModelSpec model_;
   ParamLayout layout_;
   Precision precision_ = Precision::Fp32;
-  Arena arena_;
+  std::unique_ptr<StateBackend> backend_;
   Bf16* params_bf16_ = nullptr;
   float* params_ = nullptr;
   float* grads_ = nullptr;

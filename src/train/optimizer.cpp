@@ -6,8 +6,8 @@
 #include <numbers>
 
 #include "core/error.h"
-#include "kernels/cpu/bf16/optimizer.h"
 #include "kernels/cpu/optimizer.h"
+#include "train/state_backend.h"
 
 namespace eth {
 
@@ -28,7 +28,13 @@ double sum_squares(const float* x, std::int64_t n) { return cpu::sum_squares(x, 
 double grad_sum_squares(const ModelState& state) {
   const ParamLayout& l = state.layout();
   ETH_CHECK(l.grad_numel() == l.numel(), "grad_sum_squares: a gradient buffer with gaps");
-  return sum_squares(state.grads(), l.grad_numel());
+  return grad_sum_squares(state, 0, l.grad_numel());
+}
+
+double grad_sum_squares(const ModelState& state, std::int64_t offset, std::int64_t n) {
+  ETH_CHECK(offset >= 0 && n >= 0 && offset + n <= state.layout().grad_numel(),
+            "grad_sum_squares: a range outside the gradient buffer");
+  return state.backend().sum_squares(state.grads() + offset, n);
 }
 
 double clip_factor(double grad_norm, double max_norm) {
@@ -50,19 +56,11 @@ void adamw_update(ModelState& state, const AdamWConfig& cfg, double lr, std::int
   sc.bias_corr2 = bc2;
   sc.grad_scale = static_cast<float>(grad_scale);
   // One pass over the buffers, in the layout's runs (maximal stretches with one decay flag,
-  // contiguous in both the parameter and the gradient buffer).
-  for (const StateRun& r : state.layout().runs()) {
-    sc.decay = r.decay ? sc.lr * cfg.weight_decay : 0.0f;
-    const std::int64_t p = r.param_offset;
-    if (state.precision() == Precision::Bf16) {
-      // The masters as in fp32, bit for bit, and their compute copy in the same pass.
-      cpu::bf16::adamw_update(state.params() + p, state.params_bf16() + p, state.adam_m() + p,
-                              state.adam_v() + p, state.grads() + r.grad_offset, r.count, sc);
-    } else {
-      cpu::adamw_update(state.params() + p, state.adam_m() + p, state.adam_v() + p,
-                        state.grads() + r.grad_offset, r.count, sc);
-    }
-  }
+  // contiguous in both the parameter and the gradient buffer), by the state's kernel set: in
+  // bf16 the masters as in fp32, bit for bit, and their compute copy in the same pass.
+  state.backend().adamw_update(state.params(), state.params_bf16(), state.adam_m(),
+                               state.adam_v(), state.grads(), state.layout().runs(), sc,
+                               cfg.weight_decay);
 }
 
 }  // namespace eth

@@ -29,17 +29,20 @@ struct AdamWConfig {
   float grad_clip = 1.0f;  // max global L2 norm; 0 disables clipping
 };
 
-// Sum of squares of n floats in double, in fixed 4096-element blocks from the start of the
-// span, blocks added in order: the same bits for any thread count.
+// Sum of squares of n floats (host memory) in double, in fixed 4096-element blocks from the
+// start of the span, blocks added in order: the same bits for any thread count.
 double sum_squares(const float* x, std::int64_t n);
-// sum_squares of the whole gradient buffer (a layout without gaps; the distributed trainer sums
-// the ranges it speaks for itself).
+// sum_squares of the whole gradient buffer (a layout without gaps), by the state's kernel set.
 double grad_sum_squares(const ModelState& state);
+// The same of gradient elements [offset, offset + n) (the distributed trainer sums the ranges
+// it speaks for itself).
+double grad_sum_squares(const ModelState& state, std::int64_t offset, std::int64_t n);
 // The factor gradients are multiplied by: min(1, max_norm / (norm + 1e-6)); 1 when max_norm is 0.
 double clip_factor(double grad_norm, double max_norm);
 
 // One AdamW update of every parameter with gradient g = grad_scale * grads, step t = step + 1
-// for bias correction; weight decay (decoupled, lr * wd * p) on the tensors marked decay.
+// for bias correction; weight decay (decoupled, lr * wd * p) on the tensors marked decay. Runs
+// on the state's kernel set (StateBackend::adamw_update: K::adamw_update over the runs).
 void adamw_update(ModelState& state, const AdamWConfig& cfg, double lr, std::int64_t step,
                   double grad_scale);
 

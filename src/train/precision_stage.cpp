@@ -50,17 +50,21 @@ const ParamLayout& PrecisionStage::layout() const {
   return std::visit([](const auto& s) -> const ParamLayout& { return s->layout(); }, impl_);
 }
 
-double PrecisionStage::forward(int slot, const ModelState& state, const MicroBatch& mb,
-                               const std::byte* x_in, std::byte* x_out) {
+void PrecisionStage::forward(int slot, const ModelState& state, const MicroBatch& mb,
+                             const std::byte* x_in, std::byte* x_out) {
   ETH_CHECK(state.precision() == precision_, "stage forward: the state is of another precision");
-  return std::visit(
+  std::visit(
       [&](auto& s) {
         using SC = std::remove_reference_t<decltype(*s)>;
         using Act = typename SC::Act;
-        return s->forward(slot, weights_of<typename SC::Kernels>(state), mb,
+        s->forward(slot, weights_of<typename SC::Kernels>(state), mb,
                           reinterpret_cast<const Act*>(x_in), reinterpret_cast<Act*>(x_out));
       },
       impl_);
+}
+
+double PrecisionStage::take_loss() {
+  return std::visit([](auto& s) { return s->take_loss(); }, impl_);
 }
 
 void PrecisionStage::backward(int slot, ModelState& state, const MicroBatch& mb,

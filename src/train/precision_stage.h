@@ -38,8 +38,9 @@ class PrecisionStage {
 
   // StageCompute::forward / backward with the weights and gradients of `state` (same layout and
   // precision as this stage: ETH_CHECK). x_in, x_out, dx_out, dx_in: (B,T,C) activation elements.
-  double forward(int slot, const ModelState& state, const MicroBatch& mb, const std::byte* x_in,
-                 std::byte* x_out);
+  void forward(int slot, const ModelState& state, const MicroBatch& mb, const std::byte* x_in,
+               std::byte* x_out);
+  double take_loss();  // StageCompute::take_loss: once per step
   void backward(int slot, ModelState& state, const MicroBatch& mb, const std::byte* dx_out,
                 std::byte* dx_in, const std::function<void(std::int64_t)>& unit_done = {});
 

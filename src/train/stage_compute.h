@@ -17,8 +17,14 @@
 // How to use:
 //   StageCompute<CpuKernels> sc(model, cfg);            // allocates slots + workspace once
 //   state.zero_grads();
-//   for each micro-batch mb: loss += sc.forward(0, state.params(), mb, x_in, x_out);
+//   for each micro-batch mb: sc.forward(0, state.params(), mb, x_in, x_out);
 //                            sc.backward(0, state.params(), state.grads(), mb, dx_out, dx_in);
+//   loss = sc.take_loss();                              // once per step
+// The backend seam: K is a kernel set (train/kernel_set_concept.h) that also owns the memory
+// (every buffer comes from one K::Arena and is touched only through K's zero / copy / upload /
+// download) and the attention (K::Attention: the unfused chain for the CPU sets, the fused
+// kernels saving only lse for GpuKernels). The pointers passed in (params, grads, x_in, ...) are
+// in K's memory; MicroBatch's tokens and targets are host arrays, uploaded by the stage.
 // Precision: K fixes the element types (train/kernel_set.h, kernel_set_bf16.h): StageCompute<
 // CpuBf16Kernels> reads the bf16 compute copy (state.params_bf16()), keeps bf16 activations and
 // boundary tensors, and accumulates fp32 gradients; train/precision_stage.h picks one at run time.
@@ -93,9 +99,13 @@ class StageCompute {
   //   params: the range's parameter buffer (layout()), x_in (B,T,C) unless the range starts
   //   at unit 0, x_out (B,T,C) unless it ends with the head (then pass nullptr). Under tp,
   //   x_in and x_out are whole (every tp rank holds the same activations between units).
-  // Returns the head's scaled loss (0 when the range has no head); every tp rank returns the
-  // same value, so callers count one rank's.
-  double forward(int slot, const Param* params, const MicroBatch& mb, const Act* x_in, Act* x_out);
+  // Adds the head's scaled loss to the stage's loss scalar (in K's memory; nothing without a
+  // head), read by take_loss().
+  void forward(int slot, const Param* params, const MicroBatch& mb, const Act* x_in, Act* x_out);
+  // The sum of the head's scaled losses of the forwards since the last call (0 without a head),
+  // added in forward order, and resets it: one read per step (on a device, one transfer). Every
+  // tp rank has the same value, so callers count one rank's.
+  double take_loss();
   // Backward of the micro-batch held in `slot` (the same `mb` as its forward).
   //   grads += (parameter gradients accumulate over micro-batches), dx_out (B,T,C) unless the
   //   range ends with the head, dx_in (B,T,C) written (=) unless the range starts at unit 0.
@@ -123,7 +133,8 @@ class StageCompute {
   StageComputeConfig cfg_;
   TpGroup* tp_group_ = nullptr;
   ParamLayout layout_;
-  Arena arena_;
+  typename K::Arena arena_;  // every buffer the memory model counts
+  typename K::Arena io_;     // the loss scalars (and a device copy of the targets)
   double slot_bytes_ = 0;
   std::vector<ActivationBytes> bytes_;
   std::unique_ptr<Impl> impl_;

@@ -8,7 +8,9 @@
 //   - dropout masks are drawn on the device (dropout_mask_fill), bit for bit rng.h's;
 //   - the optimizer's AdamW and the gradient sum of squares run on the device.
 // Every function queues work on the calling thread's stream (runtime.h) and returns without
-// waiting, except where it returns a host value (the losses, sum_squares). A plain C++ header;
+// waiting, except where it returns a host value (the host-pointer losses, sum_squares). The
+// trainer uses the device-scalar forms of the losses (crossentropy_forward_add,
+// vocab_ce_finish_add: queued, no wait), so a step reads its loss once. A plain C++ header;
 // the definitions are the .cu files of this folder (no_cuda.cpp without CUDA).
 // Token ids are not checked on the device (the data loader validated them).
 #pragma once
@@ -124,6 +126,12 @@ void max_inplace(double* x, const double* y, std::int64_t n);
 void crossentropy_forward(double* loss, float* losses, float* lse, const Bf16* logits,
                           const std::int32_t* targets, double scale, std::int64_t N,
                           std::int64_t V);
+// The same with `loss` a DEVICE scalar: *loss += scale * (the token-order sum), by one device
+// thread after the losses, queued without waiting (StageCompute's loss scalar, read once per
+// step). The addition is the CPU trainer's (a micro-batch's scaled sum added to the step's).
+void crossentropy_forward_add(double* loss, float* losses, float* lse, const Bf16* logits,
+                              const std::int32_t* targets, double scale, std::int64_t N,
+                              std::int64_t V);
 void crossentropy_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
                            const std::int32_t* targets, double scale, std::int64_t N,
                            std::int64_t V);
@@ -135,6 +143,9 @@ void vocab_ce_sums(float* stats, const Bf16* logits, const float* mx, const std:
                    std::int64_t v0, std::int64_t N, std::int64_t Vr);
 void vocab_ce_finish(double* loss, float* losses, float* lse, const float* mx, const float* stats,
                      double scale, std::int64_t N);
+// vocab_ce_finish with `loss` a device scalar, added to as crossentropy_forward_add does.
+void vocab_ce_finish_add(double* loss, float* losses, float* lse, const float* mx,
+                         const float* stats, double scale, std::int64_t N);
 void vocab_ce_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
                        const std::int32_t* targets, std::int64_t v0, double scale, std::int64_t N,
                        std::int64_t Vr);

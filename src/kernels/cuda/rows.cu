@@ -257,6 +257,15 @@ __global__ void sum_in_order(double* out, const T* x, std::int64_t n) {
   *out = s;
 }
 
+// *acc += scale * (x[0] + ... + x[n-1]), the sum in order in double: the CPU trainer's
+// `loss += scale * total` for a micro-batch, on a device scalar.
+__global__ void add_scaled_sum_in_order(double* acc, const float* x, double scale,
+                                        std::int64_t n) {
+  double s = 0;
+  for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]);
+  *acc += scale * s;
+}
+
 // The calling thread's device scratch of at least n doubles, kept and grown to the largest n
 // seen (as the CPU's bf16 GEMM keeps its blocks): the first step allocates, no later call does.
 // Growing frees the old one, which waits for the device (cudaFree), so no queued kernel still
@@ -327,6 +336,16 @@ void crossentropy_forward(double* loss, float* losses, float* lse, const Bf16* l
   sum_in_order<<<1, 1, 0, stream()>>>(sum, losses, N);  // the CPU's sum: token order, double
   ETH_CUDA_LAUNCHED();
   *loss = scale * fetch(sum);
+}
+
+void crossentropy_forward_add(double* loss, float* losses, float* lse, const Bf16* logits,
+                              const std::int32_t* targets, double scale, std::int64_t N,
+                              std::int64_t V) {
+  if (N == 0) return;
+  ce_fwd<<<static_cast<unsigned>(N), kThreads, 0, stream()>>>(losses, lse, logits, targets, V);
+  ETH_CUDA_LAUNCHED();
+  add_scaled_sum_in_order<<<1, 1, 0, stream()>>>(loss, losses, scale, N);
+  ETH_CUDA_LAUNCHED();
 }
 
 void crossentropy_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
@@ -411,6 +430,15 @@ void vocab_ce_finish(double* loss, float* losses, float* lse, const float* mx, c
   sum_in_order<<<1, 1, 0, stream()>>>(sum, losses, N);  // token order, double: the CPU's sum
   ETH_CUDA_LAUNCHED();
   *loss = scale * fetch(sum);
+}
+
+void vocab_ce_finish_add(double* loss, float* losses, float* lse, const float* mx,
+                         const float* stats, double scale, std::int64_t N) {
+  if (N == 0) return;
+  vocab_finish<<<blocks_for(N), kThreads, 0, stream()>>>(losses, lse, mx, stats, N);
+  ETH_CUDA_LAUNCHED();
+  add_scaled_sum_in_order<<<1, 1, 0, stream()>>>(loss, losses, scale, N);
+  ETH_CUDA_LAUNCHED();
 }
 
 void vocab_ce_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
