@@ -13,6 +13,8 @@ ignore_merges, <|begin_of_text|> and friends), on Debian-shipped licence texts, 
                                        invalid subpart by U+FFFD, as Python's errors="replace")
   ids.json                             {style: {text: ids}} that `tokenizers` gives, without
                                        post-processing (add_special_tokens=False)
+  pieces.json                          {style: pieces}: the pre-tokenizer's pieces of
+                                       unicode.txt (byte-level text), to locate a mismatch
 With --check-eth TOKENIZER_JSON TEXT it instead checks that a tokenizer ETH trained
 (`eth data --train-tokenizer`) loads in `tokenizers` and round-trips TEXT, and with --ids-out
 FILE it writes the ids `tokenizers` gives for TEXT (the eth_trained fixture).
@@ -50,6 +52,9 @@ UNICODE_TEXT = (
     "punct!!! ...wow?! (x) [y] {z} \"q\" \u00abguillemets\u00bb \u2014dash\u2014 #hash @at\n"
     "<|endoftext|>special<|endoftext|> <|begin_of_text|>Hi<|eot_id|><|end_of_text|>"
     "<|endoftext|<|endoftext|>>\n"
+    "folds: '\u017fx 'Sx 'LLx x' ''s\n"
+    "runs: aaaaaaaaaaaaaaaaaaaaaaaa ---------------- ________ 0000000000 \u0661\u0662\u0663\u0664\u0665\u0666\u0667\n"
+    "ws:\r\n\r\n  x\t\n \u00a0\u00a0 b \u3000\u3000y\n\n"
     "trailing spaces at the very end   "
 )
 
@@ -94,6 +99,7 @@ def make_fixtures(out: pathlib.Path):
     texts = {"english": english, "unicode": UNICODE_TEXT,
              "invalid_utf8": INVALID_BYTES.decode("utf-8", errors="replace")}
     ids = {}
+    pieces = {}
     for style in ("gpt2", "llama3"):
         tok = train(style, [LICENSES / f for f in TRAIN_FILES])
         (out / f"{style}_style.json").write_text(tok.to_str() + "\n")
@@ -103,6 +109,8 @@ def make_fixtures(out: pathlib.Path):
             if tok.decode(got, skip_special_tokens=False) != text:
                 sys.exit(f"{style}: tokenizers does not round-trip {name}")
             ids[style][name] = got
+        pieces[style] = [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(UNICODE_TEXT)]
+    (out / "pieces.json").write_text(json.dumps(pieces, ensure_ascii=False) + "\n")
     (out / "ids.json").write_text(json.dumps(ids, separators=(",", ":")) + "\n")
     print(f"wrote fixtures to {out}")
 
