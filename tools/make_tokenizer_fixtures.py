@@ -15,9 +15,12 @@ ignore_merges, <|begin_of_text|> and friends), on Debian-shipped licence texts, 
                                        post-processing (add_special_tokens=False)
   pieces.json                          {style: pieces}: the pre-tokenizer's pieces of
                                        unicode.txt (byte-level text), to locate a mismatch
-With --check-eth TOKENIZER_JSON TEXT it instead checks that a tokenizer ETH trained
-(`eth data --train-tokenizer`) loads in `tokenizers` and round-trips TEXT, and with --ids-out
-FILE it writes the ids `tokenizers` gives for TEXT (the eth_trained fixture).
+With --check-eth TOKENIZER_JSON TEXT... it instead checks that a tokenizer ETH trained
+(`eth data --train-tokenizer`) loads in `tokenizers` and round-trips each TEXT, and with
+--ids-out FILE it writes {text file stem: ids} that `tokenizers` gives (the eth_trained
+fixture: eth data --train-tokenizer --vocab 1000 --text <the licences of TRAIN_FILES, joined>
+--out tests/data/tokenizer/eth_trained.json, then --check-eth it english.txt unicode.txt
+--ids-out tests/data/tokenizer/eth_trained_ids.json).
 
 Usage: python3 -m venv /tmp/tokvenv && /tmp/tokvenv/bin/pip install tokenizers
        /tmp/tokvenv/bin/python tools/make_tokenizer_fixtures.py [--out tests/data/tokenizer]
@@ -115,27 +118,32 @@ def make_fixtures(out: pathlib.Path):
     print(f"wrote fixtures to {out}")
 
 
-def check_eth(tokenizer_json: str, text_path: str, ids_out: str | None):
+def check_eth(tokenizer_json: str, text_paths, ids_out: str | None):
     tok = Tokenizer.from_file(tokenizer_json)
-    text = pathlib.Path(text_path).read_text()
-    got = encode(tok, text)
-    back = tok.decode(got, skip_special_tokens=False)
-    if back != text:
-        sys.exit(f"{tokenizer_json}: tokenizers loads it but does not round-trip {text_path}")
-    print(f"{tokenizer_json}: loads in tokenizers, {len(text)} characters -> {len(got)} tokens, "
-          f"round-trips")
+    ids = {}
+    for text_path in text_paths:
+        text = pathlib.Path(text_path).read_bytes().decode("utf-8")  # keeps \r\n
+        got = encode(tok, text)
+        back = tok.decode(got, skip_special_tokens=False)
+        if back != text:
+            sys.exit(f"{tokenizer_json}: tokenizers loads it but does not round-trip {text_path}")
+        print(f"{tokenizer_json}: loads in tokenizers, {text_path}: {len(text)} characters -> "
+              f"{len(got)} tokens, round-trips")
+        ids[pathlib.Path(text_path).stem] = got
     if ids_out:
-        pathlib.Path(ids_out).write_text(json.dumps(got, separators=(",", ":")) + "\n")
+        pathlib.Path(ids_out).write_text(json.dumps(ids, separators=(",", ":")) + "\n")
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="tests/data/tokenizer")
-    p.add_argument("--check-eth", nargs=2, metavar=("TOKENIZER_JSON", "TEXT"))
+    p.add_argument("--check-eth", nargs="+", metavar="TOKENIZER_JSON TEXT")
     p.add_argument("--ids-out")
     a = p.parse_args()
     if a.check_eth:
-        check_eth(*a.check_eth, a.ids_out)
+        if len(a.check_eth) < 2:
+            p.error("--check-eth needs a tokenizer.json and at least one text")
+        check_eth(a.check_eth[0], a.check_eth[1:], a.ids_out)
     else:
         make_fixtures(pathlib.Path(a.out))
 
