@@ -243,6 +243,14 @@ BpeTokenizer BpeTokenizer::from_json(const Json& doc, const std::string& source)
     }
     a.normalized = c.find("normalized") && c.at("normalized").as_bool();
     a.special = c.find("special") && c.at("special").as_bool();
+    // An id the vocabulary already gives another text would make that token decode to this
+    // content: refused (real files repeat the vocabulary's own text, or use a new id).
+    if (const auto v = ids.find(a.content); v == ids.end() || v->second != a.id) {
+      if (!t.bytes_of_[a.id].empty()) {
+        c.at("id").fail_detail("id " + std::to_string(a.id) +
+                               " belongs to another token of model.vocab");
+      }
+    }
     for (const AddedToken& o : t.added_) {
       if (o.content == a.content) c.at("content").fail_detail("\"" + a.content + "\" is added twice");
     }
