@@ -54,7 +54,7 @@ PreTokenizerStep parse_step(const JsonCursor& c) {
     if (!known) {
       regex->fail_detail(
           "unknown pre-tokenizer regex: ETH matches only the GPT-2, Llama-3 and Qwen2 patterns "
-          "(hand-coded, docs/data.md), got \"" + text + "\"");
+          "(hand-coded, docs/tokenizers.md), got \"" + text + "\"");
     }
     s.pattern = *known;
     if (const std::string b = c.at("behavior").as_string(); b != "Isolated") {
