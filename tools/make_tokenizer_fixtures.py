@@ -12,7 +12,8 @@ ignore_merges, <|begin_of_text|> and friends), on Debian-shipped licence texts, 
   invalid_utf8.bin                     bytes that are not UTF-8 (ETH replaces each maximal
                                        invalid subpart by U+FFFD, as Python's errors="replace")
   ids.json                             {style: {text: ids}} that `tokenizers` gives, without
-                                       post-processing (add_special_tokens=False)
+                                       post-processing (add_special_tokens=False); also
+                                       gpt2_prefix_space: the GPT-2 file with add_prefix_space
   pieces.json                          {style: pieces}: the pre-tokenizer's pieces of
                                        unicode.txt (byte-level text), to locate a mismatch
 With --check-eth TOKENIZER_JSON TEXT... it instead checks that a tokenizer ETH trained
@@ -113,6 +114,11 @@ def make_fixtures(out: pathlib.Path):
                 sys.exit(f"{style}: tokenizers does not round-trip {name}")
             ids[style][name] = got
         pieces[style] = [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(UNICODE_TEXT)]
+        if style == "gpt2":
+            # The same file with add_prefix_space: every piece between added tokens gets a space.
+            prefixed = Tokenizer.from_str(tok.to_str())
+            prefixed.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+            ids["gpt2_prefix_space"] = {"unicode": encode(prefixed, UNICODE_TEXT)}
     (out / "pieces.json").write_text(json.dumps(pieces, ensure_ascii=False) + "\n")
     (out / "ids.json").write_text(json.dumps(ids, separators=(",", ":")) + "\n")
     print(f"wrote fixtures to {out}")

@@ -178,8 +178,8 @@ void add_data_command(CLI::App& app, Registry& r) {
   auto* info = sub->add_option("--info", a->info, "Describe an existing token file")
                    ->check(CLI::ExistingFile);
   auto* tokenizer = sub->add_option("--tokenizer", a->tokenizer,
-                                    "Hugging Face tokenizer.json (byte-level BPE: GPT-2, Llama-3 "
-                                    "or Qwen2 style) to encode --text or --decode with")
+                                    "Hugging Face tokenizer.json (byte-level BPE: GPT-2 or "
+                                    "Llama-3 style) to encode --text or --decode with")
                         ->check(CLI::ExistingFile);
   auto* decode = sub->add_option("--decode", a->decode,
                                  "Token file to turn back into text (needs --tokenizer)")

@@ -1,5 +1,5 @@
-// Byte-level BPE tokenizers read from Hugging Face tokenizer.json files (GPT-2's, Llama-3's and
-// Qwen2's styles): added tokens are matched in the text first, the pieces between them are split
+// Byte-level BPE tokenizers read from Hugging Face tokenizer.json files (GPT-2's and Llama-3's
+// styles, and Qwen2's regex): added tokens are matched in the text first, the pieces between them are split
 // by the pre-tokenizer (pretokenize.h), and each piece's bytes are merged by rank. The ids are
 // exactly those `tokenizers` gives with add_special_tokens=False (no post-processor: ETH encodes
 // a whole corpus, and documents carry whatever separators their text holds). Anything a file
@@ -76,6 +76,9 @@ class BpeTokenizer {
     std::uint32_t rank;
     std::uint32_t id;
   };
+  void read_merges(const JsonCursor& merges, const StringMap<std::uint32_t>& ids);
+  void read_added_tokens(const std::vector<JsonCursor>& list, const StringMap<std::uint32_t>& ids,
+                         std::int64_t max_id);
   static std::uint64_t pair_key(std::uint32_t a, std::uint32_t b) {
     return (std::uint64_t{a} << 32) | b;
   }

@@ -134,6 +134,67 @@ std::pair<std::string, std::string> merge_parts(const JsonCursor& m) {
 
 }  // namespace
 
+void BpeTokenizer::read_merges(const JsonCursor& merges, const StringMap<std::uint32_t>& ids) {
+  const std::size_t num_merges = merges.size();
+  if (num_merges >= std::numeric_limits<std::uint32_t>::max()) merges.fail("fewer merges");
+  merges_.reserve(num_merges);
+  for (std::size_t i = 0; i < num_merges; ++i) {
+    const JsonCursor m = merges[i];
+    const auto [a, b] = merge_parts(m);
+    const auto ia = ids.find(a), ib = ids.find(b), iab = ids.find(a + b);
+    for (const auto& [it, what] : {std::pair{ia, &a}, std::pair{ib, &b}}) {
+      if (it == ids.end()) m.fail_detail("token \"" + *what + "\" is not in model.vocab");
+    }
+    if (iab == ids.end()) m.fail_detail("the merged token \"" + a + b + "\" is not in model.vocab");
+    // As in `tokenizers`, a pair listed twice keeps its last rank.
+    merges_[pair_key(ia->second, ib->second)] = {static_cast<std::uint32_t>(i), iab->second};
+  }
+}
+
+void BpeTokenizer::read_added_tokens(const std::vector<JsonCursor>& list,
+                                     const StringMap<std::uint32_t>& ids, std::int64_t max_id) {
+  for (const JsonCursor& c : list) {
+    c.require_object();
+    c.allow_only({"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"});
+    AddedToken a;
+    a.id = static_cast<std::uint32_t>(c.at("id").as_int(0, max_id));
+    a.content = c.at("content").as_string();
+    if (a.content.empty()) c.at("content").fail("a non-empty string");
+    for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
+      if (const auto f = c.find(flag); f && f->as_bool()) {
+        f->fail_detail(std::string("ETH does not support added tokens with ") + flag + " = true");
+      }
+    }
+    a.normalized = c.find("normalized") && c.at("normalized").as_bool();
+    a.special = c.find("special") && c.at("special").as_bool();
+    // An id the vocabulary already gives another text would make that token decode to this
+    // content: refused (real files repeat the vocabulary's own text, or use a new id).
+    if (const auto v = ids.find(a.content); v == ids.end() || v->second != a.id) {
+      if (!bytes_of_[a.id].empty()) {
+        c.at("id").fail_detail("id " + std::to_string(a.id) +
+                               " belongs to another token of model.vocab");
+      }
+    }
+    for (const AddedToken& o : added_) {
+      if (o.content == a.content) c.at("content").fail_detail("\"" + a.content + "\" is added twice");
+    }
+    bytes_of_[a.id] = a.content;
+    vocab_size_ = std::max(vocab_size_, a.id + 1);
+    added_.push_back(std::move(a));
+  }
+  for (std::uint32_t k = 0; k < added_.size(); ++k) {
+    const AddedToken& a = added_[k];
+    added_by_first_[a.normalized ? 1 : 0][static_cast<unsigned char>(a.content[0])].push_back(k);
+  }
+  for (auto& pass : added_by_first_) {
+    for (auto& cands : pass) {
+      std::stable_sort(cands.begin(), cands.end(), [&](std::uint32_t x, std::uint32_t y) {
+        return added_[x].content.size() > added_[y].content.size();
+      });
+    }
+  }
+}
+
 BpeTokenizer BpeTokenizer::load(const std::filesystem::path& path) {
   return from_json(read_json_file(path, "data"), path.string());
 }
@@ -213,62 +274,8 @@ BpeTokenizer BpeTokenizer::from_json(const Json& doc, const std::string& source)
     t.byte_id_[b] = it->second;
   }
 
-  const JsonCursor merges = model.at("merges");
-  const std::size_t num_merges = merges.size();
-  if (num_merges >= std::numeric_limits<std::uint32_t>::max()) merges.fail("fewer merges");
-  t.merges_.reserve(num_merges);
-  for (std::size_t i = 0; i < num_merges; ++i) {
-    const JsonCursor m = merges[i];
-    const auto [a, b] = merge_parts(m);
-    const auto ia = ids.find(a), ib = ids.find(b), iab = ids.find(a + b);
-    for (const auto& [it, what] : {std::pair{ia, &a}, std::pair{ib, &b}}) {
-      if (it == ids.end()) m.fail_detail("token \"" + *what + "\" is not in model.vocab");
-    }
-    if (iab == ids.end()) m.fail_detail("the merged token \"" + a + b + "\" is not in model.vocab");
-    // As in `tokenizers`, a pair listed twice keeps its last rank.
-    t.merges_[pair_key(ia->second, ib->second)] = {static_cast<std::uint32_t>(i), iab->second};
-  }
-
-  for (const JsonCursor& c : added_list) {
-    c.require_object();
-    c.allow_only({"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"});
-    AddedToken a;
-    a.id = static_cast<std::uint32_t>(c.at("id").as_int(0, max_id));
-    a.content = c.at("content").as_string();
-    if (a.content.empty()) c.at("content").fail("a non-empty string");
-    for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
-      if (const auto f = c.find(flag); f && f->as_bool()) {
-        f->fail_detail(std::string("ETH does not support added tokens with ") + flag + " = true");
-      }
-    }
-    a.normalized = c.find("normalized") && c.at("normalized").as_bool();
-    a.special = c.find("special") && c.at("special").as_bool();
-    // An id the vocabulary already gives another text would make that token decode to this
-    // content: refused (real files repeat the vocabulary's own text, or use a new id).
-    if (const auto v = ids.find(a.content); v == ids.end() || v->second != a.id) {
-      if (!t.bytes_of_[a.id].empty()) {
-        c.at("id").fail_detail("id " + std::to_string(a.id) +
-                               " belongs to another token of model.vocab");
-      }
-    }
-    for (const AddedToken& o : t.added_) {
-      if (o.content == a.content) c.at("content").fail_detail("\"" + a.content + "\" is added twice");
-    }
-    t.bytes_of_[a.id] = a.content;
-    t.vocab_size_ = std::max(t.vocab_size_, a.id + 1);
-    t.added_.push_back(std::move(a));
-  }
-  for (std::uint32_t k = 0; k < t.added_.size(); ++k) {
-    const AddedToken& a = t.added_[k];
-    t.added_by_first_[a.normalized ? 1 : 0][static_cast<unsigned char>(a.content[0])].push_back(k);
-  }
-  for (auto& pass : t.added_by_first_) {
-    for (auto& list : pass) {
-      std::stable_sort(list.begin(), list.end(), [&](std::uint32_t x, std::uint32_t y) {
-        return t.added_[x].content.size() > t.added_[y].content.size();
-      });
-    }
-  }
+  t.read_merges(model.at("merges"), ids);
+  t.read_added_tokens(added_list, ids, max_id);
   t.bytes_of_.resize(t.vocab_size_);
   return t;
 }

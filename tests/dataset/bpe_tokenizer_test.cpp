@@ -159,3 +159,16 @@ TEST_P(Fixture, PiecesEqualTokenizersPreTokenizer) {
 
 }  // namespace
 }  // namespace eth
+
+namespace eth {
+namespace {
+
+TEST(BpeTokenizer, AddPrefixSpaceGivesEveryPieceASpace) {
+  Json doc = read_json_file(kDir / "gpt2_style.json", "test");
+  doc["pre_tokenizer"]["add_prefix_space"] = true;
+  const BpeTokenizer t = BpeTokenizer::from_json(doc, "prefixed.json");
+  EXPECT_EQ(encode(t, fixture_text("unicode")), fixture_ids("gpt2_prefix_space", "unicode"));
+}
+
+}  // namespace
+}  // namespace eth
