@@ -21,7 +21,9 @@ With --check-eth TOKENIZER_JSON TEXT... it instead checks that a tokenizer ETH t
 --ids-out FILE it writes {text file stem: ids} that `tokenizers` gives (the eth_trained
 fixture: eth data --train-tokenizer --vocab 1000 --text <the licences of TRAIN_FILES, joined>
 --out tests/data/tokenizer/eth_trained.json, then --check-eth it english.txt unicode.txt
---ids-out tests/data/tokenizer/eth_trained_ids.json).
+--ids-out tests/data/tokenizer/eth_trained_ids.json; eth_trained_llama3 likewise with
+--vocab 700 --pretokenizer llama3 --special '<|begin_of_text|>' --special '<|end_of_text|>'
+--special '<|eot_id|>').
 
 Usage: python3 -m venv /tmp/tokvenv && /tmp/tokvenv/bin/pip install tokenizers
        /tmp/tokvenv/bin/python tools/make_tokenizer_fixtures.py [--out tests/data/tokenizer]

@@ -93,13 +93,16 @@ TEST(BpeTrain, FirstMergeIsTheMostFrequentPair) {
 }
 
 TEST(BpeTrain, EthTrainedTokenizerGivesTheIdsTokenizersGave) {
-  const BpeTokenizer t = BpeTokenizer::load(kDir / "eth_trained.json");
-  const Json ids = read_json_file(kDir / "eth_trained_ids.json", "test");
-  for (const std::string name : {"english", "unicode"}) {
-    const std::string text = read_all(kDir / (name + ".txt"));
-    const auto want = ids.at(name).get<std::vector<std::uint32_t>>();
-    EXPECT_EQ(encode(t, text), want) << name;
-    EXPECT_EQ(t.decode(want), text) << name;
+  // GPT-2's shape (ByteLevel with its regex) and Llama-3's (Split, then ByteLevel).
+  for (const std::string file : {"eth_trained", "eth_trained_llama3"}) {
+    const BpeTokenizer t = BpeTokenizer::load(kDir / (file + ".json"));
+    const Json ids = read_json_file(kDir / (file + "_ids.json"), "test");
+    for (const std::string name : {"english", "unicode"}) {
+      const std::string text = read_all(kDir / (name + ".txt"));
+      const auto want = ids.at(name).get<std::vector<std::uint32_t>>();
+      EXPECT_EQ(encode(t, text), want) << file << " " << name;
+      EXPECT_EQ(t.decode(want), text) << file << " " << name;
+    }
   }
 }
 
