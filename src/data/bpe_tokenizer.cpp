@@ -96,8 +96,10 @@ void BpeEncoder::encode(std::string_view text, std::vector<std::uint32_t>& out) 
       return;
     }
     const auto& first = tok_.added_by_first_[which];
+    const auto& starts = tok_.added_starts_[which];
     std::size_t gap = 0;
     for (std::size_t i = 0; i < t.size(); ++i) {
+      if (!starts[static_cast<unsigned char>(t[i])]) continue;
       const auto& cands = first[static_cast<unsigned char>(t[i])];
       for (const std::uint32_t k : cands) {
         const AddedToken& a = tok_.added_[k];

@@ -92,6 +92,7 @@ class BpeTokenizer {
   std::vector<std::string> bytes_of_;  // id -> bytes
   // Per pass (normalized false, true) and first byte: indices into added_, longest first.
   std::array<std::array<std::vector<std::uint32_t>, 256>, 2> added_by_first_;
+  std::array<std::array<bool, 256>, 2> added_starts_{};  // whether that list is not empty
 };
 
 // Encoding with a cache of the pieces already seen (most words repeat), scratch buffers and the

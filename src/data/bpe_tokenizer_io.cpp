@@ -185,6 +185,7 @@ void BpeTokenizer::read_added_tokens(const std::vector<JsonCursor>& list,
   for (std::uint32_t k = 0; k < added_.size(); ++k) {
     const AddedToken& a = added_[k];
     added_by_first_[a.normalized ? 1 : 0][static_cast<unsigned char>(a.content[0])].push_back(k);
+    added_starts_[a.normalized ? 1 : 0][static_cast<unsigned char>(a.content[0])] = true;
   }
   for (auto& pass : added_by_first_) {
     for (auto& cands : pass) {

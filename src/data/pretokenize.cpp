@@ -38,11 +38,6 @@ CharClass lookup_class(char32_t c) {
   return it->cls == 1 ? CharClass::Letter : CharClass::Number;
 }
 
-const std::array<CharClass, 128> kAscii = [] {
-  std::array<CharClass, 128> t{};
-  for (char32_t c = 0; c < 128; ++c) t[c] = lookup_class(c);
-  return t;
-}();
 
 // The valid range of the second byte of a sequence led by `lead` (the later ones are 80..BF).
 struct Lead {
@@ -178,11 +173,12 @@ std::size_t llama3_piece(const Scanner& s, std::size_t i, std::size_t max_digits
 
 }  // namespace
 
-CharClass char_class(char32_t cp) { return cp < 128 ? kAscii[cp] : lookup_class(cp); }
+CharClass char_class(char32_t cp) {
+  return cp < 128 ? ascii_class(static_cast<unsigned char>(cp)) : lookup_class(cp);
+}
 
-CodePoint decode_utf8(std::string_view text, std::size_t i) {
+CodePoint decode_utf8_multibyte(std::string_view text, std::size_t i) {
   const auto b = static_cast<unsigned char>(text[i]);
-  if (b < 0x80) return {b, 1, kAscii[b]};
   const Lead lead = lead_of(b);
   if (lead.length == 0 || valid_prefix(text, i, lead) != lead.length) return {b, 1, CharClass::Other};
   char32_t cp = b & (0xFF >> (lead.length + 1));

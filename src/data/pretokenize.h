@@ -25,7 +25,21 @@ struct CodePoint {
   std::uint8_t bytes = 1;  // its length in the text, 1-4
   CharClass cls = CharClass::Other;
 };
-CodePoint decode_utf8(std::string_view text, std::size_t i);  // i < text.size()
+CodePoint decode_utf8_multibyte(std::string_view text, std::size_t i);
+
+// The class of an ASCII character, inline: most text is ASCII, and this is the inner loop.
+constexpr CharClass ascii_class(unsigned char b) {
+  if ((b | 0x20) >= 'a' && (b | 0x20) <= 'z') return CharClass::Letter;
+  if (b >= '0' && b <= '9') return CharClass::Number;
+  if (b == ' ' || (b >= '\t' && b <= '\r')) return CharClass::Space;
+  return CharClass::Other;
+}
+
+inline CodePoint decode_utf8(std::string_view text, std::size_t i) {  // i < text.size()
+  const auto b = static_cast<unsigned char>(text[i]);
+  if (b < 0x80) return {b, 1, ascii_class(b)};
+  return decode_utf8_multibyte(text, i);
+}
 
 // Appends `in` to `out` with each maximal invalid UTF-8 subpart replaced by U+FFFD (the
 // Unicode "maximal subpart" practice, as Python's errors="replace" and Rust's from_utf8_lossy

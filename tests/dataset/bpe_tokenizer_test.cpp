@@ -172,3 +172,26 @@ TEST(BpeTokenizer, AddPrefixSpaceGivesEveryPieceASpace) {
 
 }  // namespace
 }  // namespace eth
+
+namespace eth {
+namespace {
+
+// The inline ASCII classes agree with the generated Unicode table and the White_Space list.
+TEST(CharClasses, AsciiFastPathAgreesWithTheTable) {
+  for (char32_t c = 0; c < 128; ++c) {
+    const CharClass want = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ? CharClass::Letter
+                           : c >= '0' && c <= '9'                           ? CharClass::Number
+                           : c == ' ' || (c >= 9 && c <= 13)                ? CharClass::Space
+                                                                            : CharClass::Other;
+    EXPECT_EQ(char_class(c), want) << static_cast<int>(c);
+  }
+  EXPECT_EQ(char_class(0x00A0), CharClass::Space);   // NBSP is White_Space
+  EXPECT_EQ(char_class(0x200B), CharClass::Other);   // ZWSP is not
+  EXPECT_EQ(char_class(0x0661), CharClass::Number);  // Arabic-Indic one
+  EXPECT_EQ(char_class(0x2167), CharClass::Number);  // Roman numeral eight (Nl)
+  EXPECT_EQ(char_class(0x0301), CharClass::Other);   // combining acute (Mn)
+  EXPECT_EQ(char_class(0x4E2D), CharClass::Letter);  // CJK (Lo)
+}
+
+}  // namespace
+}  // namespace eth
