@@ -7,7 +7,9 @@
 // Not a tokenizer (data/tokenize.h) and not a sampler (data/sampler.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -34,6 +36,38 @@ class TokenSpan {
   bool empty() const { return size_ == 0; }
   std::uint32_t operator[](std::size_t i) const { return wide_ != nullptr ? wide_[i] : narrow_[i]; }
   int bytes_per_token() const { return wide_ != nullptr ? 4 : 2; }
+
+  // Read-only iteration yielding uint32 ids (range-for, std algorithms). An iterator holds the
+  // file's pointers, not the span, so it outlives a temporary TokenSpan.
+  class Iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = std::uint32_t;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = std::uint32_t;
+    Iterator() = default;
+    Iterator(const std::uint16_t* n, const std::uint32_t* w, std::size_t i)
+        : narrow_(n), wide_(w), i_(i) {}
+    std::uint32_t operator*() const { return wide_ != nullptr ? wide_[i_] : narrow_[i_]; }
+    Iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    Iterator operator++(int) {
+      Iterator old = *this;
+      ++i_;
+      return old;
+    }
+    bool operator==(const Iterator& o) const { return i_ == o.i_; }
+
+   private:
+    const std::uint16_t* narrow_ = nullptr;
+    const std::uint32_t* wide_ = nullptr;
+    std::size_t i_ = 0;
+  };
+  Iterator begin() const { return {narrow_, wide_, 0}; }
+  Iterator end() const { return {narrow_, wide_, size_}; }
 
  private:
   const std::uint16_t* narrow_ = nullptr;

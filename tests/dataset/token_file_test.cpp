@@ -72,7 +72,8 @@ TEST(TokenFile, RoundTripAndMove) {
   TokenFile g = std::move(f);
   ASSERT_EQ(g.size(), 1000);
   ASSERT_EQ(g.tokens().size(), tokens.size());
-  for (std::size_t i = 0; i < tokens.size(); ++i) EXPECT_EQ(g.tokens()[i], tokens[i]);
+  const TokenSpan t = g.tokens();
+  EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), t.begin()));
   EXPECT_EQ(g.max_token(), *std::max_element(tokens.begin(), tokens.end()));
 }
 
@@ -147,6 +148,7 @@ TEST(TokenFile, WideIdsUseVersionTwo) {
   EXPECT_EQ(f.tokens().bytes_per_token(), 4);
   EXPECT_EQ(f.max_token(), 128255u);
   for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(f.tokens()[i], ids[i]);
+  EXPECT_EQ(std::vector<std::uint32_t>(f.tokens().begin(), f.tokens().end()), ids);
 
   const std::vector<std::uint32_t> small = {1, 65535, 3};
   write_token_file(p, small, 65536);
