@@ -1,6 +1,7 @@
 // Byte-level BPE tokenizers read from Hugging Face tokenizer.json files (GPT-2's and Llama-3's
-// styles, and Qwen2's regex): added tokens are matched in the text first, the pieces between them are split
-// by the pre-tokenizer (pretokenize.h), and each piece's bytes are merged by rank. The ids are
+// styles, and Qwen2's regex): added tokens are matched in the text first, the pieces between
+// them are split by the pre-tokenizer (pretokenize.h), and each piece's bytes are merged by
+// rank. The ids are
 // exactly those `tokenizers` gives with add_special_tokens=False (no post-processor: ETH encodes
 // a whole corpus, and documents carry whatever separators their text holds). Anything a file
 // asks for that this does not do (another model type, a normalizer, an unknown regex, lstrip on
@@ -11,7 +12,6 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
