@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string path = temp_file("tokens.bin", bytes(data, size));
     const TokenFile f = TokenFile::open(path);
     std::uint64_t sum = f.max_token();
-    for (const std::uint16_t t : f.tokens()) sum += t;  // every token is inside the mapping
+    for (const std::uint32_t t : f.tokens()) sum += t;  // every token is inside the mapping
     (void)sum;
   });
   return 0;

@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-8}
 build=${2:-$root/build-fuzz}
 targets=(plan cluster model device_types eth_profile metis_profile hostfile token_header
-         checkpoint_header safetensors hf_config)
+         checkpoint_header safetensors hf_config tokenizer)
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 start=$(date +%s)

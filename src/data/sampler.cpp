@@ -73,13 +73,14 @@ std::vector<SampleRange> split_contiguous(std::int64_t global_batch,
 }
 
 void gather_sample(std::int32_t* inputs, std::int32_t* targets,
-                   std::span<const std::uint16_t> tokens, const SampleRef& s, std::int64_t T) {
+                   TokenSpan tokens, const SampleRef& s, std::int64_t T) {
   ETH_CHECK(s.offset >= 0 && s.offset + T + 1 <= static_cast<std::int64_t>(tokens.size()),
             "sample window past the end of the data");
-  const std::uint16_t* p = tokens.data() + s.offset;
-  for (std::int64_t t = 0; t < T; ++t) {
-    inputs[t] = p[t];
-    targets[t] = p[t + 1];
+  // Ids are below the model's vocabulary (checked when the file is opened), so they fit int32.
+  const auto o = static_cast<std::size_t>(s.offset);
+  for (std::size_t t = 0; t < static_cast<std::size_t>(T); ++t) {
+    inputs[t] = static_cast<std::int32_t>(tokens[o + t]);
+    targets[t] = static_cast<std::int32_t>(tokens[o + t + 1]);
   }
 }
 

@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "data/token_file.h"
+
 namespace eth {
 
 struct SamplerConfig {
@@ -61,6 +63,6 @@ std::vector<SampleRange> split_contiguous(std::int64_t global_batch,
 // Copies sample `s`'s T inputs and T targets out of `tokens`:
 //   inputs (T), targets (T)
 void gather_sample(std::int32_t* inputs, std::int32_t* targets,
-                   std::span<const std::uint16_t> tokens, const SampleRef& s, std::int64_t T);
+                   TokenSpan tokens, const SampleRef& s, std::int64_t T);
 
 }  // namespace eth

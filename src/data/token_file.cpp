@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <utility>
@@ -62,15 +63,18 @@ TokenFile TokenFile::open(const std::filesystem::path& path) {
             "token file), got " +
             std::to_string(header[0]));
   }
-  if (header[1] != kTokenFileVersion) {
+  if (header[1] != kTokenFileVersion && header[1] != kTokenFileVersionWide) {
     bad(path, "header[1]",
-        "unsupported version: expected " + std::to_string(kTokenFileVersion) + ", got " +
+        "unsupported version: expected " + std::to_string(kTokenFileVersion) + " (uint16 tokens) or " +
+            std::to_string(kTokenFileVersionWide) + " (uint32 tokens), got " +
             std::to_string(header[1]));
   }
   if (header[2] < 0) {
     bad(path, "header[2]", "token count must be >= 0, got " + std::to_string(header[2]));
   }
-  const std::int64_t want = kTokenFileHeaderBytes + 2 * static_cast<std::int64_t>(header[2]);
+  const std::int64_t token_bytes = header[1] == kTokenFileVersionWide ? 4 : 2;
+  const std::int64_t want =
+      kTokenFileHeaderBytes + token_bytes * static_cast<std::int64_t>(header[2]);
   if (bytes != want) {
     bad(path, "",
         std::string(bytes < want ? "truncated" : "trailing bytes") + ": header says " +
@@ -78,11 +82,10 @@ TokenFile TokenFile::open(const std::filesystem::path& path) {
             " bytes, but the file has " + std::to_string(bytes));
   }
   out.count_ = header[2];
-  out.tokens_ =
-      reinterpret_cast<const std::uint16_t*>(static_cast<const char*>(m) + kTokenFileHeaderBytes);
-  for (std::int64_t i = 0; i < out.count_; ++i) {
-    if (out.tokens_[i] > out.max_token_) out.max_token_ = out.tokens_[i];
-  }
+  out.version_ = header[1];
+  out.tokens_ = static_cast<const char*>(m) + kTokenFileHeaderBytes;
+  const TokenSpan t = out.tokens();
+  for (std::size_t i = 0; i < t.size(); ++i) out.max_token_ = std::max(out.max_token_, t[i]);
   return out;
 }
 
@@ -96,6 +99,7 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
     map_bytes_ = std::exchange(o.map_bytes_, 0);
     tokens_ = std::exchange(o.tokens_, nullptr);
     count_ = std::exchange(o.count_, 0);
+    version_ = o.version_;
     max_token_ = std::exchange(o.max_token_, 0);
   }
   return *this;
@@ -108,20 +112,46 @@ void TokenFile::release() noexcept {
   map_ = nullptr;
 }
 
-void write_token_file(const std::filesystem::path& path, std::span<const std::uint16_t> tokens) {
-  if (tokens.size() > static_cast<std::size_t>(INT32_MAX)) {
+namespace {
+
+void write_tokens(const std::filesystem::path& path, const void* tokens, std::size_t count,
+                  std::int32_t version) {
+  if (count > static_cast<std::size_t>(INT32_MAX)) {
     throw InputError("data", path.string(), "",
-                     "too many tokens for one file: " + std::to_string(tokens.size()) +
+                     "too many tokens for one file: " + std::to_string(count) +
                          " (the header's count is an int32); split into shards");
   }
   std::vector<std::int32_t> header(kTokenFileHeaderInts, 0);
   header[0] = kTokenFileMagic;
-  header[1] = kTokenFileVersion;
-  header[2] = static_cast<std::int32_t>(tokens.size());
+  header[1] = version;
+  header[2] = static_cast<std::int32_t>(count);
   AtomicFile out(path, "data");
   out.write(header.data(), static_cast<std::size_t>(kTokenFileHeaderBytes));
-  out.write(tokens.data(), tokens.size() * 2);
+  out.write(tokens, count * (version == kTokenFileVersionWide ? 4 : 2));
   out.commit();
+}
+
+}  // namespace
+
+void write_token_file(const std::filesystem::path& path, std::span<const std::uint16_t> tokens) {
+  write_tokens(path, tokens.data(), tokens.size(), kTokenFileVersion);
+}
+
+void write_token_file(const std::filesystem::path& path, std::span<const std::uint32_t> tokens,
+                      std::uint32_t vocab_size) {
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] >= vocab_size) {
+      throw InputError("data", path.string(), "",
+                       "token " + std::to_string(i) + " is " + std::to_string(tokens[i]) +
+                           ", outside the vocabulary of " + std::to_string(vocab_size));
+    }
+  }
+  if (vocab_size > 65536) {
+    write_tokens(path, tokens.data(), tokens.size(), kTokenFileVersionWide);
+    return;
+  }
+  const std::vector<std::uint16_t> narrow(tokens.begin(), tokens.end());
+  write_tokens(path, narrow.data(), narrow.size(), kTokenFileVersion);
 }
 
 }  // namespace eth

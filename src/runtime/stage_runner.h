@@ -66,7 +66,7 @@ struct RankTimes {
 struct StepInput {
   std::int64_t step = 0;
   std::span<const SampleRef> batch;  // the whole global batch (GBS samples)
-  std::span<const std::uint16_t> tokens;
+  TokenSpan tokens;  // the data file, either width
   double loss_scale = 1;  // 1 / (GBS * T)
 };
 

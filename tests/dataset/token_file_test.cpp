@@ -71,7 +71,9 @@ TEST(TokenFile, RoundTripAndMove) {
   TokenFile f = TokenFile::open(p);
   TokenFile g = std::move(f);
   ASSERT_EQ(g.size(), 1000);
-  EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), g.tokens().begin()));
+  ASSERT_EQ(g.tokens().size(), tokens.size());
+  const TokenSpan t = g.tokens();
+  EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), t.begin()));
   EXPECT_EQ(g.max_token(), *std::max_element(tokens.begin(), tokens.end()));
 }
 
@@ -96,10 +98,20 @@ TEST(TokenFile, DamagedFilesAreRefusedByName) {
   EXPECT_NE(e.find("bad magic"), std::string::npos) << e;
 
   s = good;
+  s[4] = 3;
+  write_bytes(q, s);
+  e = error_of([&] { TokenFile::open(q); });
+  EXPECT_NE(e.find("header[1]: unsupported version: expected 1 (uint16 tokens) or 2 (uint32 "
+                   "tokens), got 3"),
+            std::string::npos)
+      << e;
+
+  // A version-1 file relabelled version 2 holds half the bytes its count needs.
+  s = good;
   s[4] = 2;
   write_bytes(q, s);
   e = error_of([&] { TokenFile::open(q); });
-  EXPECT_NE(e.find("header[1]: unsupported version: expected 1, got 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated: header says 10 tokens"), std::string::npos) << e;
 
   write_bytes(q, good.substr(0, good.size() - 1));
   e = error_of([&] { TokenFile::open(q); });
@@ -115,6 +127,38 @@ TEST(TokenFile, DamagedFilesAreRefusedByName) {
 
   e = error_of([&] { TokenFile::open(temp_dir() / "missing.bin"); });
   EXPECT_NE(e.find("missing.bin"), std::string::npos) << e;
+}
+
+// Version 2 (uint32 ids) exactly as llm.c lays it out for Llama-3, chosen only when the
+// vocabulary does not fit 16 bits; a small vocabulary still writes llm.c's version 1.
+TEST(TokenFile, WideIdsUseVersionTwo) {
+  const fs::path p = temp_dir() / "wide.bin";
+  const std::vector<std::uint32_t> ids = {0, 65535, 65536, 128255, 7};
+  write_token_file(p, ids, 128256);
+  const std::string bytes = read_bytes(p);
+  ASSERT_EQ(bytes.size(), 1024u + 4 * ids.size());
+  EXPECT_EQ(int_at(bytes, 0), 20240520);
+  EXPECT_EQ(int_at(bytes, 1), 2);
+  EXPECT_EQ(int_at(bytes, 2), 5);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(static_cast<std::uint32_t>(int_at(bytes, 256 + i)), ids[i]);
+  }
+  const TokenFile f = TokenFile::open(p);
+  EXPECT_EQ(f.version(), 2);
+  EXPECT_EQ(f.tokens().bytes_per_token(), 4);
+  EXPECT_EQ(f.max_token(), 128255u);
+  for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(f.tokens()[i], ids[i]);
+  EXPECT_EQ(std::vector<std::uint32_t>(f.tokens().begin(), f.tokens().end()), ids);
+
+  const std::vector<std::uint32_t> small = {1, 65535, 3};
+  write_token_file(p, small, 65536);
+  EXPECT_EQ(read_bytes(p).size(), 1024u + 2 * small.size());
+  const TokenFile g = TokenFile::open(p);
+  EXPECT_EQ(g.version(), 1);
+  EXPECT_EQ(g.tokens()[1], 65535u);
+
+  const std::string e = error_of([&] { write_token_file(p, ids, 100000); });
+  EXPECT_NE(e.find("token 3 is 128255, outside the vocabulary of 100000"), std::string::npos) << e;
 }
 
 TEST(Tokenize, BytesAreTokens) {
