@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cluster/cluster_spec.h"
+#include "search/data_balance.h"
 
 namespace eth::search {
 
@@ -94,6 +95,24 @@ struct GenerateOptions {
   std::int64_t budget = 0;
   std::int64_t* appended = nullptr;
   bool* stopped = nullptr;
+  // Bounds while generating (the search's SES, docs/planner.md "Scale"): when `threshold` is
+  // set and returns a finite value, a sub-product of pure options none of whose completions
+  // can take the global batch within it (each template's lower-bound options from
+  // `bound_options`, each pipeline at least one sample) is counted in *pruned, not built. Such
+  // partitions have a bound above the threshold, which only falls as the search goes on, so
+  // the search would skip every one of them. Bounds may tighten between calls (never loosen).
+  std::function<double()> threshold;
+  std::function<const std::vector<MicroBatchOption>&(int)> bound_options;
+  // Changes whenever bound_options may have tightened (optional).
+  std::function<std::int64_t()> bound_version;
+  // Optional: tightens bound_options(tpl) where it matters at the threshold `tau` (the size
+  // that lets a pipeline take the most samples within it, towards taking fewer than `need`);
+  // false when that is already exact. Called for a mixed template before the products over it
+  // are generated, while its bound alone does not prune them: the template is shared by every
+  // partition of those products.
+  std::function<bool(int tpl, double tau, std::int64_t need)> tighten;
+  std::int64_t gbs = 0;
+  std::int64_t* pruned = nullptr;
 };
 
 // Appends the pure and (unless opt.mixed is false) mixed families (docs/planner.md) to `out`;

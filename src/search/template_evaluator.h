@@ -48,6 +48,7 @@ class TemplateEvaluator {
     std::optional<MicroBatchOption> option;
     UnitSplit split;
     std::optional<double> bottleneck;  // the program's first phase, once run (refine)
+    double floor = 0;  // proven below the bottleneck (exceeds), before the program runs
   };
   bool size_done(int tpl, std::size_t mi) const {
     if (static_cast<std::size_t>(tpl) >= exact_.size()) return false;
@@ -68,6 +69,7 @@ class TemplateEvaluator {
         return v[mi];
       }
       v[mi] = compute(tpl, mi, v[mi].bottleneck);
+      tightened(tpl);
       return v[mi];
     }
     uncached_ = compute(tpl, mi, std::nullopt);
@@ -82,6 +84,7 @@ class TemplateEvaluator {
     if (v.empty()) v.resize(num_sizes());
     SizeResult& r = v[mi];
     if (r.done || r.bottleneck) return;
+    tightened(tpl);
     if (!ctx_.opt.dpo || !bound_at(tpl, mi)) {
       r = compute(tpl, mi, std::nullopt);
       return;
@@ -110,12 +113,116 @@ class TemplateEvaluator {
   // (sum_ms then at least that bottleneck), else bound_at. bound_at must hold.
   MicroBatchOption current_bound(int tpl, std::size_t mi) {
     MicroBatchOption o = *bound_at(tpl, mi);
-    if (refined(tpl, mi)) {
-      const double b = *exact_[static_cast<std::size_t>(tpl)][mi].bottleneck;
+    const auto t = static_cast<std::size_t>(tpl);
+    if (t < exact_.size() && !exact_[t].empty()) {
+      const SizeResult& r = exact_[t][mi];
+      const double b = r.bottleneck ? *r.bottleneck : r.floor;
       o.max_ms = std::max(o.max_ms, b);
       o.sum_ms = std::max(o.sum_ms, b);
     }
     return o;
+  }
+
+  // Whether no split of (tpl, size mi) keeps every stage within v (and in memory), which
+  // proves its bottleneck above v. A relaxed greedy: stage after stage, each takes the longest
+  // range from where the previous one ended whose time is at most v and that fits (possibly
+  // none); a stage's time and memory only grow with its range, so by induction the greedy's
+  // end after each stage is never before that stage's end in any such split. If it cannot
+  // reach the last unit, no such split exists.
+  bool exceeds(int tpl, std::size_t mi, double v) {
+    const std::vector<StageSlot> slots =
+        template_slots(ctx_, tables_, set_.at(tpl), ctx_.opt.micro_batch_sizes[mi]);
+    const auto U = static_cast<std::size_t>(ctx_.num_units());
+    const std::size_t S = slots.size();
+    if (S == 0) return false;
+    std::size_t reach = 0;
+    for (std::size_t s = 0; s < S && reach < U; ++s) {
+      const UnitTable& t = *slots[s].table;
+      const auto q = static_cast<double>(S - s);
+      std::size_t j = reach, position = 0;
+      double ws = 0;
+      while (j < U) {
+        ws = std::max(ws, t.workspace[j]);
+        const RangeCost c = range_cost_ws(t, slots[s].capacity_bytes, q, reach, j + 1, ws,
+                                          &position);
+        if (!c.fits || c.time_ms > v) break;
+        ++j;
+      }
+      reach = j;
+    }
+    return reach < U;
+  }
+
+  // The tightest lower bounds known now, per size that may still fit: the exact option of a
+  // size done (none when it does not fit), the refined bound of a size whose bottleneck is
+  // known, else the size's bound. Each is a lower bound of the size's exact option, so a
+  // partition's data balance over them bounds its objective from below, and tighter than
+  // bound_options once a template has been met. Changes only as sizes are refined or split
+  // (`version` counts those).
+  const std::vector<MicroBatchOption>& tight_options(int tpl) {
+    grow();
+    const auto t = static_cast<std::size_t>(tpl);
+    if (tight_.size() <= t) tight_.resize(t + 1);
+    auto& slot = tight_[t];
+    if (slot) return *slot;
+    slot.emplace();
+    for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
+      if (!bound_at(tpl, mi)) continue;
+      if (size_done(tpl, mi)) {
+        if (peek(tpl, mi).option) slot->push_back(*peek(tpl, mi).option);
+        continue;
+      }
+      slot->push_back(current_bound(tpl, mi));
+    }
+    return *slot;
+  }
+  std::int64_t version() const { return version_; }
+  // Tightens the size whose option lets one pipeline take the most samples (at most gbs)
+  // within tau, towards taking fewer than `need`: first, when a bottleneck above some v would
+  // leave it fewer, a cheap proof that the bottleneck exceeds v (exceeds); else its bottleneck
+  // phase; then its whole split. False when that size is already exact (tightening the others
+  // cannot lower the most).
+  bool tighten(int tpl, double tau, std::int64_t gbs, std::int64_t need) {
+    std::int64_t most = -1;
+    std::size_t pick = 0;
+    bool exact_pick = false;
+    for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
+      if (!bound_at(tpl, mi)) continue;
+      const bool done = size_done(tpl, mi);
+      if (done && !peek(tpl, mi).option) continue;
+      const MicroBatchOption o = done ? *peek(tpl, mi).option : current_bound(tpl, mi);
+      const std::int64_t b = option_max_batch(o, tau, gbs);
+      if (b > most || (b == most && done)) {
+        most = b;
+        pick = mi;
+        exact_pick = done;
+      }
+    }
+    if (most < 0 || exact_pick) return false;
+    grow();
+    auto& per_size = exact_[static_cast<std::size_t>(tpl)];
+    if (per_size.empty()) per_size.resize(num_sizes());
+    SizeResult& r = per_size[pick];
+    if (!r.bottleneck && ctx_.opt.dpo) {
+      // k micro-batches take `need` samples; they finish within tau only while the slot is at
+      // most (tau - sum) / (k - 1) (one micro-batch: while the sum, itself at least the
+      // bottleneck, is at most tau).
+      const MicroBatchOption o = current_bound(tpl, pick);
+      const std::int64_t k = (need + o.mbs - 1) / o.mbs;
+      const double slot = k >= 2 ? (tau - o.sum_ms) / static_cast<double>(k - 1) : tau;
+      const double v = slot * (1.0 + 1e-9);
+      if (slot > 0 && v > r.floor && exceeds(tpl, pick, v)) {
+        r.floor = v;
+        tightened(tpl);
+        return true;
+      }
+    }
+    if (refined(tpl, pick)) {
+      exact_at(tpl, pick);
+    } else {
+      refine(tpl, pick);
+    }
+    return true;
   }
 
   // Every size's exact option that fits, and its split.
@@ -205,6 +312,13 @@ class TemplateEvaluator {
       slot->present.push_back(*slot->per_size[mi]);
     }
     return *slot;
+  }
+
+  // A size of `tpl` was refined or split: its tight options are recomputed when next asked.
+  void tightened(int tpl) {
+    ++version_;
+    const auto t = static_cast<std::size_t>(tpl);
+    if (t < tight_.size()) tight_[t].reset();
   }
 
   void grow() {
@@ -522,6 +636,8 @@ class TemplateEvaluator {
   std::map<std::pair<const UnitTable*, double>, std::vector<std::optional<RangeFit>>> range_fit_;
   std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
   SizeResult uncached_;                         // the last result without CPC
+  std::vector<std::optional<std::vector<MicroBatchOption>>> tight_;  // [template]
+  std::int64_t version_ = 0;
 };
 
 }  // namespace eth::search
