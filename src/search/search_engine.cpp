@@ -473,29 +473,83 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
   if (too_many > 0) ctx.stats.skipped["max_pipelines"] += too_many;
   // Equal data: every replica gets gbs / c samples (the first gbs % c one more) and all use one
   // micro-batch size, the one that makes the largest share fastest.
+  // `option`: the size index into opt.micro_batch_sizes.
   struct Pick {
     double obj;
     std::size_t part;
     std::size_t option;
     auto operator<=>(const Pick&) const = default;
   };
+  const auto k = static_cast<std::size_t>(std::max<std::int64_t>(1, ctx.opt.top_k));
+  const bool bounded = ctx.opt.ses && ctx.opt.cpc && ctx.opt.bound_generation;
   std::vector<Pick> picks;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
+  std::vector<double> kept;  // the k smallest pick objectives so far (bounded), ascending
+  // Bounded: partitions visited by their lower bound, so the k-th pick is known early (the
+  // picks do not depend on the order: the first minimum per partition, then sorted).
+  auto lower_of = [&](std::size_t i) {
+    const PartitionPart& part = parts[i].parts.front();
+    const std::int64_t largest = (ctx.gbs + part.count - 1) / part.count;
+    double lower = kInf;
+    for (std::size_t mi = 0; mi < ev.num_sizes(); ++mi) {
+      if (!ev.bound_at(part.tpl, mi)) continue;
+      lower = std::min(lower, option_time_ms(ev.tight_options_at(part.tpl, mi), largest));
+    }
+    return lower;
+  };
+  std::vector<std::size_t> order(parts.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (bounded) {
+    std::vector<double> lb(parts.size());
+    for (std::size_t i = 0; i < parts.size(); ++i) lb[i] = lower_of(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return lb[a] < lb[b]; });
+  }
+  for (const std::size_t i : order) {
     if (pack_devices(ctx.cluster, ctx.types, set, parts[i]).empty()) {
       ++ctx.stats.skipped["packing"];
       continue;
     }
     const PartitionPart& part = parts[i].parts.front();
-    const auto& e = ev.exact(part.tpl);
-    if (e.options.empty()) {
-      ++ctx.stats.skipped["no_fit"];
-      continue;
-    }
     const std::int64_t largest = (ctx.gbs + part.count - 1) / part.count;
     Pick best{kInf, i, 0};
-    for (std::size_t o = 0; o < e.options.size(); ++o) {
-      const double t = option_time_ms(e.options[o], largest);
-      if (t < best.obj) best = Pick{t, i, o};
+    if (!bounded) {
+      const auto& e = ev.exact(part.tpl);
+      if (e.options.empty()) {
+        ++ctx.stats.skipped["no_fit"];
+        continue;
+      }
+      for (std::size_t o = 0; o < e.options.size(); ++o) {
+        const double t = option_time_ms(e.options[o], largest);
+        if (t < best.obj) best = Pick{t, i, o};
+      }
+      // Back to the size index: sizes are distinct, so the micro-batch size names it.
+      const auto& sizes = ctx.opt.micro_batch_sizes;
+      best.option = static_cast<std::size_t>(
+          std::find(sizes.begin(), sizes.end(), e.options[best.option].mbs) - sizes.begin());
+    } else {
+      // Sizes whose lower bound is above the best so far of this partition, or partitions
+      // whose every size is above the k-th pick, cannot change the picks (first minimum per
+      // partition, then the k smallest (objective, partition)): never split.
+      const double kth = kept.size() == k ? kept.back() : kInf;
+      const double lower = lower_of(i);
+      if (lower > kth) {
+        ++ctx.stats.skipped[lower == kInf ? "no_fit" : "bound"];
+        continue;
+      }
+      for (std::size_t mi = 0; mi < ev.num_sizes(); ++mi) {
+        if (!ev.bound_at(part.tpl, mi)) continue;
+        if (option_time_ms(ev.tight_options_at(part.tpl, mi), largest) > best.obj) continue;
+        const auto& r = ev.exact_at(part.tpl, mi);
+        if (!r.option) continue;
+        const double t = option_time_ms(*r.option, largest);
+        if (t < best.obj) best = Pick{t, i, mi};
+      }
+      if (best.obj == kInf) {
+        ++ctx.stats.skipped["no_fit"];
+        continue;
+      }
+      kept.insert(std::upper_bound(kept.begin(), kept.end(), best.obj), best.obj);
+      if (kept.size() > k) kept.pop_back();
     }
     ++ctx.stats.evaluated;
     picks.push_back(best);
@@ -508,7 +562,8 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
   for (const Pick& pk : picks) {
     const Partition& p = parts[pk.part];
     const PartitionPart& part = p.parts.front();
-    const auto& e = ev.exact(part.tpl);
+    if (!bounded) ev.exact(part.tpl);  // as the search before bound_generation counted
+    const TemplateEvaluator::SizeResult chosen = ev.exact_at(part.tpl, pk.option);
     const auto devices = pack_devices(ctx.cluster, ctx.types, set, p);
     Candidate c;
     c.objective_ms = pk.obj;
@@ -516,10 +571,10 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
     c.idle_devices = ctx.unusable_devices;
     for (std::int64_t i = 0; i < part.count; ++i) {
       PipelineChoice pc;
-      pc.mbs = e.options[pk.option].mbs;
+      pc.mbs = chosen.option->mbs;
       pc.batch = ctx.gbs / part.count + (i < ctx.gbs % part.count ? 1 : 0);
       pc.stages = stage_choices(ctx, set.at(part.tpl), devices[static_cast<std::size_t>(i)],
-                                e.splits[pk.option]);
+                                chosen.split);
       c.pipelines.push_back(std::move(pc));
     }
     out.push_back(std::move(c));

@@ -177,6 +177,16 @@ class TemplateEvaluator {
     return *slot;
   }
   std::int64_t version() const { return version_; }
+  // One size's entry of tight_options (bound_at must hold; a size done without a fit has
+  // +infinity times).
+  MicroBatchOption tight_options_at(int tpl, std::size_t mi) {
+    if (size_done(tpl, mi)) {
+      const auto& r = peek(tpl, mi);
+      if (r.option) return *r.option;
+      return MicroBatchOption{ctx_.opt.micro_batch_sizes[mi], kInf, kInf};
+    }
+    return current_bound(tpl, mi);
+  }
   // Tightens the size whose option lets one pipeline take the most samples (at most gbs)
   // within tau, towards taking fewer than `need`: first, when a bottleneck above some v would
   // leave it fewer, a cheap proof that the bottleneck exceeds v (exceeds); else its bottleneck
@@ -242,6 +252,11 @@ class TemplateEvaluator {
   }
 
  private:
+  // Per set of tables a template uses (one size): what the bound takes from the units alone.
+  struct UnitAggregate {
+    double sum = 0, unit_max = 0, floor_bytes = 0;
+    std::vector<double> cheapest;  // prefix sums of the units' cheapest times, ascending
+  };
   struct Bounds {
     std::vector<std::optional<MicroBatchOption>> per_size;
     std::vector<MicroBatchOption> present;
@@ -271,32 +286,16 @@ class TemplateEvaluator {
         capacity += static_cast<double>(g.count) * type.capacity_bytes;
       }
       if (!covered) continue;
-      std::vector<const std::vector<double>*> least;
-      for (const UnitTable* tab : tabs) least.push_back(&least_unit_bytes(*tab));
-      double sum = 0, unit_max = 0, floor_bytes = 0;
-      std::vector<double> unit_min;
-      for (std::int64_t u = 0; u < ctx_.num_units(); ++u) {
-        const auto ui = static_cast<std::size_t>(u);
-        double c = kInf, mem = kInf;
-        for (std::size_t k = 0; k < tabs.size(); ++k) {
-          c = std::min(c, tabs[k]->compute_ms[ui]);
-          mem = std::min(mem, (*least[k])[ui]);
-        }
-        sum += c;
-        unit_max = std::max(unit_max, c);
-        floor_bytes += mem;
-        unit_min.push_back(c);
-      }
+      const UnitAggregate& agg = unit_aggregate(tabs);
+      const double sum = agg.sum, unit_max = agg.unit_max;
       // The memory floor: the template's memory cannot hold every unit at least once, or its
       // stages, in order, cannot reach the last unit.
-      if (floor_bytes > capacity || !stages_can_reach(t, mbs)) continue;
+      if (agg.floor_bytes > capacity || !stages_can_reach(t, mbs)) continue;
       // Some stage holds at least ceil(U / S) units: the bottleneck is at least the sum of that
       // many of the cheapest units.
-      std::sort(unit_min.begin(), unit_min.end());
       const auto most =
           static_cast<std::size_t>((ctx_.num_units() + t.num_stages() - 1) / t.num_stages());
-      const double crowded = std::accumulate(
-          unit_min.begin(), unit_min.begin() + static_cast<std::ptrdiff_t>(most), 0.0);
+      const double crowded = agg.cheapest[most];
       const double comm = template_comm_ms(ctx_, t, tabs.front()->boundary_bytes);
       const SpeedBound speed = speed_bound(t, mbs);
       if (speed.max_ms == kInf) continue;  // the stages together cannot hold the model's work
@@ -319,6 +318,36 @@ class TemplateEvaluator {
     ++version_;
     const auto t = static_cast<std::size_t>(tpl);
     if (t < tight_.size()) tight_[t].reset();
+  }
+
+  // Per unit, its cheapest time and least bytes over `tabs` (the tables of one template at
+  // one size): summed, the largest, and the cheapest times sorted, for every template of the
+  // same tables in any order or counts.
+  const UnitAggregate& unit_aggregate(std::vector<const UnitTable*> tabs) {
+    std::sort(tabs.begin(), tabs.end());
+    tabs.erase(std::unique(tabs.begin(), tabs.end()), tabs.end());
+    auto [it, inserted] = unit_aggregates_.try_emplace(tabs);
+    UnitAggregate& a = it->second;
+    if (!inserted) return a;
+    std::vector<const std::vector<double>*> least;
+    for (const UnitTable* tab : tabs) least.push_back(&least_unit_bytes(*tab));
+    std::vector<double> unit_min;
+    for (std::int64_t u = 0; u < ctx_.num_units(); ++u) {
+      const auto ui = static_cast<std::size_t>(u);
+      double c = kInf, mem = kInf;
+      for (std::size_t k = 0; k < tabs.size(); ++k) {
+        c = std::min(c, tabs[k]->compute_ms[ui]);
+        mem = std::min(mem, (*least[k])[ui]);
+      }
+      a.sum += c;
+      a.unit_max = std::max(a.unit_max, c);
+      a.floor_bytes += mem;
+      unit_min.push_back(c);
+    }
+    std::sort(unit_min.begin(), unit_min.end());
+    a.cheapest.push_back(0.0);
+    for (double v : unit_min) a.cheapest.push_back(a.cheapest.back() + v);
+    return a;
   }
 
   void grow() {
@@ -371,7 +400,13 @@ class TemplateEvaluator {
     std::vector<std::size_t> reach;
   };
   const RangeFit& range_fit(const UnitTable& tab, double capacity, std::int64_t q) {
-    auto& per_q = range_fit_[std::make_pair(&tab, capacity)];
+    // The last (table, capacity) asked for, as stages of one group ask in a row.
+    if (last_fit_table_ != &tab || last_fit_capacity_ != capacity) {
+      last_fit_table_ = &tab;
+      last_fit_capacity_ = capacity;
+      last_fit_ = &range_fit_[std::make_pair(&tab, capacity)];
+    }
+    auto& per_q = *last_fit_;
     const auto qi = static_cast<std::size_t>(q);
     if (per_q.size() <= qi) per_q.resize(qi + 1);
     if (per_q[qi]) return *per_q[qi];
@@ -634,6 +669,10 @@ class TemplateEvaluator {
   std::map<const UnitTable*, std::vector<double>> least_bytes_;
   std::map<const UnitTable*, std::vector<double>> cheapest_;
   std::map<std::pair<const UnitTable*, double>, std::vector<std::optional<RangeFit>>> range_fit_;
+  const UnitTable* last_fit_table_ = nullptr;
+  double last_fit_capacity_ = 0;
+  std::vector<std::optional<RangeFit>>* last_fit_ = nullptr;  // std::map nodes are stable
+  std::map<std::vector<const UnitTable*>, UnitAggregate> unit_aggregates_;
   std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
   SizeResult uncached_;                         // the last result without CPC
   std::vector<std::optional<std::vector<MicroBatchOption>>> tight_;  // [template]
