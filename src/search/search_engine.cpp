@@ -504,8 +504,14 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return lb[a] < lb[b]; });
   }
+  std::vector<std::int64_t> pack_scratch;
+  auto packs = [&](const Partition& p) {
+    // pack_feasible answers as pack_devices would, by counts (tested), without the placement.
+    return ctx.opt.bound_generation ? pack_feasible(ctx.cluster, ctx.types, set, p, pack_scratch)
+                                    : !pack_devices(ctx.cluster, ctx.types, set, p).empty();
+  };
   for (const std::size_t i : order) {
-    if (pack_devices(ctx.cluster, ctx.types, set, parts[i]).empty()) {
+    if (!packs(parts[i])) {
       ++ctx.stats.skipped["packing"];
       continue;
     }
@@ -539,6 +545,7 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
       for (std::size_t mi = 0; mi < ev.num_sizes(); ++mi) {
         if (!ev.bound_at(part.tpl, mi)) continue;
         if (option_time_ms(ev.tight_options_at(part.tpl, mi), largest) > best.obj) continue;
+        if (ev.slower_than(part.tpl, mi, std::min(best.obj, kth), largest)) continue;
         const auto& r = ev.exact_at(part.tpl, mi);
         if (!r.option) continue;
         const double t = option_time_ms(*r.option, largest);

@@ -177,6 +177,28 @@ class TemplateEvaluator {
     return *slot;
   }
   std::int64_t version() const { return version_; }
+  // Whether one pipeline of (tpl, size mi) with `batch` samples provably takes longer than
+  // `target` (exceeds: its bottleneck is above the slot that would let it finish in time); the
+  // proof is kept as the size's floor. False says nothing. Needs CPC (a cache entry).
+  bool slower_than(int tpl, std::size_t mi, double target, std::int64_t batch) {
+    if (!ctx_.opt.cpc || !bound_at(tpl, mi) || size_done(tpl, mi) || refined(tpl, mi)) {
+      return false;
+    }
+    const MicroBatchOption o = current_bound(tpl, mi);
+    const std::int64_t k = (batch + o.mbs - 1) / o.mbs;
+    const double slot = k >= 2 ? (target - o.sum_ms) / static_cast<double>(k - 1) : target;
+    if (!(slot > 0) || slot == kInf) return false;
+    const double v = slot * (1.0 + 1e-9);
+    grow();
+    auto& per_size = exact_[static_cast<std::size_t>(tpl)];
+    if (per_size.empty()) per_size.resize(num_sizes());
+    if (v <= per_size[mi].floor) return true;
+    if (!exceeds(tpl, mi, v)) return false;
+    per_size[mi].floor = v;
+    tightened(tpl);
+    return true;
+  }
+
   // One size's entry of tight_options (bound_at must hold; a size done without a fit has
   // +infinity times).
   MicroBatchOption tight_options_at(int tpl, std::size_t mi) {
