@@ -179,7 +179,7 @@ KindsStatus exact_kinds(Context& ctx, TemplateEvaluator& ev, const Partition& p,
     // The most promising size not done: its bottleneck first, its whole split after.
     if (ev.refined(p.parts[next_k].tpl, next_mi)) {
       ev.exact_at(p.parts[next_k].tpl, next_mi);
-    } else {
+    } else if (!ctx.opt.bound_generation || !ev.raise_floor(p.parts[next_k].tpl, next_mi)) {
       ev.refine(p.parts[next_k].tpl, next_mi);
     }
   }

@@ -49,7 +49,33 @@ class TemplateEvaluator {
     UnitSplit split;
     std::optional<double> bottleneck;  // the program's first phase, once run (refine)
     double floor = 0;  // proven below the bottleneck (exceeds), before the program runs
+    int raises = 0;    // raise_floor's proofs so far (kRaises: gave up)
   };
+
+  // Before a size's bottleneck phase: tries to prove the bottleneck above 1.25x its current
+  // bound with the cheap greedy (exceeds), at most kRaises times in a row; true when it did
+  // (the bound rose), false when the program should run.
+  static constexpr int kRaises = 8;
+  bool raise_floor(int tpl, std::size_t mi) {
+    if (!ctx_.opt.cpc || !ctx_.opt.dpo || !bound_at(tpl, mi) || size_done(tpl, mi) ||
+        refined(tpl, mi)) {
+      return false;
+    }
+    grow();
+    auto& per_size = exact_[static_cast<std::size_t>(tpl)];
+    if (per_size.empty()) per_size.resize(num_sizes());
+    SizeResult& r = per_size[mi];
+    if (r.raises >= kRaises) return false;
+    const double v = current_bound(tpl, mi).max_ms * 1.25;
+    if (!(v > 0) || !exceeds(tpl, mi, v)) {
+      r.raises = kRaises;
+      return false;
+    }
+    ++r.raises;
+    r.floor = v;
+    tightened(tpl);
+    return true;
+  }
   bool size_done(int tpl, std::size_t mi) const {
     if (static_cast<std::size_t>(tpl) >= exact_.size()) return false;
     const auto& v = exact_[static_cast<std::size_t>(tpl)];
