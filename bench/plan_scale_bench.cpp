@@ -8,7 +8,8 @@
 // Prints the load average and the CPU model beside the figures: the machine is shared, so CPU
 // seconds are the stable figure. Asserts nothing.
 // Usage: plan_scale_bench [--types 2,3,4] [--big] [--no-baseline] [DEVICES...]
-//   default sizes 100 300 1000 3000 10000; --big adds 30000 and 100000.
+//   default sizes 100 300 1000 3000 10000; --big adds 30000 and 100000. With ETH_SCALE_STATS
+//   set, each search's statistics (JSON) go to stderr.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -84,7 +85,9 @@ int plan_one(std::int64_t devices, int n_types, bool bound_generation) {
     ms = r.prediction.iteration_ms;
     note = std::to_string(r.plan.pipelines.size()) + " pipelines";
     for (const auto& [name, value] : r.stats.limits) note += ", limit " + name + " reached";
-    if (std::getenv("ETH_SCALE_STATS")) std::fprintf(stderr, "%s\n", r.stats.to_json().dump().c_str());
+    if (std::getenv("ETH_SCALE_STATS")) {
+      std::fprintf(stderr, "%s\n", r.stats.to_json().dump().c_str());
+    }
   } catch (const InputError& e) {
     note = std::string("refused: ") + e.what();
   }
