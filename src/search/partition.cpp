@@ -147,15 +147,16 @@ class SampleBound {
                                       static_cast<std::int64_t>(options[x].size()));
     }
   }
-  // Whether pruning applies now (a finite threshold), after updating to it.
+  // Whether pruning applies (a threshold is set), after updating to it. With no incumbent yet
+  // (an infinite threshold) only options whose template has no size left that fits prune.
   bool refresh() {
     if (!opt_.threshold) return false;
     const double t = opt_.threshold();
     const std::int64_t v = opt_.bound_version ? opt_.bound_version() : 0;
-    if (t == tau_ && v == version_) return tau_ < kInfinity;
+    if (ready_ && t == tau_ && v == version_) return true;
+    ready_ = true;
     tau_ = t;
     version_ = v;
-    if (tau_ == kInfinity) return false;
     base_samples_ = 0;
     part_samples_.assign(base_.parts.size(), 0);
     for (std::size_t p = 0; p < base_.parts.size(); ++p) {
@@ -188,9 +189,10 @@ class SampleBound {
   // Samples of option k of type x within the threshold (-1: a pipeline takes none); the whole
   // batch while pruning does not apply (so sums started then never fall short later).
   std::int64_t samples(std::size_t x, std::size_t k) const {
-    return tau_ < kInfinity ? samples_[x][k] : opt_.gbs;
+    return ready_ ? samples_[x][k] : opt_.gbs;
   }
   double tau() const { return tau_; }
+  bool finite() const { return tau_ < kInfinity; }
   // The samples each pipeline of base part p must take within the threshold for the rest at
   // their most to reach the global batch (refresh must have returned true).
   std::int64_t need(std::size_t p) const {
@@ -214,6 +216,7 @@ class SampleBound {
   const Partition& base_;
   const std::vector<std::vector<PureOption>>& options_;
   const std::vector<std::vector<int>>& ids_;
+  bool ready_ = false;
   double tau_ = kInfinity;
   std::int64_t version_ = 0;
   std::int64_t base_samples_ = 0;
@@ -307,8 +310,11 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
   }
   SampleBound bound(types.size(), opt, base, options, ids);
   std::int64_t too_many = 0;
+  if (opt.probe && bound.refresh()) {
+    for (const auto& part : base.parts) opt.probe(part.tpl);
+  }
   if (opt.tighten && !base.parts.empty()) {
-    while (bound.refresh() && bound.reachable(0, 0)) {
+    while (bound.refresh() && bound.finite() && bound.reachable(0, 0)) {
       bool tighter = false;
       for (std::size_t p = 0; p < base.parts.size(); ++p) {
         tighter = opt.tighten(base.parts[p].tpl, bound.tau(), bound.need(p)) || tighter;
@@ -328,6 +334,7 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
         if (opt.stopped && *opt.stopped) return;
         if (x == types.size()) {
           if (cur.parts.empty()) return;
+          if (opt.allow_idle && opt.skip_busy && cur.num_idle() == 0) return;
           if (pipes > opt.max_pipelines) {
             ++too_many;
             return;
@@ -345,6 +352,10 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
         }
         for (std::size_t k = 0; k < options[x].size(); ++k) {
           const PureOption& o = options[x][k];
+          if (opt.probe && o.count > 0 && bound.refresh()) {
+            opt.probe(ids[x][k]);
+            bound.refresh();
+          }
           const std::int64_t samples = bound.samples(x, k);
           if (samples < 0) {  // one of its pipelines cannot take a sample within the threshold
             *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x + 1));

@@ -80,6 +80,9 @@ struct GenerateOptions {
   std::int64_t max_pipelines = 0;  // the most pipelines a partition may have (>= 1)
   bool allow_idle = false;         // inexact covers: devices of a type may stay unused
   bool mixed = true;               // false: the pure family only
+  // With allow_idle: covers that leave no device idle are neither appended nor counted (the
+  // exact round tried them), so they use none of the budget.
+  bool skip_busy = false;
   // When set, a partition with a template for which `usable` says false is counted in
   // `*unusable` instead of appended (the search applies its memory floor while generating, so
   // partitions that could never fit are not built). They are counted, not enumerated: a
@@ -111,6 +114,9 @@ struct GenerateOptions {
   // are generated, while its bound alone does not prune them: the template is shared by every
   // partition of those products.
   std::function<bool(int tpl, double tau, std::int64_t need)> tighten;
+  // Optional: makes sure bound_options(tpl) is empty when no size of tpl fits at all (so its
+  // partitions prune even before there is a threshold). Called once per template and option.
+  std::function<void(int tpl)> probe;
   std::int64_t gbs = 0;
   std::int64_t* pruned = nullptr;
 };

@@ -383,6 +383,7 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
     g.num_units = ctx.num_units();
     g.max_pipelines = ctx.max_pipelines();
     g.allow_idle = allow_idle;
+    g.skip_busy = ctx.opt.bound_generation;
     g.mixed = !ctx.opt.pure_only;
     // With SES the memory floor drops partitions as they are generated (run_partitions would
     // skip them for it; with OSO they would only be sorted first).
@@ -422,6 +423,7 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
         g.tighten = [&ev, &ctx](int tpl, double tau, std::int64_t need) {
           return ev.tighten(tpl, tau, ctx.gbs, need);
         };
+        g.probe = [&ev](int tpl) { ev.probe_fit(tpl); };
       }
       g.gbs = ctx.gbs;
       g.pruned = &pruned;

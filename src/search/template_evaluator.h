@@ -225,6 +225,24 @@ class TemplateEvaluator {
     return true;
   }
 
+  // Runs bottleneck phases, size after size, until one shows a split that fits (or every size
+  // is done without one: tight_options is then empty). Once per template.
+  void probe_fit(int tpl) {
+    const auto t = static_cast<std::size_t>(tpl);
+    if (probed_.size() <= t) probed_.resize(t + 1, 0);
+    if (probed_[t]) return;
+    probed_[t] = 1;
+    for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
+      if (!bound_at(tpl, mi)) continue;
+      if (size_done(tpl, mi)) {
+        if (peek(tpl, mi).option) return;
+        continue;
+      }
+      if (!refined(tpl, mi)) refine(tpl, mi);
+      if (refined(tpl, mi)) return;  // a finite bottleneck: some split fits
+    }
+  }
+
   // One size's entry of tight_options (bound_at must hold; a size done without a fit has
   // +infinity times).
   MicroBatchOption tight_options_at(int tpl, std::size_t mi) {
@@ -725,6 +743,7 @@ class TemplateEvaluator {
   SizeResult uncached_;                         // the last result without CPC
   std::vector<std::optional<std::vector<MicroBatchOption>>> tight_;  // [template]
   std::int64_t version_ = 0;
+  std::vector<char> probed_;  // [template]: probe_fit ran
 };
 
 }  // namespace eth::search
