@@ -310,7 +310,7 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
   }
   SampleBound bound(types.size(), opt, base, options, ids);
   std::int64_t too_many = 0;
-  if (opt.probe && bound.refresh()) {
+  if (opt.probe && bound.refresh() && !bound.finite()) {
     for (const auto& part : base.parts) opt.probe(part.tpl);
   }
   if (opt.tighten && !base.parts.empty()) {
@@ -352,7 +352,7 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
         }
         for (std::size_t k = 0; k < options[x].size(); ++k) {
           const PureOption& o = options[x][k];
-          if (opt.probe && o.count > 0 && bound.refresh()) {
+          if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
             opt.probe(ids[x][k]);
             bound.refresh();
           }

@@ -114,8 +114,8 @@ struct GenerateOptions {
   // are generated, while its bound alone does not prune them: the template is shared by every
   // partition of those products.
   std::function<bool(int tpl, double tau, std::int64_t need)> tighten;
-  // Optional: makes sure bound_options(tpl) is empty when no size of tpl fits at all (so its
-  // partitions prune even before there is a threshold). Called once per template and option.
+  // Optional: makes sure bound_options(tpl) is empty when no size of tpl fits at all, so its
+  // partitions prune before there is a threshold (called only then).
   std::function<void(int tpl)> probe;
   std::int64_t gbs = 0;
   std::int64_t* pruned = nullptr;
