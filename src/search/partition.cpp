@@ -129,30 +129,148 @@ std::vector<PureOption> pure_options(const TypeInfo& t, std::int64_t remaining,
   return out;
 }
 
+// The most samples a set of pipelines can take within the search's threshold, per pure option
+// (and for the base), from the templates' lower-bound options: the same test as the data
+// balance's feasibility, so a combination whose sum falls short of the global batch (or with a
+// pipeline that takes no sample) has a bound above the threshold. Refreshed whenever the
+// threshold falls or the bounds tighten; samples taken at an older, larger threshold or
+// looser bound are never fewer, so sums that mix both stay upper bounds.
+class SampleBound {
+ public:
+  SampleBound(std::size_t n_types, const GenerateOptions& opt, const Partition& base,
+              const std::vector<std::vector<PureOption>>& options,
+              const std::vector<std::vector<int>>& ids)
+      : opt_(opt), base_(base), options_(options), ids_(ids), samples_(n_types),
+        suffix_(n_types + 1, 0), combos_(n_types + 1, 1) {
+    for (std::size_t x = n_types; x-- > 0;) {
+      combos_[x] = saturating_product(combos_[x + 1],
+                                      static_cast<std::int64_t>(options[x].size()));
+    }
+  }
+  // Whether pruning applies (a threshold is set), after updating to it. With no incumbent yet
+  // (an infinite threshold) only options whose template has no size left that fits prune.
+  bool refresh() {
+    if (!opt_.threshold) return false;
+    const double t = opt_.threshold();
+    const std::int64_t v = opt_.bound_version ? opt_.bound_version() : 0;
+    if (ready_ && t == tau_ && v == version_) return true;
+    ready_ = true;
+    tau_ = t;
+    version_ = v;
+    base_samples_ = 0;
+    part_samples_.assign(base_.parts.size(), 0);
+    for (std::size_t p = 0; p < base_.parts.size(); ++p) {
+      const std::int64_t b = per_pipeline(base_.parts[p].tpl);
+      if (b == 0) {
+        base_samples_ = -1;
+        break;
+      }
+      part_samples_[p] = base_.parts[p].count * b;
+      base_samples_ += part_samples_[p];
+    }
+    for (std::size_t x = samples_.size(); x-- > 0;) {
+      samples_[x].assign(options_[x].size(), 0);
+      std::int64_t most = 0;
+      for (std::size_t k = 0; k < options_[x].size(); ++k) {
+        const PureOption& o = options_[x][k];
+        if (o.count == 0) continue;
+        const std::int64_t b = per_pipeline(ids_[x][k]);
+        samples_[x][k] = b == 0 ? -1 : o.count * b;
+        most = std::max(most, samples_[x][k]);
+      }
+      suffix_[x] = suffix_[x + 1] + most;
+    }
+    return true;
+  }
+  // Whether types x.. can still bring the samples taken to the global batch.
+  bool reachable(std::size_t x, std::int64_t taken) const {
+    return base_samples_ >= 0 && base_samples_ + taken + suffix_[x] >= opt_.gbs;
+  }
+  // Samples of option k of type x within the threshold (-1: a pipeline takes none); the whole
+  // batch while pruning does not apply (so sums started then never fall short later).
+  std::int64_t samples(std::size_t x, std::size_t k) const {
+    return ready_ ? samples_[x][k] : opt_.gbs;
+  }
+  double tau() const { return tau_; }
+  bool finite() const { return tau_ < kInfinity; }
+  // The samples each pipeline of base part p must take within the threshold for the rest at
+  // their most to reach the global batch (refresh must have returned true).
+  std::int64_t need(std::size_t p) const {
+    const std::int64_t rest = base_samples_ - part_samples_[p] + suffix_[0];
+    const std::int64_t count = base_.parts[p].count;
+    return std::max<std::int64_t>(1, (opt_.gbs - rest + count - 1) / count);
+  }
+  // Combinations of one option per type x..
+  std::int64_t combinations(std::size_t x) const { return combos_[x]; }
+
+ private:
+  static constexpr double kInfinity = std::numeric_limits<double>::infinity();
+  std::int64_t per_pipeline(int tpl) const {
+    std::int64_t b = 0;
+    for (const auto& o : opt_.bound_options(tpl)) {
+      b = std::max(b, option_max_batch(o, tau_, opt_.gbs));
+    }
+    return b;
+  }
+  const GenerateOptions& opt_;
+  const Partition& base_;
+  const std::vector<std::vector<PureOption>>& options_;
+  const std::vector<std::vector<int>>& ids_;
+  bool ready_ = false;
+  double tau_ = kInfinity;
+  std::int64_t version_ = 0;
+  std::int64_t base_samples_ = 0;
+  std::vector<std::int64_t> part_samples_;
+  std::vector<std::vector<std::int64_t>> samples_;
+  std::vector<std::int64_t> suffix_, combos_;
+};
+
+// One type's pure options for a remainder, their templates and whether each is usable:
+// the same for every mixed base that leaves that remainder, so worked out once.
+struct PureEntry {
+  std::vector<PureOption> options;
+  std::vector<int> ids;
+  std::vector<char> ok;
+  bool interned = false;
+};
+using PureCache = std::map<std::pair<std::size_t, std::int64_t>, PureEntry>;
+
 // Every combination of one pure option per type, on top of `base` (the mixed part, if any).
 std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
                                const std::vector<std::int64_t>& remaining,
                                const GenerateOptions& opt, const Partition& base,
-                               TemplateSet& templates, std::vector<Partition>& out) {
-  std::vector<std::vector<PureOption>> options;
+                               TemplateSet& templates, PureCache& cache,
+                               std::vector<Partition>& out) {
+  std::vector<PureEntry*> entries;
   for (std::size_t x = 0; x < types.size(); ++x) {
-    options.push_back(pure_options(types[x], remaining[x], opt));
-    if (options.back().empty()) return 0;  // this remainder has no cover at all
+    auto [it, inserted] = cache.try_emplace({x, remaining[x]});
+    if (inserted) it->second.options = pure_options(types[x], remaining[x], opt);
+    if (it->second.options.empty()) return 0;  // this remainder has no cover at all
+    entries.push_back(&it->second);
   }
-  // Each option's template, interned once; whether it is usable.
-  std::vector<std::vector<int>> ids(types.size());
-  std::vector<std::vector<char>> ok(types.size());
+  // Each option's template, interned once (in type order, as first met); whether it is usable.
   for (std::size_t x = 0; x < types.size(); ++x) {
-    for (const PureOption& o : options[x]) {
+    PureEntry& e = *entries[x];
+    if (e.interned) continue;
+    e.interned = true;
+    for (const PureOption& o : e.options) {
       int id = -1;
       if (o.count > 0) {
         PipelineTemplate t;
         t.groups.push_back(StageGroup{static_cast<int>(x), o.tp, o.stages});
         id = templates.intern(t);
       }
-      ids[x].push_back(id);
-      ok[x].push_back(id < 0 || !opt.usable || opt.usable(id) ? 1 : 0);
+      e.ids.push_back(id);
+      e.ok.push_back(id < 0 || !opt.usable || opt.usable(id) ? 1 : 0);
     }
+  }
+  std::vector<std::vector<PureOption>> options(types.size());
+  std::vector<std::vector<int>> ids(types.size());
+  std::vector<std::vector<char>> ok(types.size());
+  for (std::size_t x = 0; x < types.size(); ++x) {
+    options[x] = entries[x]->options;
+    ids[x] = entries[x]->ids;
+    ok[x] = entries[x]->ok;
   }
   bool base_ok = true;
   for (const auto& part : base.parts) base_ok = base_ok && (!opt.usable || opt.usable(part.tpl));
@@ -190,30 +308,67 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       ids[x].resize(w);
     }
   }
+  SampleBound bound(types.size(), opt, base, options, ids);
   std::int64_t too_many = 0;
+  if (opt.probe && bound.refresh() && !bound.finite()) {
+    for (const auto& part : base.parts) opt.probe(part.tpl);
+  }
+  if (opt.tighten && !base.parts.empty()) {
+    while (bound.refresh() && bound.finite() && bound.reachable(0, 0)) {
+      bool tighter = false;
+      for (std::size_t p = 0; p < base.parts.size(); ++p) {
+        tighter = opt.tighten(base.parts[p].tpl, bound.tau(), bound.need(p)) || tighter;
+      }
+      if (!tighter) break;
+    }
+    if (bound.refresh() && !bound.reachable(0, 0)) {
+      *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(0));
+      return 0;
+    }
+  }
   Partition cur = base;
   cur.idle.assign(types.size(), 0);
-  std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t x, std::int64_t pipes) {
-    if (opt.stopped && *opt.stopped) return;
-    if (x == types.size()) {
-      if (cur.parts.empty()) return;
-      if (pipes > opt.max_pipelines) {
-        ++too_many;
-        return;
-      }
-      append(opt, cur, out);
-      return;
-    }
-    for (std::size_t k = 0; k < options[x].size(); ++k) {
-      const PureOption& o = options[x][k];
-      const std::size_t mark = cur.parts.size();
-      if (o.count > 0) cur.parts.push_back(PartitionPart{ids[x][k], o.count});
-      cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
-      rec(x + 1, pipes + o.count);
-      cur.parts.resize(mark);
-    }
-  };
-  rec(0, base.num_pipelines());
+  // `taken`: samples the chosen pipelines take within the threshold at most (SampleBound).
+  std::function<void(std::size_t, std::int64_t, std::int64_t)> rec =
+      [&](std::size_t x, std::int64_t pipes, std::int64_t taken) {
+        if (opt.stopped && *opt.stopped) return;
+        if (x == types.size()) {
+          if (cur.parts.empty()) return;
+          if (opt.allow_idle && opt.skip_busy && cur.num_idle() == 0) return;
+          if (pipes > opt.max_pipelines) {
+            ++too_many;
+            return;
+          }
+          if (bound.refresh() && !bound.reachable(x, taken)) {
+            *opt.pruned = saturating_sum(*opt.pruned, 1);
+            return;
+          }
+          append(opt, cur, out);
+          return;
+        }
+        if (bound.refresh() && !bound.reachable(x, taken)) {
+          *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x));
+          return;
+        }
+        for (std::size_t k = 0; k < options[x].size(); ++k) {
+          const PureOption& o = options[x][k];
+          if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
+            opt.probe(ids[x][k]);
+            bound.refresh();
+          }
+          const std::int64_t samples = bound.samples(x, k);
+          if (samples < 0) {  // one of its pipelines cannot take a sample within the threshold
+            *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x + 1));
+            continue;
+          }
+          const std::size_t mark = cur.parts.size();
+          if (o.count > 0) cur.parts.push_back(PartitionPart{ids[x][k], o.count});
+          cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
+          rec(x + 1, pipes + o.count, taken + samples);
+          cur.parts.resize(mark);
+        }
+      };
+  rec(0, base.num_pipelines(), 0);
   return too_many;
 }
 
@@ -224,8 +379,9 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
   std::vector<std::int64_t> all;
   for (const auto& t : types) all.push_back(t.devices);
   std::int64_t too_many = 0;
+  PureCache cache;
   // Pure family: each type on its own.
-  too_many += add_pure_products(types, all, opt, Partition{}, templates, out);
+  too_many += add_pure_products(types, all, opt, Partition{}, templates, cache, out);
   // Mixed family: c copies of (a stages of X at tp1, then b stages of Y at tp2) using every
   // device of X or every device of Y; the rest as pure pipelines.
   for (std::size_t x = 0; x < types.size() && opt.mixed; ++x) {
@@ -259,7 +415,7 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
                 std::vector<std::int64_t> rem = all;
                 rem[x] -= c * a * t1;
                 rem[y] -= c * b * t2;
-                too_many += add_pure_products(types, rem, opt, base, templates, out);
+                too_many += add_pure_products(types, rem, opt, base, templates, cache, out);
               }
             }
           }

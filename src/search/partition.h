@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cluster/cluster_spec.h"
+#include "search/data_balance.h"
 
 namespace eth::search {
 
@@ -79,6 +80,9 @@ struct GenerateOptions {
   std::int64_t max_pipelines = 0;  // the most pipelines a partition may have (>= 1)
   bool allow_idle = false;         // inexact covers: devices of a type may stay unused
   bool mixed = true;               // false: the pure family only
+  // With allow_idle: covers that leave no device idle are neither appended nor counted (the
+  // exact round tried them), so they use none of the budget.
+  bool skip_busy = false;
   // When set, a partition with a template for which `usable` says false is counted in
   // `*unusable` instead of appended (the search applies its memory floor while generating, so
   // partitions that could never fit are not built). They are counted, not enumerated: a
@@ -94,6 +98,27 @@ struct GenerateOptions {
   std::int64_t budget = 0;
   std::int64_t* appended = nullptr;
   bool* stopped = nullptr;
+  // Bounds while generating (the search's SES, docs/planner.md "Scale"): when `threshold` is
+  // set and returns a finite value, a sub-product of pure options none of whose completions
+  // can take the global batch within it (each template's lower-bound options from
+  // `bound_options`, each pipeline at least one sample) is counted in *pruned, not built. Such
+  // partitions have a bound above the threshold, which only falls as the search goes on, so
+  // the search would skip every one of them. Bounds may tighten between calls (never loosen).
+  std::function<double()> threshold;
+  std::function<const std::vector<MicroBatchOption>&(int)> bound_options;
+  // Changes whenever bound_options may have tightened (optional).
+  std::function<std::int64_t()> bound_version;
+  // Optional: tightens bound_options(tpl) where it matters at the threshold `tau` (the size
+  // that lets a pipeline take the most samples within it, towards taking fewer than `need`);
+  // false when that is already exact. Called for a mixed template before the products over it
+  // are generated, while its bound alone does not prune them: the template is shared by every
+  // partition of those products.
+  std::function<bool(int tpl, double tau, std::int64_t need)> tighten;
+  // Optional: makes sure bound_options(tpl) is empty when no size of tpl fits at all, so its
+  // partitions prune before there is a threshold (called only then).
+  std::function<void(int tpl)> probe;
+  std::int64_t gbs = 0;
+  std::int64_t* pruned = nullptr;
 };
 
 // Appends the pure and (unless opt.mixed is false) mixed families (docs/planner.md) to `out`;

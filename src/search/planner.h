@@ -40,6 +40,11 @@ struct PlannerOptions {
   bool ses = true;                // early skipping by the lower bound
   bool oso = true;                // visit partitions in increasing lower bound
   bool dpo = true;         // dynamic program for the unit split (false: enumerate every split)
+  // With SES: apply the bound while generating (sub-products of pure options that cannot beat
+  // the k-th best are counted, never built) and run a small first batch for an early
+  // incumbent. Same plan either way at alpha 0; false is the search before issue 29, kept for
+  // plan_scale_bench's comparison.
+  bool bound_generation = true;
   std::int64_t top_k = 8;  // best candidates (by the search's own objective) priced by predict()
   double max_enumerated_splits = 2e6;  // without DPO: templates with more splits are refused
   // The most partitions the eth search builds and bounds (those failing the memory floor are

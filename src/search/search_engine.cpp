@@ -117,7 +117,7 @@ namespace {
 // bounds cannot beat the exact options already known (the objective is then exact).
 enum class KindsStatus { Ok, NoFit, Bound };
 KindsStatus exact_kinds(Context& ctx, TemplateEvaluator& ev, const Partition& p, double threshold,
-                        std::vector<PipelineKind>& kinds) {
+                        bool strict, std::vector<PipelineKind>& kinds) {
   const std::size_t n = p.parts.size(), M = ev.num_sizes();
   kinds.assign(n, PipelineKind{});
   if (!ctx.opt.ses || !ctx.opt.cpc) {
@@ -170,7 +170,7 @@ KindsStatus exact_kinds(Context& ctx, TemplateEvaluator& ev, const Partition& p,
       exact_complete = exact_complete && !exact_only[k].options.empty();
     }
     const double lower = balanced_time_ms(mixed, ctx.gbs);
-    if (lower >= threshold) return KindsStatus::Bound;
+    if (strict ? lower > threshold : lower >= threshold) return KindsStatus::Bound;
     if (next_value == kInf || (exact_complete && lower >= balanced_time_ms(exact_only, ctx.gbs))) {
       if (!exact_complete) return KindsStatus::NoFit;
       kinds = exact_only;
@@ -179,7 +179,7 @@ KindsStatus exact_kinds(Context& ctx, TemplateEvaluator& ev, const Partition& p,
     // The most promising size not done: its bottleneck first, its whole split after.
     if (ev.refined(p.parts[next_k].tpl, next_mi)) {
       ev.exact_at(p.parts[next_k].tpl, next_mi);
-    } else {
+    } else if (!ctx.opt.bound_generation || !ev.raise_floor(p.parts[next_k].tpl, next_mi)) {
       ev.refine(p.parts[next_k].tpl, next_mi);
     }
   }
@@ -197,8 +197,9 @@ double inter_spread(const std::vector<PipelineKind>& kinds) {
   return hi / lo;
 }
 
-// The best partitions of a search so far, by objective (at most top_k), best first, ties in
-// generation order: kept as copies, so a streamed search can drop each batch once it is run.
+// The best partitions of a search so far, by objective (top_k of them, and with `ties` more
+// that tie with the top_k-th), best first, ties in generation order: kept as copies, so a
+// streamed search can drop each batch once it is run.
 struct Ranked {
   double objective;
   std::int64_t seq;  // position in generation order
@@ -207,18 +208,36 @@ struct Ranked {
 struct TopPartitions {
   std::vector<Ranked> list;
   std::int64_t seen = 0;  // partitions handed to run_partitions so far
+  std::size_t k = 1;      // top_k
+  std::size_t ties = 0;   // partitions beyond k kept while they tie with the k-th
+  // The k-th best objective so far (+infinity until k are known).
+  double kth() const {
+    return list.size() >= k ? list[k - 1].objective : std::numeric_limits<double>::infinity();
+  }
 };
 
-void keep_top(TopPartitions& top, std::size_t k, double obj, std::int64_t seq,
-              const Partition& p) {
+// With bound_generation at alpha 0 the search keeps the partitions that tie with the k-th
+// best (up to this many more) and prunes only strictly above it, so its finalists hold every
+// partition any order of visiting could have ranked k-th: its chosen plan is never one the
+// search before it (which kept the first k it met) priced better.
+constexpr std::size_t kTiesKept = 24;
+
+void keep_top(TopPartitions& top, double obj, std::int64_t seq, const Partition& p) {
   auto before = [](const Ranked& a, double o, std::int64_t q) {
     return a.objective < o || (a.objective == o && a.seq < q);
   };
-  if (top.list.size() == k && before(top.list.back(), obj, seq)) return;  // not in the top k
+  const std::size_t k = top.k;
+  if (top.list.size() >= k && (top.ties == 0 ? before(top.list.back(), obj, seq)
+                                             : obj > top.kth())) {
+    return;  // not in the top k
+  }
   auto at = top.list.begin();
   while (at != top.list.end() && before(*at, obj, seq)) ++at;
   top.list.insert(at, Ranked{obj, seq, p});
-  if (top.list.size() > k) top.list.pop_back();
+  while (top.list.size() > k &&
+         (top.list.back().objective > top.kth() || top.list.size() > k + top.ties)) {
+    top.list.pop_back();
+  }
 }
 
 std::vector<StageChoice> stage_choices(const Context& ctx, const PipelineTemplate& t,
@@ -283,7 +302,8 @@ void run_partitions(Context& ctx, TemplateEvaluator& ev, const TemplateSet& set,
     for (std::size_t i = 0; i < parts.size(); ++i) {
       std::vector<PipelineKind> kinds;
       for (const PartitionPart& part : parts[i].parts) {
-        const auto& opts = ev.bound_options(part.tpl);
+        const auto& opts =
+            o.bound_generation ? ev.tight_options(part.tpl) : ev.bound_options(part.tpl);
         if (opts.empty()) {
           kinds.clear();
           break;
@@ -299,15 +319,16 @@ void run_partitions(Context& ctx, TemplateEvaluator& ev, const TemplateSet& set,
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return bound[a] < bound[b]; });
   }
-  const auto k = static_cast<std::size_t>(std::max<std::int64_t>(1, o.top_k));
   // SES prunes against the k-th best objective: the finalists the predictor ranks are then
   // the true top k (with alpha = 0), not just the best one and whatever came before it.
-  auto best = [&] { return top.list.size() == k ? top.list.back().objective : kInf; };
+  auto best = [&] { return top.kth(); };
+  const bool strict = top.ties > 0;  // keep ties with the k-th: prune only above it
+  auto beyond = [&](double b) { return strict ? b > best() : b >= best() * (1.0 - o.alpha); };
   auto skip = [&](const char* reason) { ++ctx.stats.skipped[reason]; };
   std::vector<std::int64_t> pack_scratch;
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
     const std::size_t i = order[pos];
-    if (o.ses && bound[i] >= best() * (1.0 - o.alpha)) {
+    if (o.ses && beyond(bound[i])) {
       if (!o.oso) {
         skip(bound[i] == kInf ? "memory_floor" : "bound");
         continue;
@@ -322,7 +343,8 @@ void run_partitions(Context& ctx, TemplateEvaluator& ev, const TemplateSet& set,
       continue;
     }
     std::vector<PipelineKind> kinds;
-    const KindsStatus status = exact_kinds(ctx, ev, parts[i], best() * (1.0 - o.alpha), kinds);
+    const KindsStatus status =
+        exact_kinds(ctx, ev, parts[i], strict ? best() : best() * (1.0 - o.alpha), strict, kinds);
     if (status != KindsStatus::Ok) {
       skip(status == KindsStatus::NoFit ? "no_fit" : "bound");
       continue;
@@ -334,13 +356,15 @@ void run_partitions(Context& ctx, TemplateEvaluator& ev, const TemplateSet& set,
     const double obj = balanced_time_ms(kinds, ctx.gbs);
     ETH_CHECK(obj < kInf, "a partition within the pipeline limit has no data split");
     ++ctx.stats.evaluated;
-    keep_top(top, k, obj, top.seen + static_cast<std::int64_t>(i), parts[i]);
+    keep_top(top, obj, top.seen + static_cast<std::int64_t>(i), parts[i]);
   }
   top.seen += static_cast<std::int64_t>(parts.size());
 }
 
 // Partitions held at once by a streamed search (about 130 bytes each).
 constexpr std::size_t kPartitionBatch = std::size_t{1} << 18;
+// The first batch with bound_generation: small, so an incumbent is known early.
+constexpr std::size_t kFirstBatch = 64;
 
 }  // namespace
 
@@ -359,6 +383,7 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
     g.num_units = ctx.num_units();
     g.max_pipelines = ctx.max_pipelines();
     g.allow_idle = allow_idle;
+    g.skip_busy = ctx.opt.bound_generation;
     g.mixed = !ctx.opt.pure_only;
     // With SES the memory floor drops partitions as they are generated (run_partitions would
     // skip them for it; with OSO they would only be sorted first).
@@ -370,8 +395,11 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
     // Streamed: each batch of partitions is run as it is generated, so the memory held stays
     // bounded; generation stops at opt.max_partitions (reported as the limit that bound).
     TopPartitions top;
+    top.k = static_cast<std::size_t>(std::max<std::int64_t>(1, ctx.opt.top_k));
+    if (ctx.opt.bound_generation && ctx.opt.alpha == 0) top.ties = kTiesKept;
     std::int64_t appended = 0;
     bool stopped = false;
+    const bool early = ctx.opt.ses && ctx.opt.bound_generation;
     auto run_batch = [&](std::vector<Partition>& batch) {
       if (allow_idle) {
         // Exact covers were all tried in the first round.
@@ -380,8 +408,26 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
       ctx.stats.generated += static_cast<std::int64_t>(batch.size());
       run_partitions(ctx, ev, set, batch, top);
       batch.clear();
+      // Small batches first: an incumbent early lets the bound prune while generating.
+      g.flush_at = std::min(kPartitionBatch, g.flush_at * 4);
     };
-    g.flush_at = kPartitionBatch;
+    g.flush_at = early ? kFirstBatch : kPartitionBatch;
+    std::int64_t pruned = 0;
+    if (early) {
+      g.threshold = [&top, &ctx] { return top.kth() * (1.0 - ctx.opt.alpha); };
+      g.bound_options = [&ev](int tpl) -> const std::vector<MicroBatchOption>& {
+        return ev.tight_options(tpl);
+      };
+      g.bound_version = [&ev] { return ev.version(); };
+      if (ctx.opt.cpc) {
+        g.tighten = [&ev, &ctx](int tpl, double tau, std::int64_t need) {
+          return ev.tighten(tpl, tau, ctx.gbs, need);
+        };
+        g.probe = [&ev](int tpl) { ev.probe_fit(tpl); };
+      }
+      g.gbs = ctx.gbs;
+      g.pruned = &pruned;
+    }
     g.flush = run_batch;
     g.budget = ctx.opt.max_partitions;
     g.appended = &appended;
@@ -395,6 +441,8 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
     ctx.stats.generated += too_many + unusable;
     if (too_many > 0) ctx.stats.skipped["max_pipelines"] += too_many;
     if (unusable > 0) ctx.stats.skipped["memory_floor"] += unusable;
+    ctx.stats.generated += pruned;
+    if (pruned > 0) ctx.stats.skipped["generation_bound"] += pruned;
     for (const Ranked& r : top.list) out.push_back(materialize(ctx, ev, set, r.partition));
     if (!out.empty() && ctx.opt.pure_only) return out;
     if (!out.empty()) {
@@ -427,29 +475,90 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
   if (too_many > 0) ctx.stats.skipped["max_pipelines"] += too_many;
   // Equal data: every replica gets gbs / c samples (the first gbs % c one more) and all use one
   // micro-batch size, the one that makes the largest share fastest.
+  // `option`: the size index into opt.micro_batch_sizes.
   struct Pick {
     double obj;
     std::size_t part;
     std::size_t option;
     auto operator<=>(const Pick&) const = default;
   };
+  const auto k = static_cast<std::size_t>(std::max<std::int64_t>(1, ctx.opt.top_k));
+  const bool bounded = ctx.opt.ses && ctx.opt.cpc && ctx.opt.bound_generation;
   std::vector<Pick> picks;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    if (pack_devices(ctx.cluster, ctx.types, set, parts[i]).empty()) {
+  std::vector<double> kept;  // the k smallest pick objectives so far (bounded), ascending
+  // Bounded: partitions visited by their lower bound, so the k-th pick is known early (the
+  // picks do not depend on the order: the first minimum per partition, then sorted).
+  auto lower_of = [&](std::size_t i) {
+    const PartitionPart& part = parts[i].parts.front();
+    const std::int64_t largest = (ctx.gbs + part.count - 1) / part.count;
+    double lower = kInf;
+    for (std::size_t mi = 0; mi < ev.num_sizes(); ++mi) {
+      if (!ev.bound_at(part.tpl, mi)) continue;
+      lower = std::min(lower, option_time_ms(ev.tight_options_at(part.tpl, mi), largest));
+    }
+    return lower;
+  };
+  std::vector<std::size_t> order(parts.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (bounded) {
+    std::vector<double> lb(parts.size());
+    for (std::size_t i = 0; i < parts.size(); ++i) lb[i] = lower_of(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return lb[a] < lb[b]; });
+  }
+  std::vector<std::int64_t> pack_scratch;
+  auto packs = [&](const Partition& p) {
+    // pack_feasible answers as pack_devices would, by counts (tested), without the placement.
+    return ctx.opt.bound_generation ? pack_feasible(ctx.cluster, ctx.types, set, p, pack_scratch)
+                                    : !pack_devices(ctx.cluster, ctx.types, set, p).empty();
+  };
+  for (const std::size_t i : order) {
+    if (!packs(parts[i])) {
       ++ctx.stats.skipped["packing"];
       continue;
     }
     const PartitionPart& part = parts[i].parts.front();
-    const auto& e = ev.exact(part.tpl);
-    if (e.options.empty()) {
-      ++ctx.stats.skipped["no_fit"];
-      continue;
-    }
     const std::int64_t largest = (ctx.gbs + part.count - 1) / part.count;
     Pick best{kInf, i, 0};
-    for (std::size_t o = 0; o < e.options.size(); ++o) {
-      const double t = option_time_ms(e.options[o], largest);
-      if (t < best.obj) best = Pick{t, i, o};
+    if (!bounded) {
+      const auto& e = ev.exact(part.tpl);
+      if (e.options.empty()) {
+        ++ctx.stats.skipped["no_fit"];
+        continue;
+      }
+      for (std::size_t o = 0; o < e.options.size(); ++o) {
+        const double t = option_time_ms(e.options[o], largest);
+        if (t < best.obj) best = Pick{t, i, o};
+      }
+      // Back to the size index: sizes are distinct, so the micro-batch size names it.
+      const auto& sizes = ctx.opt.micro_batch_sizes;
+      best.option = static_cast<std::size_t>(
+          std::find(sizes.begin(), sizes.end(), e.options[best.option].mbs) - sizes.begin());
+    } else {
+      // Sizes whose lower bound is above the best so far of this partition, or partitions
+      // whose every size is above the k-th pick, cannot change the picks (first minimum per
+      // partition, then the k smallest (objective, partition)): never split.
+      const double kth = kept.size() == k ? kept.back() : kInf;
+      const double lower = lower_of(i);
+      if (lower > kth) {
+        ++ctx.stats.skipped[lower == kInf ? "no_fit" : "bound"];
+        continue;
+      }
+      for (std::size_t mi = 0; mi < ev.num_sizes(); ++mi) {
+        if (!ev.bound_at(part.tpl, mi)) continue;
+        if (option_time_ms(ev.tight_options_at(part.tpl, mi), largest) > best.obj) continue;
+        if (ev.slower_than(part.tpl, mi, std::min(best.obj, kth), largest)) continue;
+        const auto& r = ev.exact_at(part.tpl, mi);
+        if (!r.option) continue;
+        const double t = option_time_ms(*r.option, largest);
+        if (t < best.obj) best = Pick{t, i, mi};
+      }
+      if (best.obj == kInf) {
+        ++ctx.stats.skipped["no_fit"];
+        continue;
+      }
+      kept.insert(std::upper_bound(kept.begin(), kept.end(), best.obj), best.obj);
+      if (kept.size() > k) kept.pop_back();
     }
     ++ctx.stats.evaluated;
     picks.push_back(best);
@@ -462,7 +571,8 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
   for (const Pick& pk : picks) {
     const Partition& p = parts[pk.part];
     const PartitionPart& part = p.parts.front();
-    const auto& e = ev.exact(part.tpl);
+    if (!bounded) ev.exact(part.tpl);  // as the search before bound_generation counted
+    const TemplateEvaluator::SizeResult chosen = ev.exact_at(part.tpl, pk.option);
     const auto devices = pack_devices(ctx.cluster, ctx.types, set, p);
     Candidate c;
     c.objective_ms = pk.obj;
@@ -470,10 +580,10 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
     c.idle_devices = ctx.unusable_devices;
     for (std::int64_t i = 0; i < part.count; ++i) {
       PipelineChoice pc;
-      pc.mbs = e.options[pk.option].mbs;
+      pc.mbs = chosen.option->mbs;
       pc.batch = ctx.gbs / part.count + (i < ctx.gbs % part.count ? 1 : 0);
       pc.stages = stage_choices(ctx, set.at(part.tpl), devices[static_cast<std::size_t>(i)],
-                                e.splits[pk.option]);
+                                chosen.split);
       c.pipelines.push_back(std::move(pc));
     }
     out.push_back(std::move(c));

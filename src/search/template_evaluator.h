@@ -48,7 +48,34 @@ class TemplateEvaluator {
     std::optional<MicroBatchOption> option;
     UnitSplit split;
     std::optional<double> bottleneck;  // the program's first phase, once run (refine)
+    double floor = 0;  // proven below the bottleneck (exceeds), before the program runs
+    int raises = 0;    // raise_floor's proofs so far (kRaises: gave up)
   };
+
+  // Before a size's bottleneck phase: tries to prove the bottleneck above 1.25x its current
+  // bound with the cheap greedy (exceeds), at most kRaises times in a row; true when it did
+  // (the bound rose), false when the program should run.
+  static constexpr int kRaises = 8;
+  bool raise_floor(int tpl, std::size_t mi) {
+    if (!ctx_.opt.cpc || !ctx_.opt.dpo || !bound_at(tpl, mi) || size_done(tpl, mi) ||
+        refined(tpl, mi)) {
+      return false;
+    }
+    grow();
+    auto& per_size = exact_[static_cast<std::size_t>(tpl)];
+    if (per_size.empty()) per_size.resize(num_sizes());
+    SizeResult& r = per_size[mi];
+    if (r.raises >= kRaises) return false;
+    const double v = current_bound(tpl, mi).max_ms * 1.25;
+    if (!(v > 0) || !exceeds(tpl, mi, v)) {
+      r.raises = kRaises;
+      return false;
+    }
+    ++r.raises;
+    r.floor = v;
+    tightened(tpl);
+    return true;
+  }
   bool size_done(int tpl, std::size_t mi) const {
     if (static_cast<std::size_t>(tpl) >= exact_.size()) return false;
     const auto& v = exact_[static_cast<std::size_t>(tpl)];
@@ -68,6 +95,7 @@ class TemplateEvaluator {
         return v[mi];
       }
       v[mi] = compute(tpl, mi, v[mi].bottleneck);
+      tightened(tpl);
       return v[mi];
     }
     uncached_ = compute(tpl, mi, std::nullopt);
@@ -82,6 +110,7 @@ class TemplateEvaluator {
     if (v.empty()) v.resize(num_sizes());
     SizeResult& r = v[mi];
     if (r.done || r.bottleneck) return;
+    tightened(tpl);
     if (!ctx_.opt.dpo || !bound_at(tpl, mi)) {
       r = compute(tpl, mi, std::nullopt);
       return;
@@ -110,12 +139,166 @@ class TemplateEvaluator {
   // (sum_ms then at least that bottleneck), else bound_at. bound_at must hold.
   MicroBatchOption current_bound(int tpl, std::size_t mi) {
     MicroBatchOption o = *bound_at(tpl, mi);
-    if (refined(tpl, mi)) {
-      const double b = *exact_[static_cast<std::size_t>(tpl)][mi].bottleneck;
+    const auto t = static_cast<std::size_t>(tpl);
+    if (t < exact_.size() && !exact_[t].empty()) {
+      const SizeResult& r = exact_[t][mi];
+      const double b = r.bottleneck ? *r.bottleneck : r.floor;
       o.max_ms = std::max(o.max_ms, b);
       o.sum_ms = std::max(o.sum_ms, b);
     }
     return o;
+  }
+
+  // Whether no split of (tpl, size mi) keeps every stage within v (and in memory), which
+  // proves its bottleneck above v. A relaxed greedy: stage after stage, each takes the longest
+  // range from where the previous one ended whose time is at most v and that fits (possibly
+  // none); a stage's time and memory only grow with its range, so by induction the greedy's
+  // end after each stage is never before that stage's end in any such split. If it cannot
+  // reach the last unit, no such split exists.
+  bool exceeds(int tpl, std::size_t mi, double v) {
+    const std::vector<StageSlot> slots =
+        template_slots(ctx_, tables_, set_.at(tpl), ctx_.opt.micro_batch_sizes[mi]);
+    const auto U = static_cast<std::size_t>(ctx_.num_units());
+    const std::size_t S = slots.size();
+    if (S == 0) return false;
+    std::size_t reach = 0;
+    for (std::size_t s = 0; s < S && reach < U; ++s) {
+      const UnitTable& t = *slots[s].table;
+      const auto q = static_cast<double>(S - s);
+      std::size_t j = reach, position = 0;
+      double ws = 0;
+      while (j < U) {
+        ws = std::max(ws, t.workspace[j]);
+        const RangeCost c = range_cost_ws(t, slots[s].capacity_bytes, q, reach, j + 1, ws,
+                                          &position);
+        if (!c.fits || c.time_ms > v) break;
+        ++j;
+      }
+      reach = j;
+    }
+    return reach < U;
+  }
+
+  // The tightest lower bounds known now, per size that may still fit: the exact option of a
+  // size done (none when it does not fit), the refined bound of a size whose bottleneck is
+  // known, else the size's bound. Each is a lower bound of the size's exact option, so a
+  // partition's data balance over them bounds its objective from below, and tighter than
+  // bound_options once a template has been met. Changes only as sizes are refined or split
+  // (`version` counts those).
+  const std::vector<MicroBatchOption>& tight_options(int tpl) {
+    grow();
+    const auto t = static_cast<std::size_t>(tpl);
+    if (tight_.size() <= t) tight_.resize(t + 1);
+    auto& slot = tight_[t];
+    if (slot) return *slot;
+    slot.emplace();
+    for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
+      if (!bound_at(tpl, mi)) continue;
+      if (size_done(tpl, mi)) {
+        if (peek(tpl, mi).option) slot->push_back(*peek(tpl, mi).option);
+        continue;
+      }
+      slot->push_back(current_bound(tpl, mi));
+    }
+    return *slot;
+  }
+  std::int64_t version() const { return version_; }
+  // Whether one pipeline of (tpl, size mi) with `batch` samples provably takes longer than
+  // `target` (exceeds: its bottleneck is above the slot that would let it finish in time); the
+  // proof is kept as the size's floor. False says nothing. Needs CPC (a cache entry).
+  bool slower_than(int tpl, std::size_t mi, double target, std::int64_t batch) {
+    if (!ctx_.opt.cpc || !bound_at(tpl, mi) || size_done(tpl, mi) || refined(tpl, mi)) {
+      return false;
+    }
+    const MicroBatchOption o = current_bound(tpl, mi);
+    const std::int64_t k = (batch + o.mbs - 1) / o.mbs;
+    const double slot = k >= 2 ? (target - o.sum_ms) / static_cast<double>(k - 1) : target;
+    if (!(slot > 0) || slot == kInf) return false;
+    const double v = slot * (1.0 + 1e-9);
+    grow();
+    auto& per_size = exact_[static_cast<std::size_t>(tpl)];
+    if (per_size.empty()) per_size.resize(num_sizes());
+    if (v <= per_size[mi].floor) return true;
+    if (!exceeds(tpl, mi, v)) return false;
+    per_size[mi].floor = v;
+    tightened(tpl);
+    return true;
+  }
+
+  // Runs bottleneck phases, size after size, until one shows a split that fits (or every size
+  // is done without one: tight_options is then empty). Once per template.
+  void probe_fit(int tpl) {
+    const auto t = static_cast<std::size_t>(tpl);
+    if (probed_.size() <= t) probed_.resize(t + 1, 0);
+    if (probed_[t]) return;
+    probed_[t] = 1;
+    for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
+      if (!bound_at(tpl, mi)) continue;
+      if (size_done(tpl, mi)) {
+        if (peek(tpl, mi).option) return;
+        continue;
+      }
+      if (!refined(tpl, mi)) refine(tpl, mi);
+      if (refined(tpl, mi)) return;  // a finite bottleneck: some split fits
+    }
+  }
+
+  // One size's entry of tight_options (bound_at must hold; a size done without a fit has
+  // +infinity times).
+  MicroBatchOption tight_options_at(int tpl, std::size_t mi) {
+    if (size_done(tpl, mi)) {
+      const auto& r = peek(tpl, mi);
+      if (r.option) return *r.option;
+      return MicroBatchOption{ctx_.opt.micro_batch_sizes[mi], kInf, kInf};
+    }
+    return current_bound(tpl, mi);
+  }
+  // Tightens the size whose option lets one pipeline take the most samples (at most gbs)
+  // within tau, towards taking fewer than `need`: first, when a bottleneck above some v would
+  // leave it fewer, a cheap proof that the bottleneck exceeds v (exceeds); else its bottleneck
+  // phase; then its whole split. False when that size is already exact (tightening the others
+  // cannot lower the most).
+  bool tighten(int tpl, double tau, std::int64_t gbs, std::int64_t need) {
+    std::int64_t most = -1;
+    std::size_t pick = 0;
+    bool exact_pick = false;
+    for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
+      if (!bound_at(tpl, mi)) continue;
+      const bool done = size_done(tpl, mi);
+      if (done && !peek(tpl, mi).option) continue;
+      const MicroBatchOption o = done ? *peek(tpl, mi).option : current_bound(tpl, mi);
+      const std::int64_t b = option_max_batch(o, tau, gbs);
+      if (b > most || (b == most && done)) {
+        most = b;
+        pick = mi;
+        exact_pick = done;
+      }
+    }
+    if (most < 0 || exact_pick) return false;
+    grow();
+    auto& per_size = exact_[static_cast<std::size_t>(tpl)];
+    if (per_size.empty()) per_size.resize(num_sizes());
+    SizeResult& r = per_size[pick];
+    if (!r.bottleneck && ctx_.opt.dpo) {
+      // k micro-batches take `need` samples; they finish within tau only while the slot is at
+      // most (tau - sum) / (k - 1) (one micro-batch: while the sum, itself at least the
+      // bottleneck, is at most tau).
+      const MicroBatchOption o = current_bound(tpl, pick);
+      const std::int64_t k = (need + o.mbs - 1) / o.mbs;
+      const double slot = k >= 2 ? (tau - o.sum_ms) / static_cast<double>(k - 1) : tau;
+      const double v = slot * (1.0 + 1e-9);
+      if (slot > 0 && v > r.floor && exceeds(tpl, pick, v)) {
+        r.floor = v;
+        tightened(tpl);
+        return true;
+      }
+    }
+    if (refined(tpl, pick)) {
+      exact_at(tpl, pick);
+    } else {
+      refine(tpl, pick);
+    }
+    return true;
   }
 
   // Every size's exact option that fits, and its split.
@@ -135,6 +318,11 @@ class TemplateEvaluator {
   }
 
  private:
+  // Per set of tables a template uses (one size): what the bound takes from the units alone.
+  struct UnitAggregate {
+    double sum = 0, unit_max = 0, floor_bytes = 0;
+    std::vector<double> cheapest;  // prefix sums of the units' cheapest times, ascending
+  };
   struct Bounds {
     std::vector<std::optional<MicroBatchOption>> per_size;
     std::vector<MicroBatchOption> present;
@@ -164,32 +352,16 @@ class TemplateEvaluator {
         capacity += static_cast<double>(g.count) * type.capacity_bytes;
       }
       if (!covered) continue;
-      std::vector<const std::vector<double>*> least;
-      for (const UnitTable* tab : tabs) least.push_back(&least_unit_bytes(*tab));
-      double sum = 0, unit_max = 0, floor_bytes = 0;
-      std::vector<double> unit_min;
-      for (std::int64_t u = 0; u < ctx_.num_units(); ++u) {
-        const auto ui = static_cast<std::size_t>(u);
-        double c = kInf, mem = kInf;
-        for (std::size_t k = 0; k < tabs.size(); ++k) {
-          c = std::min(c, tabs[k]->compute_ms[ui]);
-          mem = std::min(mem, (*least[k])[ui]);
-        }
-        sum += c;
-        unit_max = std::max(unit_max, c);
-        floor_bytes += mem;
-        unit_min.push_back(c);
-      }
+      const UnitAggregate& agg = unit_aggregate(tabs);
+      const double sum = agg.sum, unit_max = agg.unit_max;
       // The memory floor: the template's memory cannot hold every unit at least once, or its
       // stages, in order, cannot reach the last unit.
-      if (floor_bytes > capacity || !stages_can_reach(t, mbs)) continue;
+      if (agg.floor_bytes > capacity || !stages_can_reach(t, mbs)) continue;
       // Some stage holds at least ceil(U / S) units: the bottleneck is at least the sum of that
       // many of the cheapest units.
-      std::sort(unit_min.begin(), unit_min.end());
       const auto most =
           static_cast<std::size_t>((ctx_.num_units() + t.num_stages() - 1) / t.num_stages());
-      const double crowded = std::accumulate(
-          unit_min.begin(), unit_min.begin() + static_cast<std::ptrdiff_t>(most), 0.0);
+      const double crowded = agg.cheapest[most];
       const double comm = template_comm_ms(ctx_, t, tabs.front()->boundary_bytes);
       const SpeedBound speed = speed_bound(t, mbs);
       if (speed.max_ms == kInf) continue;  // the stages together cannot hold the model's work
@@ -205,6 +377,43 @@ class TemplateEvaluator {
       slot->present.push_back(*slot->per_size[mi]);
     }
     return *slot;
+  }
+
+  // A size of `tpl` was refined or split: its tight options are recomputed when next asked.
+  void tightened(int tpl) {
+    ++version_;
+    const auto t = static_cast<std::size_t>(tpl);
+    if (t < tight_.size()) tight_[t].reset();
+  }
+
+  // Per unit, its cheapest time and least bytes over `tabs` (the tables of one template at
+  // one size): summed, the largest, and the cheapest times sorted, for every template of the
+  // same tables in any order or counts.
+  const UnitAggregate& unit_aggregate(std::vector<const UnitTable*> tabs) {
+    std::sort(tabs.begin(), tabs.end());
+    tabs.erase(std::unique(tabs.begin(), tabs.end()), tabs.end());
+    auto [it, inserted] = unit_aggregates_.try_emplace(tabs);
+    UnitAggregate& a = it->second;
+    if (!inserted) return a;
+    std::vector<const std::vector<double>*> least;
+    for (const UnitTable* tab : tabs) least.push_back(&least_unit_bytes(*tab));
+    std::vector<double> unit_min;
+    for (std::int64_t u = 0; u < ctx_.num_units(); ++u) {
+      const auto ui = static_cast<std::size_t>(u);
+      double c = kInf, mem = kInf;
+      for (std::size_t k = 0; k < tabs.size(); ++k) {
+        c = std::min(c, tabs[k]->compute_ms[ui]);
+        mem = std::min(mem, (*least[k])[ui]);
+      }
+      a.sum += c;
+      a.unit_max = std::max(a.unit_max, c);
+      a.floor_bytes += mem;
+      unit_min.push_back(c);
+    }
+    std::sort(unit_min.begin(), unit_min.end());
+    a.cheapest.push_back(0.0);
+    for (double v : unit_min) a.cheapest.push_back(a.cheapest.back() + v);
+    return a;
   }
 
   void grow() {
@@ -257,7 +466,13 @@ class TemplateEvaluator {
     std::vector<std::size_t> reach;
   };
   const RangeFit& range_fit(const UnitTable& tab, double capacity, std::int64_t q) {
-    auto& per_q = range_fit_[std::make_pair(&tab, capacity)];
+    // The last (table, capacity) asked for, as stages of one group ask in a row.
+    if (last_fit_table_ != &tab || last_fit_capacity_ != capacity) {
+      last_fit_table_ = &tab;
+      last_fit_capacity_ = capacity;
+      last_fit_ = &range_fit_[std::make_pair(&tab, capacity)];
+    }
+    auto& per_q = *last_fit_;
     const auto qi = static_cast<std::size_t>(q);
     if (per_q.size() <= qi) per_q.resize(qi + 1);
     if (per_q[qi]) return *per_q[qi];
@@ -520,8 +735,15 @@ class TemplateEvaluator {
   std::map<const UnitTable*, std::vector<double>> least_bytes_;
   std::map<const UnitTable*, std::vector<double>> cheapest_;
   std::map<std::pair<const UnitTable*, double>, std::vector<std::optional<RangeFit>>> range_fit_;
+  const UnitTable* last_fit_table_ = nullptr;
+  double last_fit_capacity_ = 0;
+  std::vector<std::optional<RangeFit>>* last_fit_ = nullptr;  // std::map nodes are stable
+  std::map<std::vector<const UnitTable*>, UnitAggregate> unit_aggregates_;
   std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
   SizeResult uncached_;                         // the last result without CPC
+  std::vector<std::optional<std::vector<MicroBatchOption>>> tight_;  // [template]
+  std::int64_t version_ = 0;
+  std::vector<char> probed_;  // [template]: probe_fit ran
 };
 
 }  // namespace eth::search

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 namespace eth::search {
@@ -142,4 +143,73 @@ TEST(Partition, PackingAgreesWithItsShortcutAndPlacesStagesInOneNode) {
 }
 
 }  // namespace
+// The bound applied while generating: with a threshold, the partitions built plus those
+// counted as pruned are exactly the partitions of the unbounded space, and every one left out
+// cannot take the global batch within the threshold (its data balance over the same options,
+// computed here from the full list, is above it). Synthetic options per template: a template's
+// pipelines are slower the fewer devices of type A they hold.
+TEST(Partition, GenerationBoundLeavesOutOnlyPartitionsAboveTheThreshold) {
+  const ClusterSpec c =
+      cluster(R"({"device_type": "A", "devices": 8}, {"device_type": "B", "devices": 8},
+      {"device_type": "C", "devices": 6})");
+  const auto types = types_with_tps(c, {1, 2, 4});
+  const std::int64_t gbs = 40;
+  TemplateSet set;
+  std::vector<std::vector<MicroBatchOption>> opts;
+  auto options_of = [&](int tpl) -> const std::vector<MicroBatchOption>& {
+    while (static_cast<int>(opts.size()) <= tpl) {
+      const PipelineTemplate& t = set.at(static_cast<int>(opts.size()));
+      const double speed = 1.0 + static_cast<double>(t.devices_of(0)) +
+                           0.5 * static_cast<double>(t.devices_of(1) + t.devices_of(2));
+      opts.push_back({MicroBatchOption{1, 10.0 / speed + static_cast<double>(t.num_stages()),
+                                       5.0 / speed},
+                      MicroBatchOption{4, 30.0 / speed + static_cast<double>(t.num_stages()),
+                                       16.0 / speed}});
+    }
+    return opts[static_cast<std::size_t>(tpl)];
+  };
+  std::vector<Partition> all;
+  GenerateOptions full = gen(10, gbs, false);
+  generate_partitions(types, full, set, all);
+  ASSERT_GT(all.size(), 500u);
+  auto bound_of = [&](const Partition& p) {
+    std::vector<PipelineKind> kinds;
+    for (const auto& part : p.parts) kinds.push_back(PipelineKind{options_of(part.tpl), part.count});
+    return balanced_time_ms(kinds, gbs);
+  };
+  auto key = [](const Partition& p) {
+    std::vector<std::pair<int, std::int64_t>> k;
+    for (const auto& part : p.parts) k.emplace_back(part.tpl, part.count);
+    return k;
+  };
+  std::vector<double> bounds;
+  for (const auto& p : all) bounds.push_back(bound_of(p));
+  std::vector<double> sorted = bounds;
+  std::sort(sorted.begin(), sorted.end());
+  for (const double threshold : {sorted[sorted.size() / 50], sorted[sorted.size() / 4]}) {
+    std::vector<Partition> kept;
+    std::int64_t pruned = 0;
+    GenerateOptions g = gen(10, gbs, false);
+    g.threshold = [threshold] { return threshold; };
+    g.bound_options = options_of;
+    g.gbs = gbs;
+    g.pruned = &pruned;
+    generate_partitions(types, g, set, kept);
+    EXPECT_GT(pruned, 0);
+    EXPECT_EQ(static_cast<std::int64_t>(kept.size()) + pruned,
+              static_cast<std::int64_t>(all.size()));
+    std::multiset<std::vector<std::pair<int, std::int64_t>>> kept_keys;
+    for (const auto& p : kept) kept_keys.insert(key(p));
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const auto it = kept_keys.find(key(all[i]));
+      if (it != kept_keys.end()) {
+        kept_keys.erase(it);
+      } else {
+        EXPECT_GT(bounds[i], threshold) << "a partition within the threshold was left out";
+      }
+    }
+    EXPECT_TRUE(kept_keys.empty()) << "a partition was built that the full space lacks";
+  }
+}
+
 }  // namespace eth::search
