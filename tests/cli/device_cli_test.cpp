@@ -71,7 +71,7 @@ TEST_F(DeviceCli, EmulatedTrainsInBf16OnlyAndLaunchAndProfileRefuseIt) {
       dir_);
   EXPECT_EQ(bf16.code, 2) << bf16.err;
   EXPECT_NE(bf16.err.find("missing.bin"), std::string::npos) << bf16.err;
-  for (const std::string cmd :
+  for (const std::string& cmd :
        {"launch --device emulated --plan '" + (dir_ / "missing.json").string() + "' -- --steps 1",
         "train --device emulated --plan '" + (dir_ / "missing.json").string() + "' --data x",
         "profile --measure --device emulated --model tiny --out '" + (dir_ / "prof").string() +
