@@ -61,7 +61,7 @@ EvalResult evaluate(const ModelState& state, const TokenFile& data, const EvalCo
     mb.targets = targets.data();
     mb.loss_scale = 1.0 / static_cast<double>(b * T);
     compute.forward(0, state, mb, nullptr, nullptr);
-    sum += compute.take_loss() * static_cast<double>(b);  // the loss is read once per forward
+    sum += compute.take_loss() * static_cast<double>(b);
     ++r.batches;
   }
   r.windows = windows;
