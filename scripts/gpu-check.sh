@@ -12,9 +12,30 @@
 # Everything goes to $OUT (the device tool's output folder) or gpu-check-out/: gpu-check.log,
 # kernels_cuda.txt/.xml, comm_nccl.txt/.xml (GoogleTest's reports), torch_gpt2.json. Exit 0 only when every check ran and
 # passed; 2 when there is no GPU (on a build machine: the bundle is checked, nothing else runs).
+# After the NCCL check, the single-process training stages (scripts/gpu-train-stages.sh: one
+# step against the CPU bf16 trainer, recompute, a checkpoint across devices) run on --device cuda
+# through gpu-bundle/bin/eth.
 # Usage: scripts/gpu-bundle.sh here, then on the GPU machine: bash scripts/gpu-check.sh
+#
+# scripts/gpu-check.sh --emulated [BUILD_DIR]: on any machine, the training stages alone on the
+# host-emulated GPU (--device emulated) through BUILD_DIR/src/cli/eth (default build-test/), so
+# the script's training half has run before it meets a GPU; scripts/test.sh runs it. Seconds.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=gpu-train-stages.sh
+source "$root/scripts/gpu-train-stages.sh"
+if [ "${1:-}" = "--emulated" ]; then
+  build=${2:-$root/build-test}
+  out=${OUT:-$root/gpu-check-out}/emulated
+  mkdir -p "$out"
+  start=$(date +%s)
+  echo "== gpu-check --emulated $(date -u +%FT%TZ): the training stages on the emulated device"
+  [ -x "$build/src/cli/eth" ] || { echo "no $build/src/cli/eth: build it first"; exit 1; }
+  gpu_train_stages "$build/src/cli/eth" emulated "$out" 2>&1 | tee "$out/gpu-check.log"
+  status=${PIPESTATUS[0]}
+  echo "== gpu-check --emulated finished in $(( $(date +%s) - start )) s, status $status"
+  exit "$status"
+fi
 out=${OUT:-$root/gpu-check-out}
 mkdir -p "$out"
 exec > >(tee "$out/gpu-check.log") 2>&1
@@ -77,7 +98,16 @@ else
   echo "nccl: passed"
 fi
 
-echo "== 4. PyTorch baseline (gpt2-small, seq 1024, bf16)"
+if [ "${gpus:-0}" -gt 0 ] && [ -x "$root/gpu-bundle/bin/eth" ]; then
+  gpu_train_stages "$root/gpu-bundle/bin/eth" cuda "$out" || status=1
+elif [ "${gpus:-0}" -gt 0 ]; then
+  echo "training stages: NOT RUN: the bundle has no bin/eth (rebuild it: scripts/gpu-bundle.sh)"
+  status=1
+else
+  echo "training stages (3, 4a, 4b): NOT RUN: no GPU here"
+fi
+
+echo "== 5. PyTorch baseline (gpt2-small, seq 1024, bf16)"
 if [ "${gpus:-0}" -gt 0 ]; then
   timeout 300 python3 "$root/tools/torch_gpt2_gpu.py" --out "$out/torch_gpt2.json" || {
     echo "torch baseline: FAILED or timed out"; status=1; }

@@ -10,6 +10,10 @@ echo "== build (Release, -Werror)"
 "$root/scripts/build.sh" "$root/build-test" -DETH_WERROR=ON -DETH_BUILD_BENCH=ON
 echo "== tests"
 ctest --test-dir "$root/build-test" --output-on-failure -j2 --timeout 600
+# The single-process GPU training stages of gpu-check.sh on the host-emulated GPU, through the
+# built eth: the script itself has run before it meets a GPU (docs/gpu.md).
+echo "== gpu-check --emulated"
+OUT="$root/build-test" bash "$root/scripts/gpu-check.sh" --emulated "$root/build-test"
 # The sanitizer pass covers the unit-labelled suites (specs, profiles, cost, schedule, simulator,
 # planner, data, comm, CLI): the input-handling code a bad file reaches. The numerics suites
 # (kernels, trainer) pass under -DETH_SANITIZE=address too but would double CI's time here.

@@ -78,10 +78,11 @@ void add_launch_command(CLI::App& app, Registry& r) {
       ->capture_default_str();
   sub->add_option("train_args", a->train_args, "Arguments of eth train, after --");
   // Checked before the plan is read or any rank starts (each rank would refuse it later). Not
-  // passed on to eth train: cuda is always refused today (device_choice.h), and cpu is its default.
+  // passed on to eth train: emulated and cuda are refused for it today (device_choice.h), and
+  // cpu is its default.
   auto device = std::make_shared<std::string>("cpu");
   sub->add_option("--device", *device, kDeviceHelp)
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->check(CLI::IsMember(kDeviceNames))
       ->capture_default_str();
   auto e = std::make_shared<ElasticArgs>();
   add_elastic_options(sub, *e);
@@ -99,7 +100,7 @@ void add_launch_command(CLI::App& app, Registry& r) {
       "  eth launch --plan P --elastic --checkpoint-dir C --checkpoint-every 50 -- --data D "
       "--steps N");
   r.on(sub, [a, e, device] {
-    choose_device(*device, "--device");
+    choose_cpu_device(*device, "--device", "eth launch");
     for (const std::string& s : a->train_args) {
       if (s == "--device" || s.rfind("--device=", 0) == 0) {
         throw InputError("launch", "--device", "", "give the device to eth launch, not after --");

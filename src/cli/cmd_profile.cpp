@@ -50,7 +50,7 @@ struct ProfileOptions {
   int repeats = 3;       // --measure: timed runs per unit (median kept)
   double dropout = 0;    // --measure: dropout probability (masks held and measured)
   std::string precision;  // --measure: fp32 | bf16; empty: the CPU's default
-  std::string device;   // --measure: cpu | cuda (device_choice.h); empty: cpu
+  std::string device;   // --measure: cpu | emulated | cuda (device_choice.h); empty: cpu
   std::string cache = "cold";  // --measure: caches flushed before each timed op, or warm
   int optimizer_neighbours = -1;  // -1: every other core (available_cores() / threads - 1)
 };
@@ -173,7 +173,7 @@ double training_process_baseline_bytes() {
 
 int run_measure(const ProfileOptions& o) {
   // Every check before any work: measuring gpt2-small takes minutes.
-  choose_device(o.device, "--device");
+  choose_cpu_device(o.device, "--device", "eth profile --measure");
   if (o.out.empty())
     throw UsageError("--out", "missing: the folder to write the profile to");
   if (!o.cluster.empty()) {
@@ -351,7 +351,7 @@ void add_profile_command(CLI::App& app, Registry& r) {
                   "--measure: dropout probability; > 0 also holds the dropout masks (default 0)")
       ->check(CLI::Range(0.0, 0.95));
   sub->add_option("--device", o->device, std::string("--measure: ") + kDeviceHelp)
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+      ->check(CLI::IsMember(kDeviceNames));
   sub->add_option("--cache", o->cache,
                   "--measure: cold (default) flushes the caches before each timed op, as a rank "
                   "sharing its core (emulation) or running a stage larger than the caches finds "

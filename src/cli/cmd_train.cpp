@@ -24,17 +24,21 @@ namespace eth::cli {
 namespace {
 
 int run_train(const TrainArgs& a) {
-  choose_device(a.device, "--device");  // before anything is read: cuda cannot run yet
-  if (!a.plan.empty()) return run_train_plan(a);
+  const Device device = choose_device(a.device, "--device");  // before anything is read
+  if (!a.plan.empty()) {
+    refuse_gpu_device(device, "--device", "eth train --plan");
+    return run_train_plan(a);
+  }
   if (!a.trace.empty() || !a.trace_steps.empty()) {
     throw InputError("cli", a.trace.empty() ? "--trace-steps" : "--trace", "",
                      "tracing records the distributed runtime: use it with --plan");
   }
   if (!a.stop_file.empty()) throw InputError("cli", "--stop-file", "", "use it with --plan");
-  const PrecisionChoice precision = choose_precision(a.precision, "--precision");
+  const PrecisionChoice precision = choose_device_precision(device, a.precision, "--precision");
   std::cerr << precision.line << "\n" << std::flush;
   TrainConfig cfg = make_config(a);
   cfg.precision = precision.precision;
+  cfg.device = compute_device(device);
   // Every output is checked before the first step: a bad --checkpoint-dir found at the end
   // would throw the whole run away.
   if (!a.checkpoint_dir.empty()) prepare_output_dir(a.checkpoint_dir, "checkpoint");
@@ -153,7 +157,7 @@ void add_train_options(CLI::App* sub, TrainArgs* a) {
                   "instructions, fp32 otherwise; checkpoints resume in either)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   sub->add_option("--device", a->device, kDeviceHelp)
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->check(CLI::IsMember(kDeviceNames))
       ->capture_default_str();
   sub->add_option(
       "--checkpoint-dir", a->checkpoint_dir,

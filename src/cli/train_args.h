@@ -36,7 +36,7 @@ struct TrainArgs {
   double dropout = 0;
   std::string recompute = "none";
   std::string precision;  // fp32 | bf16; empty: bf16 where the CPU has bf16 instructions
-  std::string device = "cpu";  // cpu | cuda (device_choice.h)
+  std::string device = "cpu";  // cpu | emulated | cuda (device_choice.h)
   std::uint64_t seed = 1;
   std::string checkpoint_dir;
   std::int64_t checkpoint_every = 0;

@@ -92,12 +92,23 @@ CheckpointMeta training_meta(const TrainConfig& cfg, std::int64_t seq_len,
   return m;
 }
 
+// The state's backend on cfg.device, refused (InputError) before anything is allocated there.
+static MakeStateBackend checked_state_backend(const TrainConfig& cfg) {
+  const std::string why = compute_device_refusal(cfg.device, cfg.precision);
+  if (!why.empty()) {
+    const bool precision = is_gpu_device(cfg.device) && cfg.precision != Precision::Bf16;
+    throw InputError("train", precision ? "--precision" : "--device", "", why);
+  }
+  return state_backend_maker(cfg.device);
+}
+
 Trainer::Trainer(const TrainConfig& cfg, const std::optional<std::filesystem::path>& resume)
     : cfg_(cfg),
       seq_len_(resolve_seq_len(cfg)),
       data_(open_training_data(cfg)),
       sampler_(training_sampler_config(cfg, seq_len_, data_.size())),
-      state_(cfg.model, 0, cfg.model.num_units() - 1, 1, 0, cfg.precision) {
+      state_(cfg.model, 0, cfg.model.num_units() - 1, 1, 0, cfg.precision,
+             checked_state_backend(cfg)) {
   if (cfg.micro_batch < 1 || cfg.micro_batch > cfg.global_batch) {
     throw InputError("train", "--micro-batch-size", "",
                      "expected 1..--batch (" + std::to_string(cfg.global_batch) + "), got " +
@@ -113,7 +124,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::optional<std::filesystem::pa
   sc.recompute = cfg.recompute;
   sc.dropout = cfg.dropout;
   sc.seed = cfg.seed;
-  compute_ = std::make_unique<PrecisionStage>(cfg.precision, cfg.model, sc);
+  compute_ = std::make_unique<PrecisionStage>(cfg.precision, cfg.model, sc, nullptr, cfg.device);
   inputs_.resize(static_cast<std::size_t>(cfg.micro_batch * seq_len_));
   targets_.resize(inputs_.size());
   if (resume) {

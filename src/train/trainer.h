@@ -16,6 +16,7 @@
 #include "model/model_spec.h"
 #include "model/recompute.h"
 #include "train/checkpoint.h"
+#include "train/compute_device.h"
 #include "core/precision.h"
 #include "train/model_state.h"
 #include "train/optimizer.h"
@@ -40,6 +41,10 @@ struct TrainConfig {
   // "Precision"). Checkpoints hold fp32 masters either way, so runs resume across precisions.
   // The library default is fp32; `eth train` picks bf16 where the CPU has bf16 instructions.
   Precision precision = Precision::Fp32;
+  // Where the model state and the stage live (compute_device.h): the CPU, or a GPU set (bf16
+  // only), whose state stays in device memory; checkpoints are downloaded and uploaded through
+  // the state's backend, so they resume on any device.
+  ComputeDevice device = ComputeDevice::Cpu;
 };
 
 struct StepStats {

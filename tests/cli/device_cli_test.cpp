@@ -1,7 +1,9 @@
 // `--device cuda` on `eth train`, `eth launch` and `eth profile --measure` is refused before any
 // work with the reason in words: this build has no CUDA, this machine has no GPU (what the driver
-// said), or GPU training is not built yet. "Before any work": nothing the command would write
-// exists afterwards, and the other inputs (missing files here) are never reached.
+// said), or (launch, profile --measure, on a GPU machine) that command on a GPU is not built yet.
+// `--device emulated` trains single-process; launch and profile --measure refuse it as not built
+// yet, and fp32 on it is refused naming --precision. "Before any work": nothing the command
+// would write exists afterwards, and the other inputs (missing files here) are never reached.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -20,9 +22,15 @@ class DeviceCli : public ::testing::Test {
   void SetUp() override { dir_ = test::scratch("device_cli", "cuda"); }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // The refusal every command gives for cuda on this build and machine.
-  void expect_refused(const test::EthRun& r) {
+  // The refusal every command gives for cuda on this build and machine; `trains`: the command
+  // (single-process eth train) runs on a GPU where there is one.
+  void expect_refused(const test::EthRun& r, bool trains = false) {
     EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(r.out, "");
+    if (trains && cuda::compiled() && cuda::device_count() > 0) {
+      EXPECT_EQ(r.err.find("--device"), std::string::npos) << r.err;  // the missing data instead
+      return;
+    }
     EXPECT_NE(r.err.find("--device"), std::string::npos) << r.err;
     if (!cuda::compiled()) {
       EXPECT_NE(r.err.find("this build has no CUDA"), std::string::npos) << r.err;
@@ -31,9 +39,8 @@ class DeviceCli : public ::testing::Test {
                 std::string::npos)
           << r.err;
     } else {
-      EXPECT_NE(r.err.find("GPU training is not built yet"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("is not built yet"), std::string::npos) << r.err;
     }
-    EXPECT_EQ(r.out, "");
   }
   fs::path dir_;
 };
@@ -43,8 +50,39 @@ TEST_F(DeviceCli, TrainRefusesCudaBeforeReadingOrWriting) {
   expect_refused(test::eth_cli("train --device cuda --model tiny --data '" +
                                    (dir_ / "missing.bin").string() + "' --checkpoint-dir '" +
                                    ck.string() + "' --steps 1",
-                               dir_));
+                               dir_),
+                 /*trains=*/true);
   EXPECT_FALSE(fs::exists(ck));
+}
+
+TEST_F(DeviceCli, EmulatedTrainsInBf16OnlyAndLaunchAndProfileRefuseIt) {
+  const fs::path ck = dir_ / "ck";
+  const test::EthRun fp32 = test::eth_cli(
+      "train --device emulated --precision fp32 --model tiny --data '" +
+          (dir_ / "missing.bin").string() + "' --checkpoint-dir '" + ck.string() + "'",
+      dir_);
+  EXPECT_EQ(fp32.code, 2) << fp32.err;
+  EXPECT_NE(fp32.err.find("--precision"), std::string::npos) << fp32.err;
+  EXPECT_NE(fp32.err.find("bf16 only"), std::string::npos) << fp32.err;
+  EXPECT_FALSE(fs::exists(ck));
+  // bf16 (the default there) goes on to the next check: the missing token file.
+  const test::EthRun bf16 = test::eth_cli(
+      "train --device emulated --model tiny --data '" + (dir_ / "missing.bin").string() + "'",
+      dir_);
+  EXPECT_EQ(bf16.code, 2) << bf16.err;
+  EXPECT_NE(bf16.err.find("missing.bin"), std::string::npos) << bf16.err;
+  for (const std::string& cmd :
+       {"launch --device emulated --plan '" + (dir_ / "missing.json").string() + "' -- --steps 1",
+        "train --device emulated --plan '" + (dir_ / "missing.json").string() + "' --data x",
+        "profile --measure --device emulated --model tiny --out '" + (dir_ / "prof").string() +
+            "'"}) {
+    const test::EthRun r = test::eth_cli(cmd, dir_);
+    EXPECT_EQ(r.code, 2) << cmd << "\n" << r.err;
+    EXPECT_NE(r.err.find("--device"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("emulated: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("is not built yet"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "prof"));
 }
 
 TEST_F(DeviceCli, LaunchRefusesCudaBeforeThePlanOrAnyRank) {

@@ -29,6 +29,7 @@
 #include "kernels/cpu/vocab_parallel.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/runtime.h"
+#include "kernels/cuda/api.h"
 #include "kernels/emulated/api.h"
 #include "kernels/rng.h"
 
@@ -367,6 +368,59 @@ TEST(EmulatedKernels, OneMlpStepOnTheDeviceIsTheCpuBf16KernelsBitForBit) {
   EXPECT_GT(sq, 0.0);
 }
 
+// The device-scalar losses: two micro-batches added into one device double give the host forms'
+// scaled sums added in the same order (the CPU trainer's step loss), bit for bit.
+TEST(EmulatedKernels, LossesAddIntoADeviceScalarAsTheHostFormsSum) {
+  const std::int64_t n = 6, v = 11;
+  std::mt19937_64 gen(7);
+  const std::vector<Bf16> logits = to_bf16(random_vec(gen, sz(n * v), -3.0, 3.0));
+  const std::vector<std::int32_t> targets = random_ids(gen, sz(n), v);
+  auto up = [](const auto& h) {
+    using E = typename std::decay_t<decltype(h)>::value_type;
+    auto* d = static_cast<E*>(emu::alloc(h.size() * sizeof(E)));
+    emu::copy_to_device(d, h.data(), h.size() * sizeof(E));
+    return d;
+  };
+  Bf16* dlogits = up(logits);
+  std::int32_t* dtargets = up(targets);
+  auto* losses = static_cast<float*>(emu::alloc(n * sizeof(float)));
+  auto* lse = static_cast<float*>(emu::alloc(n * sizeof(float)));
+  auto* dloss = static_cast<double*>(emu::alloc(sizeof(double)));
+  emu::memset_zero(dloss, sizeof(double));
+  emu::crossentropy_forward_add(dloss, losses, lse, dlogits, dtargets, 0.25, n, v);
+  emu::crossentropy_forward_add(dloss, losses, lse, dlogits, dtargets, 0.5, n, v);
+  double got = 0;
+  emu::copy_to_host(&got, dloss, sizeof(double));
+  std::vector<float> hl(n), hlse(n);
+  double a = 0, b = 0;
+  cpu::bf16::crossentropy_forward(&a, hl.data(), hlse.data(), logits.data(), targets.data(), 0.25,
+                                  n, v);
+  cpu::bf16::crossentropy_forward(&b, hl.data(), hlse.data(), logits.data(), targets.data(), 0.5,
+                                  n, v);
+  EXPECT_EQ(got, (0.0 + a) + b);
+
+  // vocab_ce_finish_add on the statistics of the whole vocabulary (one share).
+  auto* mx = static_cast<float*>(emu::alloc(n * sizeof(float)));
+  auto* stats = static_cast<float*>(emu::alloc(2 * n * sizeof(float)));
+  emu::vocab_ce_max(mx, dlogits, n, v);
+  emu::vocab_ce_sums(stats, dlogits, mx, dtargets, 0, n, v);
+  emu::memset_zero(dloss, sizeof(double));
+  emu::vocab_ce_finish_add(dloss, losses, lse, mx, stats, 0.5, n);
+  emu::copy_to_host(&got, dloss, sizeof(double));
+  std::vector<float> hmx(n), hstats(2 * n);
+  cpu::bf16::vocab_ce_max(hmx.data(), logits.data(), n, v);
+  cpu::bf16::vocab_ce_sums(hstats.data(), logits.data(), hmx.data(), targets.data(), 0, n, v);
+  double c = 0;
+  cpu::vocab_ce_finish(&c, hl.data(), hlse.data(), hmx.data(), hstats.data(), 0.5, n);
+  EXPECT_EQ(got, 0.0 + c);
+  // A host loss is refused: on a GPU it would be a crash.
+  double host = 0;
+  EXPECT_THROW(emu::crossentropy_forward_add(&host, losses, lse, dlogits, dtargets, 1, n, v),
+               emu::EmuError);
+  for (void* p : std::initializer_list<void*>{dlogits, dtargets, losses, lse, dloss, mx, stats})
+    emu::free(p);
+}
+
 TEST(EmulatedKernels, TensorParallelSharesOnTheDeviceAreTheCpuBf16KernelsBitForBit) {
   const Inputs in = make_inputs();
   Side<HostApi> host;
@@ -409,10 +463,12 @@ ETH_SAME_SIGNATURE(dropout_backward);
 ETH_SAME_SIGNATURE(dropout_mask_fill);
 ETH_SAME_SIGNATURE(convert_to_bf16);
 ETH_SAME_SIGNATURE(crossentropy_forward);
+ETH_SAME_SIGNATURE(crossentropy_forward_add);
 ETH_SAME_SIGNATURE(crossentropy_backward);
 ETH_SAME_SIGNATURE(vocab_ce_max);
 ETH_SAME_SIGNATURE(vocab_ce_sums);
 ETH_SAME_SIGNATURE(vocab_ce_finish);
+ETH_SAME_SIGNATURE(vocab_ce_finish_add);
 ETH_SAME_SIGNATURE(vocab_ce_backward);
 ETH_SAME_SIGNATURE(adamw_update);
 ETH_SAME_SIGNATURE(sum_squares);
@@ -428,13 +484,18 @@ ETH_SAME_SIGNATURE(copy_on_device);
 ETH_SAME_SIGNATURE(memset_zero);
 ETH_SAME_SIGNATURE(synchronize);
 #undef ETH_SAME_SIGNATURE
-static_assert(std::is_same_v<decltype(static_cast<InplaceFn<float>>(&cuda::add_inplace)),
-                             decltype(EmulatedApi::add_inplace.f32)>);
-static_assert(std::is_same_v<decltype(static_cast<InplaceFn<double>>(&cuda::max_inplace)),
-                             decltype(EmulatedApi::max_inplace.f64)>);
 static_assert(EmulatedApi::attention_forward == &emu::attention_forward);
 static_assert(EmulatedApi::copy_to_host == &emu::copy_to_host);
-static_assert(EmulatedApi::add_inplace.f64 == static_cast<InplaceFn<double>>(&emu::add_inplace));
+static_assert(EmulatedApi::crossentropy_forward_add == &emu::crossentropy_forward_add);
+static_assert(EmulatedApi::vocab_ce_finish_add == &emu::vocab_ce_finish_add);
+// add_inplace / max_inplace are overloaded static functions in both Apis, with the same overloads.
+template <class Api, typename T>
+concept HasInplace = requires(T* x, const T* y, std::int64_t n) {
+  Api::add_inplace(x, y, n);
+  Api::max_inplace(x, y, n);
+};
+static_assert(HasInplace<EmulatedApi, float> && HasInplace<EmulatedApi, double>);
+static_assert(HasInplace<CudaApi, float> && HasInplace<CudaApi, double>);
 static_assert(std::is_same_v<EmulatedApi::AttnDropout, cuda::AttnDropout>);
 
 }  // namespace

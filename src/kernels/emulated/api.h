@@ -14,24 +14,6 @@
 
 namespace eth {
 
-// add_inplace and max_inplace are overloaded (float and double) in both kernel sets, and a
-// function pointer can name only one overload. So each is an InplaceOverloads: both pointers,
-// each taken with an explicit cast to its signature (static_cast<InplaceFn<float>>(&f)), and a
-// call operator per type, so Api::add_inplace(x, y, n) resolves by argument type like the free
-// function. CudaApi disambiguates the same way:
-//   static constexpr InplaceOverloads add_inplace{
-//       static_cast<InplaceFn<float>>(&cuda::add_inplace),
-//       static_cast<InplaceFn<double>>(&cuda::add_inplace)};
-template <typename T>
-using InplaceFn = void (*)(T*, const T*, std::int64_t);
-
-struct InplaceOverloads {
-  InplaceFn<float> f32;
-  InplaceFn<double> f64;
-  void operator()(float* x, const float* y, std::int64_t n) const { f32(x, y, n); }
-  void operator()(double* x, const double* y, std::int64_t n) const { f64(x, y, n); }
-};
-
 struct EmulatedApi {
   // The types a kernel set's callers name.
   using Error = emu::EmuError;  // cuda::CudaError
@@ -82,15 +64,23 @@ struct EmulatedApi {
   static constexpr auto dropout_backward = &emu::dropout_backward;
   static constexpr auto dropout_mask_fill = &emu::dropout_mask_fill;
   static constexpr auto convert_to_bf16 = &emu::convert_to_bf16;
-  static constexpr InplaceOverloads add_inplace{static_cast<InplaceFn<float>>(&emu::add_inplace),
-                                                 static_cast<InplaceFn<double>>(&emu::add_inplace)};
-  static constexpr InplaceOverloads max_inplace{static_cast<InplaceFn<float>>(&emu::max_inplace),
-                                                 static_cast<InplaceFn<double>>(&emu::max_inplace)};
+  // Overloaded (float and double), so overloaded static functions, as in CudaApi: a function
+  // pointer names one overload, and Api::add_inplace(x, y, n) must pick by argument type.
+  static void add_inplace(float* x, const float* y, std::int64_t n) { emu::add_inplace(x, y, n); }
+  static void add_inplace(double* x, const double* y, std::int64_t n) {
+    emu::add_inplace(x, y, n);
+  }
+  static void max_inplace(float* x, const float* y, std::int64_t n) { emu::max_inplace(x, y, n); }
+  static void max_inplace(double* x, const double* y, std::int64_t n) {
+    emu::max_inplace(x, y, n);
+  }
   static constexpr auto crossentropy_forward = &emu::crossentropy_forward;
+  static constexpr auto crossentropy_forward_add = &emu::crossentropy_forward_add;
   static constexpr auto crossentropy_backward = &emu::crossentropy_backward;
   static constexpr auto vocab_ce_max = &emu::vocab_ce_max;
   static constexpr auto vocab_ce_sums = &emu::vocab_ce_sums;
   static constexpr auto vocab_ce_finish = &emu::vocab_ce_finish;
+  static constexpr auto vocab_ce_finish_add = &emu::vocab_ce_finish_add;
   static constexpr auto vocab_ce_backward = &emu::vocab_ce_backward;
   static constexpr auto adamw_update = &emu::adamw_update;
   static constexpr auto sum_squares = &emu::sum_squares;

@@ -229,6 +229,19 @@ void crossentropy_forward(double* loss, float* losses, float* lse, const Bf16* l
   const DeviceScope scope;
   bf::crossentropy_forward(loss, losses, lse, logits, targets, scale, N, V);
 }
+// The scaled sum is the CPU kernel's (token order, double), formed in a host double inside the
+// scope and added to the device scalar: the CUDA kernel's one-thread add_scaled_sum_in_order.
+void crossentropy_forward_add(double* loss, float* losses, float* lse, const Bf16* logits,
+                              const std::int32_t* targets, double scale, std::int64_t N,
+                              std::int64_t V) {
+  device_args("crossentropy_forward_add", {loss, losses, lse, logits, targets});
+  if (loss == nullptr) throw EmuError("[emulated] crossentropy_forward_add: loss is null");
+  if (N == 0) return;
+  const DeviceScope scope;
+  double sum = 0;
+  bf::crossentropy_forward(&sum, losses, lse, logits, targets, scale, N, V);
+  *loss += sum;
+}
 void crossentropy_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
                            const std::int32_t* targets, double scale, std::int64_t N,
                            std::int64_t V) {
@@ -253,6 +266,16 @@ void vocab_ce_finish(double* loss, float* losses, float* lse, const float* mx, c
   detail::host_arg("vocab_ce_finish", loss);
   const DeviceScope scope;
   cpu::vocab_ce_finish(loss, losses, lse, mx, stats, scale, N);
+}
+void vocab_ce_finish_add(double* loss, float* losses, float* lse, const float* mx,
+                         const float* stats, double scale, std::int64_t N) {
+  device_args("vocab_ce_finish_add", {loss, losses, lse, mx, stats});
+  if (loss == nullptr) throw EmuError("[emulated] vocab_ce_finish_add: loss is null");
+  if (N == 0) return;
+  const DeviceScope scope;
+  double sum = 0;
+  cpu::vocab_ce_finish(&sum, losses, lse, mx, stats, scale, N);
+  *loss += sum;
 }
 void vocab_ce_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
                        const std::int32_t* targets, std::int64_t v0, double scale, std::int64_t N,

@@ -7,11 +7,12 @@
 //   - attention is fused (attention.cpp): online softmax over key blocks, no T x T tensor, the
 //     output and lse saved, P recomputed in backward, dropout of P drawn from philox.h inside;
 //   - dropout masks, AdamW, the sum of squares and the bf16 refresh take device pointers;
-//   - the losses are written to a host double, as cuda::crossentropy_forward's (the call is
-//     synchronous there too).
+//   - crossentropy_forward / vocab_ce_finish write the loss to a host double, as the CUDA
+//     set's do (synchronous there too); the _add forms add into a device scalar instead.
 // Every device pointer argument is checked to be device memory (EmuError otherwise): a host
 // buffer handed to a kernel would be a crash on a GPU. `rows` (GradRows) and `loss` are host
-// memory, as in the CUDA set; the pointers inside `rows` are checked.
+// memory, as in the CUDA set (except the _add forms' device `loss`); the pointers inside `rows`
+// are checked.
 #pragma once
 
 #include <cstdint>
@@ -120,6 +121,11 @@ void max_inplace(double* x, const double* y, std::int64_t n);
 void crossentropy_forward(double* loss, float* losses, float* lse, const Bf16* logits,
                           const std::int32_t* targets, double scale, std::int64_t N,
                           std::int64_t V);
+// The same with `loss` a DEVICE scalar: *loss += scale * (the token-order sum), as
+// cuda::crossentropy_forward_add (StageCompute's loss scalar, read once per step).
+void crossentropy_forward_add(double* loss, float* losses, float* lse, const Bf16* logits,
+                              const std::int32_t* targets, double scale, std::int64_t N,
+                              std::int64_t V);
 void crossentropy_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
                            const std::int32_t* targets, double scale, std::int64_t N,
                            std::int64_t V);
@@ -131,6 +137,9 @@ void vocab_ce_sums(float* stats, const Bf16* logits, const float* mx, const std:
                    std::int64_t v0, std::int64_t N, std::int64_t Vr);
 void vocab_ce_finish(double* loss, float* losses, float* lse, const float* mx, const float* stats,
                      double scale, std::int64_t N);
+// vocab_ce_finish with `loss` a device scalar, added to as crossentropy_forward_add does.
+void vocab_ce_finish_add(double* loss, float* losses, float* lse, const float* mx,
+                         const float* stats, double scale, std::int64_t N);
 void vocab_ce_backward(Bf16* dlogits, const Bf16* logits, const float* lse,
                        const std::int32_t* targets, std::int64_t v0, double scale, std::int64_t N,
                        std::int64_t Vr);

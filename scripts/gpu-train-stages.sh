@@ -1,0 +1,122 @@
+# The single-process GPU training stages of scripts/gpu-check.sh, sourced by it (not run alone):
+# gpu_train_stages ETH DEVICE OUT runs, through the eth binary ETH on DEVICE (emulated or cuda):
+#   3.  one training step of tiny (T 32, two micro-batches) against the CPU bf16 trainer: loss and
+#       gradient norm within the bf16 tolerance 2 u L (u = 2^-8, L layers: tests/train/
+#       emulated_train_test.cpp says why);
+#   4a. recompute (every operator class, and full units, dropout 0.1) changes no loss and no
+#       gradient norm, bitwise;
+#   4b. a checkpoint moves CPU (steps 0-3) -> DEVICE (4-7) -> CPU (8-11): each segment's losses
+#       are those of a run on that segment's device from the same checkpoint, bitwise (segment 2
+#       against an uninterrupted device run from step 4, whose steps 8-11 a device run resumed
+#       from segment 2's checkpoint repeats), and the whole is within the bf16 tolerance of an
+#       all-CPU run.
+# Each stage prints its verdict the moment it ends and has its own timeout; the function's status
+# is 0 when every stage passed, 1 otherwise. Needs bash, awk and timeout only.
+
+# The values of one JSON field in a JSON-lines log, one per line (nlohmann prints doubles so that
+# they read back exactly, so equal strings are equal numbers).
+gpu_field() { sed -E 's/.*"'"$2"'":([^,}]*).*/\1/' "$1"; }
+
+# Whether every pair of values of two files is within rel * |b| (rel tolerance), printing each
+# with the names $5 and $6 (default: device, cpu).
+gpu_within() {
+  paste "$1" "$2" | awk -v rel="$3" -v what="$4" -v ga="${5:-device}" -v gb="${6:-cpu}" '
+    { d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2);
+      printf "  %s %d: %s %.9g %s %.9g (rel %.2e, tolerance %.2e)\n", what, NR - 1, ga, $1, gb, $2, r, rel;
+      if (!(r <= rel)) bad = 1 }
+    END { exit bad || NR == 0 }'
+}
+
+gpu_train_stages() {
+  local eth=$1 dev=$2 out=$3/train status=0 t0
+  rm -rf "$out"; mkdir -p "$out"
+  "$eth" data --synthetic 20000 --vocab 256 --seed 3 --out "$out/data.bin" >/dev/null || {
+    echo "training stages: FAILED: eth data"; return 1; }
+  # tiny: 4 layers, so the tolerance is 2 * 2^-8 * 4.
+  local tol=0.03125
+  local common=(--model tiny --data "$out/data.bin" --batch 4 --micro-batch-size 2 --seq-len 32
+                --lr 3e-3 --lr-min 3e-4 --warmup 2 --seed 5 --print-every 0)
+
+  echo "== 3. one training step of tiny on $dev against the CPU bf16 trainer"
+  t0=$(date +%s)
+  if timeout 120 "$eth" train "${common[@]}" --steps 1 --device cpu --precision bf16 \
+       --log "$out/one_cpu.jsonl" >"$out/one_cpu.txt" 2>&1 &&
+     timeout 120 "$eth" train "${common[@]}" --steps 1 --device "$dev" \
+       --log "$out/one_dev.jsonl" >"$out/one_dev.txt" 2>&1; then
+    gpu_field "$out/one_cpu.jsonl" loss >"$out/a"; gpu_field "$out/one_dev.jsonl" loss >"$out/b"
+    gpu_field "$out/one_cpu.jsonl" grad_norm >"$out/c"; gpu_field "$out/one_dev.jsonl" grad_norm >"$out/d"
+    if gpu_within "$out/b" "$out/a" "$tol" loss && gpu_within "$out/d" "$out/c" "$tol" grad_norm; then
+      echo "one step on $dev: passed ($(( $(date +%s) - t0 )) s)"
+    else
+      echo "one step on $dev: FAILED: outside the bf16 tolerance"; status=1
+    fi
+  else
+    echo "one step on $dev: FAILED or timed out:"; tail -3 "$out/one_cpu.txt" "$out/one_dev.txt"; status=1
+  fi
+
+  echo "== 4a. recompute changes no loss on $dev"
+  t0=$(date +%s)
+  local rc_ok=1 rc
+  for rc in none qkv attn_score attn_softmax attn_dropout mlp_act unit \
+            qkv,attn_score,attn_softmax,attn_dropout,mlp_act; do
+    local flag=(); [ "$rc" = none ] || flag=(--recompute "$rc")
+    if ! timeout 120 "$eth" train "${common[@]}" --steps 2 --dropout 0.1 --device "$dev" "${flag[@]}" \
+         --log "$out/rc_$rc.jsonl" >"$out/rc_$rc.txt" 2>&1; then
+      echo "  recompute $rc: FAILED or timed out"; tail -3 "$out/rc_$rc.txt"; rc_ok=0; continue
+    fi
+    if [ "$rc" != none ]; then
+      if [ "$(gpu_field "$out/rc_$rc.jsonl" loss; gpu_field "$out/rc_$rc.jsonl" grad_norm)" = \
+           "$(gpu_field "$out/rc_none.jsonl" loss; gpu_field "$out/rc_none.jsonl" grad_norm)" ]; then
+        echo "  recompute $rc: the same losses and gradient norms, bitwise"
+      else
+        echo "  recompute $rc: DIFFERS"; rc_ok=0
+      fi
+    fi
+  done
+  if [ "$rc_ok" -eq 1 ]; then echo "recompute on $dev: passed ($(( $(date +%s) - t0 )) s)"
+  else echo "recompute on $dev: FAILED"; status=1; fi
+
+  echo "== 4b. a checkpoint moves cpu (0-3) -> $dev (4-7) -> cpu (8-11)"
+  t0=$(date +%s)
+  local run12=("${common[@]}" --steps 12)
+  local ck_ok=1
+  # run NAME DEVICE [flags]: one eth train into $out/ck_NAME.jsonl
+  ck_run() {
+    local name=$1 d=$2; shift 2
+    local prec=(); [ "$d" = cpu ] && prec=(--precision bf16)
+    timeout 120 "$eth" train "${run12[@]}" --device "$d" "${prec[@]}" "$@" \
+      --log "$out/ck_$name.jsonl" >"$out/ck_$name.txt" 2>&1 || {
+      echo "  $name: FAILED or timed out"; tail -3 "$out/ck_$name.txt"; ck_ok=0; }
+  }
+  # The checkpoint eth train wrote into folder $1 (step_<8 digits>.safetensors).
+  ck_file() { ls "$1"/step_*.safetensors 2>/dev/null | tail -1; }
+  ck_run all cpu                                                    # uninterrupted, on the CPU
+  ck_run seg1 cpu --stop-at 4 --checkpoint-dir "$out/ck1"
+  ck_run seg2 "$dev" --resume "$(ck_file "$out/ck1")" --stop-at 8 --checkpoint-dir "$out/ck2"
+  ck_run seg3 cpu --resume "$(ck_file "$out/ck2")"
+  ck_run dev_whole "$dev" --resume "$(ck_file "$out/ck1")"           # 4-11 uninterrupted
+  ck_run dev_resumed "$dev" --resume "$(ck_file "$out/ck2")"         # 8-11 on the device
+  ck_run cpu_again cpu --resume "$(ck_file "$out/ck2")"
+  if [ "$ck_ok" -eq 1 ]; then
+    # Bitwise: segment 1 is the all-CPU run's first four steps; segment 2 the first four of an
+    # uninterrupted device run from the same checkpoint, whose last four are those of a device
+    # run resumed from segment 2's checkpoint (the device's own round trip is exact); segment 3
+    # a second CPU run from segment 2's checkpoint.
+    [ "$(gpu_field "$out/ck_seg1.jsonl" loss)" = "$(gpu_field "$out/ck_all.jsonl" loss | head -4)" ] ||
+      { echo "  segment 1 (cpu) differs from the all-CPU run"; ck_ok=0; }
+    [ "$(gpu_field "$out/ck_seg2.jsonl" loss)" = "$(gpu_field "$out/ck_dev_whole.jsonl" loss | head -4)" ] ||
+      { echo "  segment 2 ($dev) differs from an uninterrupted $dev run from step 4"; ck_ok=0; }
+    [ "$(gpu_field "$out/ck_dev_resumed.jsonl" loss)" = "$(gpu_field "$out/ck_dev_whole.jsonl" loss | tail -4)" ] ||
+      { echo "  a $dev run resumed from step 8 differs from the uninterrupted $dev run"; ck_ok=0; }
+    [ "$(gpu_field "$out/ck_seg3.jsonl" loss)" = "$(gpu_field "$out/ck_cpu_again.jsonl" loss)" ] ||
+      { echo "  segment 3 (cpu) differs from a second cpu run from step 8"; ck_ok=0; }
+    [ "$ck_ok" -eq 1 ] && echo "  each segment: bitwise the run on its device from the same checkpoint"
+    cat "$out/ck_seg1.jsonl" "$out/ck_seg2.jsonl" "$out/ck_seg3.jsonl" >"$out/ck_moved.jsonl"
+    gpu_field "$out/ck_moved.jsonl" loss >"$out/a"; gpu_field "$out/ck_all.jsonl" loss >"$out/b"
+    [ "$(wc -l <"$out/a")" -eq 12 ] || { echo "  $(wc -l <"$out/a") steps logged, not 12"; ck_ok=0; }
+    gpu_within "$out/a" "$out/b" "$tol" loss moved all-cpu || ck_ok=0
+  fi
+  if [ "$ck_ok" -eq 1 ]; then echo "checkpoint across devices: passed ($(( $(date +%s) - t0 )) s)"
+  else echo "checkpoint across devices: FAILED"; status=1; fi
+  return "$status"
+}
