@@ -426,6 +426,37 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
   return too_many;
 }
 
+namespace {
+
+// Whether every order of the layer shape `pick` (c replicas) can be left out before any is
+// interned: when no order passes the memory floor (counted as the usable test would count
+// them), or when even the order-free bounds cannot take the global batch within the threshold
+// (c pipelines, each at its most samples; counted as pruned while generating). Both hold for
+// every order, since their bounds are never below the order-free ones.
+bool order_free_prunes(const GenerateOptions& opt, const std::vector<StageGroup>& pick,
+                       std::int64_t c, std::int64_t orders) {
+  if (!opt.order_free || !opt.usable) return false;
+  PipelineTemplate any;
+  any.groups = pick;
+  const std::vector<MicroBatchOption>& lower = opt.order_free(any);
+  if (lower.empty()) {
+    if (!opt.allow_idle) *opt.unusable += orders;  // these never leave devices idle
+    return true;
+  }
+  if (!opt.threshold || !opt.pruned) return false;
+  const double tau = opt.threshold();
+  if (!(tau < std::numeric_limits<double>::infinity())) return false;
+  std::int64_t most = 0;
+  for (const MicroBatchOption& o : lower) most = std::max(most, option_max_batch(o, tau, opt.gbs));
+  if (most > 0 && saturating_product(most, c) >= opt.gbs) return false;
+  // The idle round drops layer shapes uncounted (they leave no device idle; the first round
+  // counted them).
+  if (!opt.allow_idle) *opt.pruned = saturating_sum(*opt.pruned, orders);
+  return true;
+}
+
+}  // namespace
+
 std::int64_t layer_partitions(const std::vector<TypeInfo>& types, const GenerateOptions& opt,
                               TemplateSet& templates, std::vector<Partition>& out) {
   std::vector<int> order(types.size());
@@ -466,6 +497,7 @@ std::int64_t layer_partitions(const std::vector<TypeInfo>& types, const Generate
     std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t x, std::int64_t stages) {
       if (stages > opt.num_units) return;
       if (x == types.size()) {
+        if (order_free_prunes(opt, pick, c, static_cast<std::int64_t>(orders.size()))) return;
         for (const auto& ord : orders) {
           PipelineTemplate tpl;
           for (int o : ord) tpl.groups.push_back(pick[static_cast<std::size_t>(o)]);
