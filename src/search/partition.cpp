@@ -202,6 +202,11 @@ class SampleBound {
   }
   // Combinations of one option per type x..
   std::int64_t combinations(std::size_t x) const { return combos_[x]; }
+  // The samples option k of type x must take within the threshold for the sub-product under
+  // it to reach the global batch, the types after x at their most (ready must hold).
+  std::int64_t short_of(std::size_t x, std::int64_t taken) const {
+    return opt_.gbs - base_samples_ - taken - suffix_[x + 1];
+  }
 
  private:
   static constexpr double kInfinity = std::numeric_limits<double>::infinity();
@@ -224,6 +229,23 @@ class SampleBound {
   std::vector<std::vector<std::int64_t>> samples_;
   std::vector<std::int64_t> suffix_, combos_;
 };
+
+// Sub-products at least this large under a pure option get its template tightened first.
+constexpr std::int64_t kTightenAt = 8;
+
+// Before the sub-product under option k of type x is generated (`count` pipelines of `tpl`),
+// tightens that template while the sub-product could still reach the global batch on its
+// bound: it is shared by every partition of the sub-product, so one proof can prune them all.
+void tighten_pure(const GenerateOptions& opt, SampleBound& bound, std::size_t x, std::size_t k,
+                  std::int64_t count, int tpl, std::int64_t taken) {
+  while (bound.refresh() && bound.finite()) {
+    const std::int64_t samples = bound.samples(x, k);
+    const std::int64_t short_by = bound.short_of(x, taken);
+    if (samples < 0 || samples < short_by) return;  // prunes as it is
+    const std::int64_t need = std::max<std::int64_t>(1, (short_by + count - 1) / count);
+    if (!opt.tighten(tpl, bound.tau(), need)) return;
+  }
+}
 
 // One type's pure options for a remainder, their templates and whether each is usable:
 // the same for every mixed base that leaves that remainder, so worked out once.
@@ -355,6 +377,9 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
           if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
             opt.probe(ids[x][k]);
             bound.refresh();
+          }
+          if (opt.tighten && o.count > 0 && bound.combinations(x + 1) >= kTightenAt) {
+            tighten_pure(opt, bound, x, k, o.count, ids[x][k], taken);
           }
           const std::int64_t samples = bound.samples(x, k);
           if (samples < 0) {  // one of its pipelines cannot take a sample within the threshold
