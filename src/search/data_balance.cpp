@@ -115,6 +115,27 @@ double balanced_time_ms(const std::vector<PipelineKind>& kinds, std::int64_t gbs
   }
 }
 
+double balanced_lower_ms(const std::vector<PipelineKind>& kinds, std::int64_t gbs, double cap,
+                         double rel) {
+  std::int64_t pipelines = 0;
+  for (const auto& k : kinds) pipelines += k.count;
+  if (pipelines == 0 || pipelines > gbs) return kInf;
+  double lo = 0;
+  for (const auto& k : kinds) lo = std::max(lo, kind_time(k, 1, nullptr));
+  if (feasible(kinds, lo, gbs)) return lo;  // exact: every pipeline at one sample is the bound
+  if (!(cap < kInf)) return balanced_time_ms(kinds, gbs);
+  // The bound is a step value strictly above `cap` when cap is infeasible.
+  if (cap <= lo || !feasible(kinds, cap, gbs)) return std::max(lo, std::nextafter(cap, kInf));
+  // Invariant: lo infeasible (the bound is above it), cap feasible.
+  double hi = cap;
+  for (int it = 0; it < 64 && hi - lo > rel * hi; ++it) {
+    const double mid = lo + (hi - lo) / 2;
+    if (mid <= lo || mid >= hi) break;
+    (feasible(kinds, mid, gbs) ? hi : lo) = mid;
+  }
+  return lo;
+}
+
 DataSplit balance_data(const std::vector<PipelineKind>& kinds, std::int64_t gbs) {
   DataSplit out;
   const double target = balanced_time_ms(kinds, gbs);

@@ -39,6 +39,14 @@ struct PipelineKind {
 // where the split first becomes possible). +infinity when the pipelines outnumber the samples.
 double balanced_time_ms(const std::vector<PipelineKind>& kinds, std::int64_t gbs);
 
+// A cheap lower bound of balanced_time_ms for ordering and pruning against a threshold `cap`:
+// never above it, and above `cap` whenever balanced_time_ms is (then only just above: a value
+// past the threshold needs no more precision). Below the threshold within a relative `rel` of
+// it (a binary search stopped early, on [the slowest first sample, cap] rather than on the
+// whole batch's time), so it costs a few feasibility tests where balanced_time_ms costs tens.
+double balanced_lower_ms(const std::vector<PipelineKind>& kinds, std::int64_t gbs, double cap,
+                         double rel);
+
 // A split achieving balanced_time_ms, per pipeline in kind order (kind 0's `count` pipelines
 // first). Each pipeline first takes the most samples it can within the target, then surplus
 // samples are removed one at a time from the pipeline with the largest (T_p, B_p) (lowest index

@@ -202,6 +202,11 @@ class SampleBound {
   }
   // Combinations of one option per type x..
   std::int64_t combinations(std::size_t x) const { return combos_[x]; }
+  // The samples option k of type x must take within the threshold for the sub-product under
+  // it to reach the global batch, the types after x at their most (ready must hold).
+  std::int64_t short_of(std::size_t x, std::int64_t taken) const {
+    return opt_.gbs - base_samples_ - taken - suffix_[x + 1];
+  }
 
  private:
   static constexpr double kInfinity = std::numeric_limits<double>::infinity();
@@ -224,6 +229,23 @@ class SampleBound {
   std::vector<std::vector<std::int64_t>> samples_;
   std::vector<std::int64_t> suffix_, combos_;
 };
+
+// Sub-products at least this large under a pure option get its template tightened first.
+constexpr std::int64_t kTightenAt = 8;
+
+// Before the sub-product under option k of type x is generated (`count` pipelines of `tpl`),
+// tightens that template while the sub-product could still reach the global batch on its
+// bound: it is shared by every partition of the sub-product, so one proof can prune them all.
+void tighten_pure(const GenerateOptions& opt, SampleBound& bound, std::size_t x, std::size_t k,
+                  std::int64_t count, int tpl, std::int64_t taken) {
+  while (bound.refresh() && bound.finite()) {
+    const std::int64_t samples = bound.samples(x, k);
+    const std::int64_t short_by = bound.short_of(x, taken);
+    if (samples < 0 || samples < short_by) return;  // prunes as it is
+    const std::int64_t need = std::max<std::int64_t>(1, (short_by + count - 1) / count);
+    if (!opt.tighten(tpl, bound.tau(), need)) return;
+  }
+}
 
 // One type's pure options for a remainder, their templates and whether each is usable:
 // the same for every mixed base that leaves that remainder, so worked out once.
@@ -356,6 +378,9 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
             opt.probe(ids[x][k]);
             bound.refresh();
           }
+          if (opt.tighten && o.count > 0 && bound.combinations(x + 1) >= kTightenAt) {
+            tighten_pure(opt, bound, x, k, o.count, ids[x][k], taken);
+          }
           const std::int64_t samples = bound.samples(x, k);
           if (samples < 0) {  // one of its pipelines cannot take a sample within the threshold
             *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x + 1));
@@ -426,6 +451,37 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
   return too_many;
 }
 
+namespace {
+
+// Whether every order of the layer shape `pick` (c replicas) can be left out before any is
+// interned: when no order passes the memory floor (counted as the usable test would count
+// them), or when even the order-free bounds cannot take the global batch within the threshold
+// (c pipelines, each at its most samples; counted as pruned while generating). Both hold for
+// every order, since their bounds are never below the order-free ones.
+bool order_free_prunes(const GenerateOptions& opt, const std::vector<StageGroup>& pick,
+                       std::int64_t c, std::int64_t orders) {
+  if (!opt.order_free || !opt.usable) return false;
+  PipelineTemplate any;
+  any.groups = pick;
+  const std::vector<MicroBatchOption>& lower = opt.order_free(any);
+  if (lower.empty()) {
+    if (!opt.allow_idle) *opt.unusable += orders;  // these never leave devices idle
+    return true;
+  }
+  if (!opt.threshold || !opt.pruned) return false;
+  const double tau = opt.threshold();
+  if (!(tau < std::numeric_limits<double>::infinity())) return false;
+  std::int64_t most = 0;
+  for (const MicroBatchOption& o : lower) most = std::max(most, option_max_batch(o, tau, opt.gbs));
+  if (most > 0 && saturating_product(most, c) >= opt.gbs) return false;
+  // The idle round drops layer shapes uncounted (they leave no device idle; the first round
+  // counted them).
+  if (!opt.allow_idle) *opt.pruned = saturating_sum(*opt.pruned, orders);
+  return true;
+}
+
+}  // namespace
+
 std::int64_t layer_partitions(const std::vector<TypeInfo>& types, const GenerateOptions& opt,
                               TemplateSet& templates, std::vector<Partition>& out) {
   std::vector<int> order(types.size());
@@ -466,6 +522,7 @@ std::int64_t layer_partitions(const std::vector<TypeInfo>& types, const Generate
     std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t x, std::int64_t stages) {
       if (stages > opt.num_units) return;
       if (x == types.size()) {
+        if (order_free_prunes(opt, pick, c, static_cast<std::int64_t>(orders.size()))) return;
         for (const auto& ord : orders) {
           PipelineTemplate tpl;
           for (int o : ord) tpl.groups.push_back(pick[static_cast<std::size_t>(o)]);

@@ -117,6 +117,10 @@ struct GenerateOptions {
   // Optional: makes sure bound_options(tpl) is empty when no size of tpl fits at all, so its
   // partitions prune before there is a threshold (called only then).
   std::function<void(int tpl)> probe;
+  // Optional (with `usable`): lower bounds shared by every order of a layer template's groups
+  // (never above bound_options of any order; empty when no order passes the memory floor), so
+  // the layer family prunes or drops all orders of a shape before interning any.
+  std::function<const std::vector<MicroBatchOption>&(const PipelineTemplate&)> order_free;
   std::int64_t gbs = 0;
   std::int64_t* pruned = nullptr;
 };

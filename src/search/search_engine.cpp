@@ -291,6 +291,10 @@ Candidate materialize(Context& ctx, TemplateEvaluator& ev, const TemplateSet& se
   return c;
 }
 
+// The relative precision of a partition's key below the threshold (balanced_lower_ms): OSO
+// orders partitions whose bounds lie within it of each other by generation order.
+constexpr double kKeyPrecision = 1.0 / 256;
+
 // SES + OSO over one batch of partitions, updating `top`. Exact at alpha = 0 batch after batch:
 // a partition is skipped only when its bound reaches the k-th best objective found so far,
 // which the final k-th best can only undercut.
@@ -298,6 +302,13 @@ void run_partitions(Context& ctx, TemplateEvaluator& ev, const TemplateSet& set,
                     const std::vector<Partition>& parts, TopPartitions& top) {
   const PlannerOptions& o = ctx.opt;
   std::vector<double> bound(parts.size(), 0.0);
+  // With bound_generation and SES a partition's key need only be a lower bound that is exact
+  // about the threshold at the batch's start (which only falls): one whose bound is above it is
+  // skipped whatever its precise value, and one below it is bounded exactly in exact_kinds
+  // before anything is decided. So the key stops within kKeyPrecision of the threshold.
+  const bool strict_start = top.ties > 0;
+  const double cap = strict_start ? top.kth() : top.kth() * (1.0 - o.alpha);
+  const bool coarse = o.bound_generation && o.ses;
   if (o.ses || o.oso) {
     for (std::size_t i = 0; i < parts.size(); ++i) {
       std::vector<PipelineKind> kinds;
@@ -310,7 +321,9 @@ void run_partitions(Context& ctx, TemplateEvaluator& ev, const TemplateSet& set,
         }
         kinds.push_back(PipelineKind{opts, part.count});
       }
-      bound[i] = kinds.empty() ? kInf : balanced_time_ms(kinds, ctx.gbs);
+      bound[i] = kinds.empty() ? kInf
+                 : coarse      ? balanced_lower_ms(kinds, ctx.gbs, cap, kKeyPrecision)
+                               : balanced_time_ms(kinds, ctx.gbs);
     }
   }
   std::vector<std::size_t> order(parts.size());
@@ -425,6 +438,9 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
         };
         g.probe = [&ev](int tpl) { ev.probe_fit(tpl); };
       }
+      g.order_free = [&ev](const PipelineTemplate& t) -> const std::vector<MicroBatchOption>& {
+        return ev.order_free_options(t);
+      };
       g.gbs = ctx.gbs;
       g.pruned = &pruned;
     }
@@ -498,13 +514,25 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
     }
     return lower;
   };
+  // Bounded: a key shared by every order of a shape's groups (order_free_options), never above
+  // lower_of, so a shape whose key is above the k-th pick is skipped before any order's own
+  // bounds are worked out; the others are visited by key and then checked by lower_of.
+  std::vector<double> key(parts.size(), 0.0);
+  auto key_of = [&](std::size_t i) {
+    const PartitionPart& part = parts[i].parts.front();
+    const std::int64_t largest = (ctx.gbs + part.count - 1) / part.count;
+    double lower = kInf;
+    for (const auto& o : ev.order_free_options(set.at(part.tpl))) {
+      lower = std::min(lower, option_time_ms(o, largest));
+    }
+    return lower;
+  };
   std::vector<std::size_t> order(parts.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   if (bounded) {
-    std::vector<double> lb(parts.size());
-    for (std::size_t i = 0; i < parts.size(); ++i) lb[i] = lower_of(i);
+    for (std::size_t i = 0; i < parts.size(); ++i) key[i] = key_of(i);
     std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return lb[a] < lb[b]; });
+                     [&](std::size_t a, std::size_t b) { return key[a] < key[b]; });
   }
   std::vector<std::int64_t> pack_scratch;
   auto packs = [&](const Partition& p) {
@@ -539,7 +567,7 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
       // whose every size is above the k-th pick, cannot change the picks (first minimum per
       // partition, then the k smallest (objective, partition)): never split.
       const double kth = kept.size() == k ? kept.back() : kInf;
-      const double lower = lower_of(i);
+      const double lower = key[i] > kth ? key[i] : lower_of(i);
       if (lower > kth) {
         ++ctx.stats.skipped[lower == kInf ? "no_fit" : "bound"];
         continue;

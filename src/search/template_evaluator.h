@@ -317,6 +317,45 @@ class TemplateEvaluator {
     return out;
   }
 
+  // Lower bounds for every order of `t`'s groups at once (the layer family's orders), per size
+  // whose tables cover it and whose memory floor holds: sum = the units' cheapest times summed,
+  // max = the largest of sum / S, the costliest unit at its cheapest and the cheapest
+  // ceil(U / S) units together, and the speed and memory bound with every stage granted the
+  // room of one micro-batch in flight: bounds_entry's terms without what depends on the order
+  // (transfers, positions, whole units), so never above bound_at of any order of t, and a size
+  // absent here is absent there. Empty: no order passes the memory floor.
+  const std::vector<MicroBatchOption>& order_free_options(PipelineTemplate t) {
+    std::sort(t.groups.begin(), t.groups.end());
+    auto [it, inserted] = order_free_.try_emplace(t.groups);
+    if (!inserted) return it->second;
+    const auto S = static_cast<double>(t.num_stages());
+    for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
+      const std::int64_t mbs = ctx_.opt.micro_batch_sizes[mi];
+      std::vector<const UnitTable*> tabs;
+      double capacity = 0;
+      bool covered = true;
+      for (const StageGroup& g : t.groups) {
+        const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
+        covered = covered && tables_.covers(type.name, g.tp, mbs);
+        if (!covered) break;
+        tabs.push_back(&tables_.get(type.name, g.tp, mbs));
+        capacity += static_cast<double>(g.count) * type.capacity_bytes;
+      }
+      if (!covered) continue;
+      const UnitAggregate& agg = unit_aggregate(tabs);
+      if (agg.floor_bytes > capacity) continue;
+      const auto most =
+          static_cast<std::size_t>((ctx_.num_units() + t.num_stages() - 1) / t.num_stages());
+      const SpeedBound speed = speed_bound(t, mbs, true);
+      if (speed.max_ms == kInf) continue;  // no order's stages can hold the model's work
+      const double sum = std::max(agg.sum, speed.sum_ms);
+      const double max = std::max({sum / S, agg.unit_max, agg.cheapest[most], speed.max_ms});
+      const double shave = 1.0 - 1e-12;  // as bounds_entry's, applied to smaller terms
+      it->second.push_back(MicroBatchOption{mbs, sum * shave, max * shave});
+    }
+    return it->second;
+  }
+
  private:
   // Per set of tables a template uses (one size): what the bound takes from the units alone.
   struct UnitAggregate {
@@ -608,7 +647,9 @@ class TemplateEvaluator {
   struct SpeedBound {
     double max_ms = 0, sum_ms = 0;
   };
-  SpeedBound speed_bound(const PipelineTemplate& t, std::int64_t mbs) {
+  // With `any_order` every stage is granted the room of the last one (one micro-batch in
+  // flight, the most work any position holds), so the bounds hold for every order of t's groups.
+  SpeedBound speed_bound(const PipelineTemplate& t, std::int64_t mbs, bool any_order = false) {
     const auto& w = unit_work();
     const double total = std::accumulate(w.begin(), w.end(), 0.0);
     if (total <= 0) return {};
@@ -623,7 +664,7 @@ class TemplateEvaluator {
       const UnitTable& tab = tables_.get(type.name, g.tp, mbs);
       const double a = time_per_work(tab);
       for (std::int64_t k = 0; k < g.count; ++k, ++s) {
-        caps.push_back({a, memory_work(tab, type.capacity_bytes, S - s)});
+        caps.push_back({a, memory_work(tab, type.capacity_bytes, any_order ? 1 : S - s)});
       }
     }
     SpeedBound out;
@@ -739,6 +780,7 @@ class TemplateEvaluator {
   double last_fit_capacity_ = 0;
   std::vector<std::optional<RangeFit>>* last_fit_ = nullptr;  // std::map nodes are stable
   std::map<std::vector<const UnitTable*>, UnitAggregate> unit_aggregates_;
+  std::map<std::vector<StageGroup>, std::vector<MicroBatchOption>> order_free_;
   std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
   SizeResult uncached_;                         // the last result without CPC
   std::vector<std::optional<std::vector<MicroBatchOption>>> tight_;  // [template]

@@ -129,3 +129,54 @@ TEST(DataBalance, FastPipelineTakesProportionallyMore) {
 
 }  // namespace
 }  // namespace eth::search
+
+namespace eth::search {
+namespace {
+
+// The search's partition key (balanced_lower_ms) against the exact balance: never above it,
+// above the threshold exactly when the exact value is, and within its precision of the exact
+// value or of the threshold otherwise.
+TEST(DataBalance, LowerKeyIsExactAboutTheThreshold) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> sum_d(5.0, 40.0), max_d(0.5, 6.0), frac(0.3, 1.6);
+  const std::int64_t sizes[] = {1, 2, 4, 8};
+  int above = 0, below = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<PipelineKind> kinds;
+    const int nk = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < nk; ++k) {
+      PipelineKind kind;
+      kind.count = 1 + static_cast<std::int64_t>(rng() % 5);
+      for (auto m : sizes) {
+        if (rng() % 3 == 0 && !kind.options.empty()) continue;
+        const double mx = max_d(rng) * static_cast<double>(m) * 0.8;
+        kind.options.push_back(MicroBatchOption{m, sum_d(rng) + mx, mx});
+      }
+      kinds.push_back(kind);
+    }
+    const std::int64_t gbs = 1 + static_cast<std::int64_t>(rng() % 400);
+    const double exact = balanced_time_ms(kinds, gbs);
+    // Thresholds around the exact value, on it, and none.
+    for (const double cap : {exact * frac(rng), exact, std::numeric_limits<double>::infinity()}) {
+      const double rel = 1.0 / 256;
+      const double key = balanced_lower_ms(kinds, gbs, cap, rel);
+      if (exact == std::numeric_limits<double>::infinity()) {
+        EXPECT_EQ(key, exact);
+        continue;
+      }
+      EXPECT_LE(key, exact) << "trial " << trial;
+      EXPECT_EQ(key > cap, exact > cap) << "trial " << trial << " cap " << cap;
+      if (exact > cap) {
+        ++above;
+      } else {
+        ++below;
+        EXPECT_GE(key, std::min(exact, cap) * (1 - 2 * rel)) << "trial " << trial;
+      }
+    }
+  }
+  EXPECT_GT(above, 100);
+  EXPECT_GT(below, 100);
+}
+
+}  // namespace
+}  // namespace eth::search

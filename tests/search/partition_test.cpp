@@ -212,4 +212,80 @@ TEST(Partition, GenerationBoundLeavesOutOnlyPartitionsAboveTheThreshold) {
   }
 }
 
+
+// The layer family's order-free bound: with a threshold, the layer shapes built plus those
+// counted as pruned are the whole layer space, and every order left out cannot take the global
+// batch within it (its data balance over its own options, which depend on the order, is above
+// it). The order-free options leave out the order's term, so they are below every order's.
+TEST(Partition, LayerOrderFreeBoundLeavesOutOnlyShapesAboveTheThreshold) {
+  const ClusterSpec c =
+      cluster(R"({"device_type": "A", "devices": 8}, {"device_type": "B", "devices": 8},
+      {"device_type": "C", "devices": 8})");
+  const auto types = types_with_tps(c, {1, 2, 4});
+  const std::int64_t gbs = 24;
+  TemplateSet set;
+  auto options_for = [](const PipelineTemplate& t, bool with_order) {
+    const double speed = 1.0 + static_cast<double>(t.devices_of(0)) +
+                         0.5 * static_cast<double>(t.devices_of(1) + t.devices_of(2));
+    // Pipelines that start on type C pay for it: a term only the order decides.
+    const double order = with_order && t.groups.front().type == 2 ? 3.0 : 0.0;
+    return std::vector<MicroBatchOption>{
+        MicroBatchOption{1, 10.0 / speed + static_cast<double>(t.num_stages()) + order,
+                         5.0 / speed + order},
+        MicroBatchOption{4, 30.0 / speed + static_cast<double>(t.num_stages()) + order,
+                         16.0 / speed}};
+  };
+  std::vector<std::vector<MicroBatchOption>> opts;
+  auto options_of = [&](int tpl) -> const std::vector<MicroBatchOption>& {
+    while (static_cast<int>(opts.size()) <= tpl) {
+      opts.push_back(options_for(set.at(static_cast<int>(opts.size())), true));
+    }
+    return opts[static_cast<std::size_t>(tpl)];
+  };
+  std::vector<MicroBatchOption> scratch;
+  auto order_free = [&](const PipelineTemplate& t) -> const std::vector<MicroBatchOption>& {
+    scratch = options_for(t, false);
+    return scratch;
+  };
+  std::vector<Partition> all;
+  layer_partitions(types, gen(10, gbs, false), set, all);
+  ASSERT_GT(all.size(), 50u);
+  auto bound_of = [&](const Partition& p) {
+    const PartitionPart& part = p.parts.front();
+    return balanced_time_ms({PipelineKind{options_of(part.tpl), part.count}}, gbs);
+  };
+  std::vector<double> bounds;
+  for (const auto& p : all) bounds.push_back(bound_of(p));
+  std::vector<double> sorted = bounds;
+  std::sort(sorted.begin(), sorted.end());
+  for (const double threshold : {sorted[sorted.size() / 10], sorted[sorted.size() / 2]}) {
+    std::vector<Partition> kept;
+    std::int64_t pruned = 0, unusable = 0;
+    GenerateOptions g = gen(10, gbs, false);
+    g.usable = [](int) { return true; };
+    g.unusable = &unusable;
+    g.threshold = [threshold] { return threshold; };
+    g.bound_options = options_of;
+    g.order_free = order_free;
+    g.gbs = gbs;
+    g.pruned = &pruned;
+    layer_partitions(types, g, set, kept);
+    EXPECT_GT(pruned, 0);
+    EXPECT_EQ(unusable, 0);
+    EXPECT_EQ(static_cast<std::int64_t>(kept.size()) + pruned,
+              static_cast<std::int64_t>(all.size()));
+    std::multiset<int> kept_tpls;
+    for (const auto& p : kept) kept_tpls.insert(p.parts.front().tpl);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const auto it = kept_tpls.find(all[i].parts.front().tpl);
+      if (it != kept_tpls.end()) {
+        kept_tpls.erase(it);
+      } else {
+        EXPECT_GT(bounds[i], threshold) << "a shape within the threshold was left out";
+      }
+    }
+    EXPECT_TRUE(kept_tpls.empty()) << "a shape was built that the full space lacks";
+  }
+}
+
 }  // namespace eth::search
