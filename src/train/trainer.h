@@ -40,6 +40,9 @@ struct TrainConfig {
   // "Precision"). Checkpoints hold fp32 masters either way, so runs resume across precisions.
   // The library default is fp32; `eth train` picks bf16 where the CPU has bf16 instructions.
   Precision precision = Precision::Fp32;
+  // Not empty: start from this checkpoint's weights (train/init_from.h) instead of the seed's
+  // initialization; fresh optimizer state, step 0. Not with a resume.
+  std::filesystem::path init_from;
 };
 
 struct StepStats {
