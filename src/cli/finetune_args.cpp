@@ -48,11 +48,7 @@ std::int64_t validate_every(const FinetuneArgs& a, std::int64_t steps) {
 void check_finetune_args(const FinetuneArgs& a, const std::string& resume, const ModelSpec& model,
                          std::int64_t seq_len) {
   if (!a.init_from.empty()) {
-    if (!resume.empty()) {
-      throw InputError("cli", "--init-from", "",
-                       "not with --resume: --resume continues a run (its optimizer state and "
-                       "step), --init-from starts a new one from a checkpoint's weights");
-    }
+    check_init_not_resume(a.init_from, !resume.empty());
     check_init_model(a.init_from, checkpoint_model(a.init_from), model);
   }
   if (a.val_data.empty()) {

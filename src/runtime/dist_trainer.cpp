@@ -113,7 +113,7 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
       norm_runs_.push_back(collective_runs(cfg_.plan, state_.layout(), place_.device, b));
     }
   }
-  check_init_not_resume(cfg_.train, resume.has_value());
+  check_init_not_resume(cfg_.train.init_from, resume.has_value());
   if (resume) {
     const CheckpointMeta meta = load_checkpoint(*resume, state_);
     CheckpointMeta want = make_meta();

@@ -39,8 +39,8 @@ void init_from_checkpoint(const std::filesystem::path& path, ModelState& state) 
   state.backend().zero(state.adam_v(), state.numel());
 }
 
-void check_init_not_resume(const TrainConfig& cfg, bool resuming) {
-  if (resuming && !cfg.init_from.empty()) {
+void check_init_not_resume(const std::filesystem::path& init_from, bool resuming) {
+  if (resuming && !init_from.empty()) {
     throw InputError("cli", "--init-from", "",
                      "not with --resume: --resume continues a run (its optimizer state and "
                      "step), --init-from starts a new one from a checkpoint's weights");

@@ -11,7 +11,6 @@
 #include "model/model_spec.h"
 #include "train/checkpoint.h"
 #include "train/model_state.h"
-#include "train/trainer.h"
 
 namespace eth {
 
@@ -32,6 +31,6 @@ void init_from_checkpoint(const std::filesystem::path& path, ModelState& state);
 
 // InputError("cli", "--init-from", ...) when a run both resumes and starts from a checkpoint's
 // weights: a resume continues a run, --init-from starts a new one.
-void check_init_not_resume(const TrainConfig& cfg, bool resuming);
+void check_init_not_resume(const std::filesystem::path& init_from, bool resuming);
 
 }  // namespace eth

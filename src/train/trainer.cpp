@@ -117,7 +117,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::optional<std::filesystem::pa
   compute_ = std::make_unique<PrecisionStage>(cfg.precision, cfg.model, sc);
   inputs_.resize(static_cast<std::size_t>(cfg.micro_batch * seq_len_));
   targets_.resize(inputs_.size());
-  check_init_not_resume(cfg, resume.has_value());
+  check_init_not_resume(cfg.init_from, resume.has_value());
   if (resume) {
     const CheckpointMeta meta = load_checkpoint(*resume, state_);
     check_resume(*resume, meta, make_meta());
