@@ -4,6 +4,13 @@
 #include "core/error.h"
 #include "data/tokenize.h"
 
+// MERGE(tokenizer): main's BpeTokenizer (data/bpe_tokenizer.h) is used where it is present, so
+// this file builds before and after the merge; once merged the guard can go.
+#if __has_include("data/bpe_tokenizer.h")
+#include "data/bpe_tokenizer.h"
+#define ETH_HAVE_BPE_TOKENIZER 1
+#endif
+
 namespace eth::cli {
 
 std::vector<std::int32_t> ByteCodec::encode(std::string_view text) const {
@@ -23,13 +30,41 @@ std::string ByteCodec::decode(std::span<const std::int32_t> ids) const {
   return out;
 }
 
+#ifdef ETH_HAVE_BPE_TOKENIZER
+namespace {
+
+// A tokenizer.json: BpeTokenizer's ids (uint32) as the model's int32 ids.
+class BpeCodec final : public TextCodec {
+ public:
+  explicit BpeCodec(const std::string& path) : tok_(BpeTokenizer::load(path)), path_(path) {}
+  std::string name() const override { return path_; }
+  std::vector<std::int32_t> encode(std::string_view text) const override {
+    std::vector<std::uint32_t> ids;
+    tok_.encode(text, ids);
+    return {ids.begin(), ids.end()};
+  }
+  std::string decode(std::span<const std::int32_t> ids) const override {
+    const std::vector<std::uint32_t> wide(ids.begin(), ids.end());
+    return tok_.decode(wide);
+  }
+
+ private:
+  BpeTokenizer tok_;
+  std::string path_;
+};
+
+}  // namespace
+#endif
+
 std::unique_ptr<TextCodec> make_text_codec(const std::string& tokenizer) {
   if (tokenizer.empty()) return std::make_unique<ByteCodec>();
-  // MERGE(tokenizer): return a codec over BpeTokenizer::load(tokenizer) here: encode through
-  // BpeTokenizer::encode (uint32 ids), decode through BpeTokenizer::decode.
+#ifdef ETH_HAVE_BPE_TOKENIZER
+  return std::make_unique<BpeCodec>(tokenizer);
+#else
   throw InputError("sample", "--tokenizer", "",
                    "tokenizer.json files are not read by this build yet (the BPE tokenizer is "
                    "on its own branch); leave --tokenizer out to use bytes");
+#endif
 }
 
 }  // namespace eth::cli

@@ -1,7 +1,7 @@
-// Text to token ids and back for `eth sample`: the one seam a tokenizer plugs into. Today the
-// byte tokenizer of data/tokenize.h (token = byte, what `eth data --text` writes). MERGE
-// (branch tokenizer): a BpeTokenizer-backed codec for --tokenizer tokenizer.json goes in
-// make_text_codec (text_codec.cpp, marked there); nothing else changes.
+// Text to token ids and back for `eth sample`: the one seam a tokenizer plugs into. The byte
+// tokenizer of data/tokenize.h (token = byte, what `eth data --text` writes) by default; with
+// --tokenizer tokenizer.json, BpeTokenizer (data/bpe_tokenizer.h) where the build has it
+// (text_codec.cpp, marked MERGE(tokenizer)).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,7 @@ class ByteCodec final : public TextCodec {
 };
 
 // `tokenizer`: empty for the byte codec, else a tokenizer.json path (InputError naming
-// --tokenizer until the BPE tokenizer is merged).
+// --tokenizer in a build without the BPE tokenizer).
 std::unique_ptr<TextCodec> make_text_codec(const std::string& tokenizer);
 
 }  // namespace eth::cli

@@ -176,7 +176,7 @@ TEST(Generate, ATinyModelContinuesTheSuccessorSequencePastItsWindow) {
   const TokenFile f = TokenFile::open(data);
   std::vector<std::int32_t> succ(static_cast<std::size_t>(m.vocab), -1);
   for (std::int64_t i = 0; i + 1 < f.size(); ++i) {
-    succ[static_cast<std::size_t>(f.tokens()[i])] = f.tokens()[i + 1];
+    succ[static_cast<std::size_t>(f.tokens()[i])] = static_cast<std::int32_t>(f.tokens()[i + 1]);
   }
   TextGenerator gen(ckpt);
   GenerateConfig greedy;
