@@ -202,5 +202,29 @@ TEST(FinetuneCli, SampleIsReproducibleAndTopOneIsGreedy) {
   }
 }
 
+// With the BPE tokenizer in the build (main since the tokenizer merge; skipped before): the
+// prompt is encoded by tokenizer.json as `tokenizers` encodes it (the fixture's ids of the same
+// text; the command line drops the text's final newline, so its last ids are left out).
+TEST(FinetuneCli, SampleEncodesThePromptWithTokenizerJson) {
+  const fs::path tok = fs::path(ETH_TEST_DATA_DIR) / "tokenizer";
+  if (!fs::exists(tok / "gpt2_style.json") || !fs::exists(tok / "english.txt")) {
+    GTEST_SKIP() << "no tokenizer fixtures in this tree";
+  }
+  const Fixture f = setup("tokenizer");
+  const auto r = test::eth_cli("sample --checkpoint '" + f.ckpt.string() + "' --tokenizer '" +
+                                   (tok / "gpt2_style.json").string() + "' --prompt \"$(cat '" +
+                                   (tok / "english.txt").string() +
+                                   "')\" --tokens 0 --format json",
+                               f.dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<int> got = Json::parse(r.out)["prompt_ids"].get<std::vector<int>>();
+  const std::vector<int> want =
+      read_json_file(tok / "ids.json", "test")["gpt2"]["english"].get<std::vector<int>>();
+  ASSERT_GT(want.size(), 100u);
+  ASSERT_GE(got.size(), want.size() - 3);
+  EXPECT_EQ(std::vector<int>(got.begin(), got.end() - 3),
+            std::vector<int>(want.begin(), want.begin() + static_cast<long>(got.size()) - 3));
+}
+
 }  // namespace
 }  // namespace eth
