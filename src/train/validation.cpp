@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "data/sampler.h"
 #include "train/precision_stage.h"
+#include "train/state_backend.h"
 
 namespace eth {
 
@@ -94,7 +95,13 @@ ValidationSet::ValidationSet(const ValidationConfig& cfg, const ModelSpec& model
 }
 
 double ValidationSet::loss(const ModelState& whole) const {
-  return evaluate_loss(whole, data_, cfg_.eval).loss;
+  if (whole.backend().host_visible()) return evaluate_loss(whole, data_, cfg_.eval).loss;
+  // A state in device memory: its weights evaluated on the host, in its precision.
+  const ModelSpec& m = whole.model();
+  ModelState host(m, 0, m.num_units() - 1, 1, 0, whole.precision());
+  whole.backend().download(host.params(), whole.params(), whole.numel());
+  host.refresh_compute_copy();
+  return evaluate_loss(host, data_, cfg_.eval).loss;
 }
 
 }  // namespace eth

@@ -53,7 +53,8 @@ class ValidationSet {
   // InputError("train", ...) naming the file when it cannot serve `model` at cfg.eval.seq_len.
   ValidationSet(const ValidationConfig& cfg, const ModelSpec& model);
   const ValidationConfig& config() const { return cfg_; }
-  // The mean token loss at `whole`'s weights (every unit, tp 1).
+  // The mean token loss at `whole`'s weights (every unit, tp 1, unit-major), on the host: a
+  // state in device memory is downloaded first.
   double loss(const ModelState& whole) const;
 
  private:
