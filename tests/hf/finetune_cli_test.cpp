@@ -202,14 +202,12 @@ TEST(FinetuneCli, SampleIsReproducibleAndTopOneIsGreedy) {
   }
 }
 
-// With the BPE tokenizer in the build (main since the tokenizer merge; skipped before): the
-// prompt is encoded by tokenizer.json as `tokenizers` encodes it (the fixture's ids of the same
+// The prompt is encoded by tokenizer.json as `tokenizers` encodes it (the fixture's ids of the same
 // text; the command line drops the text's final newline, so its last ids are left out).
 TEST(FinetuneCli, SampleEncodesThePromptWithTokenizerJson) {
   const fs::path tok = fs::path(ETH_TEST_DATA_DIR) / "tokenizer";
-  if (!fs::exists(tok / "gpt2_style.json") || !fs::exists(tok / "english.txt")) {
-    GTEST_SKIP() << "no tokenizer fixtures in this tree";
-  }
+  ASSERT_TRUE(fs::exists(tok / "gpt2_style.json") && fs::exists(tok / "english.txt"))
+      << "the tokenizer fixtures (tests/data/tokenizer) are missing";
   const Fixture f = setup("tokenizer");
   const auto r = test::eth_cli("sample --checkpoint '" + f.ckpt.string() + "' --tokenizer '" +
                                    (tok / "gpt2_style.json").string() + "' --prompt \"$(cat '" +
