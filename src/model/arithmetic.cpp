@@ -28,7 +28,9 @@ namespace {
 void add_norm(std::vector<TensorDesc>& out, const ModelSpec& m, const std::string& prefix) {
   const std::int64_t C = m.hidden;
   out.push_back({prefix + "_w", {C}, TpSplit::Replicated});
-  if (m.norm == NormKind::LayerNorm && m.bias) out.push_back({prefix + "_b", {C}, TpSplit::Replicated});
+  if (m.norm == NormKind::LayerNorm && m.bias) {
+    out.push_back({prefix + "_b", {C}, TpSplit::Replicated});
+  }
 }
 }  // namespace
 

@@ -80,7 +80,8 @@ TEST_F(PresetsCli, LlamaPresetsPlanButDoNotTrainYet) {
       "--model: model \"llama-tiny\": llama architectures plan and simulate; training them is "
       "not built yet (issue 25)";
   for (const std::string cmd :
-       {"train --model llama-tiny --data x.bin --steps 1", "profile --measure --model llama-tiny --out prof",
+       {"train --model llama-tiny --data x.bin --steps 1",
+        "profile --measure --model llama-tiny --out prof",
         "train --plan p.json --data x.bin --steps 1"}) {
     SCOPED_TRACE(cmd);
     const test::EthRun r = test::eth_cli(cmd, dir_);

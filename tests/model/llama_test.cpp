@@ -56,7 +56,9 @@ TEST(LlamaPresets, PublishedDimensions) {
     EXPECT_FALSE(m.tied_embeddings);
     EXPECT_FALSE(m.is_gpt());
   }
-  for (const char* gpt : {"gpt3-13b", "tiny", "gpt2-small"}) EXPECT_TRUE(model_preset(gpt).is_gpt());
+  for (const char* gpt : {"gpt3-13b", "tiny", "gpt2-small"}) {
+    EXPECT_TRUE(model_preset(gpt).is_gpt()) << gpt;
+  }
 }
 
 TEST(LlamaPresets, ParameterCountsMatchThePublishedOnes) {
