@@ -45,6 +45,9 @@ int run_train(const TrainArgs& a) {
   AppendFile log;
   if (!a.log.empty()) log = AppendFile(a.log, "log");
   check_train_memory(cfg);
+  check_finetune_args(a.finetune, a.resume, cfg.model, resolve_seq_len(cfg));
+  const std::unique_ptr<ValidationSet> validation =
+      make_validation(a.finetune, cfg.model, resolve_seq_len(cfg));
   Trainer trainer(cfg, resolve_resume(a.resume));
   const std::int64_t first = trainer.next_step();
   const double held = trainer.compute().held_bytes_per_slot();
@@ -54,7 +57,7 @@ int run_train(const TrainArgs& a) {
             << cfg.steps - 1 << " of " << cfg.steps << ", batch " << cfg.global_batch << " x "
             << trainer.tokens_per_step() / cfg.global_batch << " tokens in micro-batches of "
             << cfg.micro_batch << ", activations held " << fmt_bytes(held) << "\n";
-  TrainerRun run(trainer);
+  TrainerRun run(trainer, validation.get());
   TrainLoop loop(run, loop_options(a));
   TrainReport report(log);
   const TrainLoopResult done = loop.run(report);
@@ -245,6 +248,7 @@ void add_train_options(CLI::App* sub, TrainArgs* a) {
                   "With --plan and --checkpoint-dir: after each checkpoint, stop there (exit 0) "
                   "when this file exists; eth launch --elastic asks a run to stop this way")
       ->group(dist);
+  add_finetune_options(sub, &a->finetune);
   add_format_option(sub, &a->format);
 }
 

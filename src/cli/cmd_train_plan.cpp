@@ -167,6 +167,7 @@ PlanRun prepare(const TrainArgs& a) {
   const TokenFile data = open_training_data(r.config.train);
   training_sampler_config(r.config.train, r.plan.seq_len, data.size());
   r.resume = resolve_resume(a.resume);
+  check_finetune_args(a.finetune, a.resume, r.plan.model, r.plan.seq_len);
   if (!a.trace_steps.empty() && a.trace.empty()) {
     throw InputError("cli", "--trace-steps", "", "give --trace FILE too");
   }
@@ -330,7 +331,10 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
     print_header(r, t, world.size());
     if (!a.log.empty()) log = AppendFile(a.log, "log");
   }
-  DistTrainingRun run(t, world);
+  // Every rank opens the set (under MPI each its own process); rank 0 evaluates it.
+  const std::unique_ptr<ValidationSet> validation =
+      make_validation(a.finetune, r.plan.model, r.plan.seq_len);
+  DistTrainingRun run(t, world, validation.get());
   TrainLoop loop(run, loop_options(a));
   const std::int64_t first = loop.first_step();
   if (!a.trace.empty()) recorder.choose_steps(traced_steps(a, first, loop.end_step()));
@@ -476,7 +480,8 @@ int run_train_plan(const TrainArgs& a) {
     const PlanRun r = prepare(a);
     const int n = static_cast<int>(r.plan.num_devices());
     check_runnable(r.plan, r.cluster, n, a.plan, r.config.train.global_batch);
-    check_plan_train_memory(r.plan, r.config.train, n, !a.checkpoint_dir.empty());
+    check_plan_train_memory(r.plan, r.config.train, n,
+                            !a.checkpoint_dir.empty() || !a.finetune.val_data.empty());
     LocalWorld world(n, r.comm);
     // The threads share the cores: one OpenMP thread each.
     std::vector<int> codes(static_cast<std::size_t>(n), kExitOk);
@@ -500,7 +505,7 @@ int run_train_plan(const TrainArgs& a) {
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     check_plan_train_memory(r.plan, r.config.train,
                             local ? std::max(1, std::atoi(local)) : world.size(),
-                            !a.checkpoint_dir.empty());
+                            !a.checkpoint_dir.empty() || !a.finetune.val_data.empty());
   } catch (const InputError& e) {
     // Every rank finds the same problem; one message is enough.
     int rank = 0;

@@ -53,5 +53,6 @@ void add_train_command(CLI::App& app, Registry& r);
 void add_launch_command(CLI::App& app, Registry& r);
 void add_convert_command(CLI::App& app, Registry& r);
 void add_eval_command(CLI::App& app, Registry& r);
+void add_sample_command(CLI::App& app, Registry& r);
 
 }  // namespace eth::cli

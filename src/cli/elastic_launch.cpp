@@ -363,7 +363,11 @@ Launch ElasticRun::launch(const std::optional<ResumePoint>& from) {
                            std::to_string(e_.checkpoint_every), "--stop-file",
                            stop_file_.string()});
   if (train_.log.empty()) args.insert(args.end(), {"--log", train_log_.string()});
-  if (from) args.insert(args.end(), {"--resume", from->path.string()});
+  if (from) {
+    // A resumed run takes its weights from the checkpoint: --init-from only starts the first.
+    args = without_option(args, "--init-from");
+    args.insert(args.end(), {"--resume", from->path.string()});
+  }
   std::vector<LaunchRank> ranks = launch_ranks(current_.plan);
   std::vector<HostRanks> hosts;
   if (!node_hosts_.empty()) {

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   add_launch_command(app, registry);
   add_convert_command(app, registry);
   add_eval_command(app, registry);
+  add_sample_command(app, registry);
 
   try {
     app.parse(argc, argv);

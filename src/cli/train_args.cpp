@@ -11,6 +11,7 @@
 #include "data/sampler.h"
 #include "model/arithmetic.h"
 #include "train/checkpoint.h"
+#include "train/init_from.h"
 #include "train/precision_stage.h"
 
 namespace eth::cli {
@@ -77,6 +78,8 @@ TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& mode
   TrainConfig c;
   if (model) {
     c.model = *model;
+  } else if (a.model.empty() && !a.finetune.init_from.empty()) {
+    c.model = checkpoint_model(a.finetune.init_from);  // the checkpoint's own model
   } else if (a.model.empty()) {
     throw InputError("cli", "--model", "",
                      "missing: name a preset (see `eth models`) or a model file");
@@ -95,6 +98,7 @@ TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& mode
   c.recompute = parse_recompute_list(a.recompute);
   c.dropout = static_cast<float>(a.dropout);
   c.seed = a.seed;
+  c.init_from = a.finetune.init_from;
   return c;
 }
 
@@ -105,6 +109,7 @@ TrainLoopOptions loop_options(const TrainArgs& a) {
   o.checkpoint_every = a.checkpoint_every;
   o.stop_file = a.stop_file;
   o.print_every = a.print_every;
+  if (!a.finetune.val_data.empty()) o.validate_every = validate_every(a.finetune, a.steps);
   return o;
 }
 
@@ -118,7 +123,17 @@ Json TrainReport::step_json(const StepStats& s) const {
 }
 
 void TrainReport::on_step(const StepStats& s) {
-  if (log_) log_.write_line(step_json(s).dump());
+  if (log_) {
+    Json j = step_json(s);
+    if (val_ && val_->first == s.step + 1) j["val_loss"] = val_->second;
+    log_.write_line(j.dump());
+  }
+  val_.reset();
+}
+
+void TrainReport::on_validation(std::int64_t next_step, double loss) {
+  val_.emplace(next_step, loss);
+  std::cerr << validation_line(next_step, loss) << "\n";
 }
 
 void TrainReport::on_progress(const TrainProgress& p) {

@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "cli/finetune_args.h"
 #include "cli/output.h"
 #include "core/atomic_file.h"
 #include "model/recompute.h"
@@ -62,6 +64,7 @@ struct TrainArgs {
   std::string trace;        // Chrome trace of the run (rank 0 writes it)
   std::string trace_steps;  // which steps; empty: a few after the first
   std::string stop_file;    // checked by rank 0 after each checkpoint: stop there if it exists
+  FinetuneArgs finetune;    // --init-from, --val-data, --val-every, --val-batches (finetune_args.h)
 };
 
 // Declares every flag of `eth train` on `sub`, bound to `*a` (eth train, and eth launch --elastic
@@ -87,6 +90,8 @@ class TrainReport : public TrainLoopSink {
   explicit TrainReport(AppendFile& log) : log_(log) {}
   void on_step(const StepStats& s) override;
   void on_progress(const TrainProgress& p) override;
+  // A line on stderr, and "val_loss" in the step's log line.
+  void on_validation(std::int64_t next_step, double loss) override;
 
  protected:
   // The log line of step `s`: step, loss, lr, grad_norm, tokens_per_s, seconds.
@@ -94,6 +99,7 @@ class TrainReport : public TrainLoopSink {
 
  private:
   AppendFile& log_;
+  std::optional<std::pair<std::int64_t, double>> val_;  // (next step, loss) of the step to log
 };
 
 // Throws InputError naming the flag to change when one process of `eth train` would need more

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "runtime/emulation.h"
 #include "train/checkpoint.h"
+#include "train/init_from.h"
 #include "train/optimizer.h"
 
 namespace eth {
@@ -112,11 +113,15 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
       norm_runs_.push_back(collective_runs(cfg_.plan, state_.layout(), place_.device, b));
     }
   }
+  check_init_not_resume(cfg_.train.init_from, resume.has_value());
   if (resume) {
     const CheckpointMeta meta = load_checkpoint(*resume, state_);
     CheckpointMeta want = make_meta();
     check_resume(*resume, meta, want);
     next_step_ = meta.step;
+  } else if (!cfg_.train.init_from.empty()) {
+    // Like a resume, every rank reads just its units (its tp rows) from the one file.
+    init_from_checkpoint(cfg_.train.init_from, state_);
   } else {
     state_.init(cfg_.train.seed);
   }
@@ -241,11 +246,11 @@ CheckpointMeta DistributedTrainer::make_meta() const {
   return training_meta(cfg_.train, seq_len_, data_.size(), next_step_);
 }
 
-std::filesystem::path DistributedTrainer::save_checkpoint(const std::filesystem::path& dir) {
+std::optional<ModelState> DistributedTrainer::gather_whole(bool moments, Precision precision) {
   const std::int64_t U = cfg_.plan.model.num_units();
   ETH_CHECK(kCheckpointTagBase + 3 * U <= Communicator::kMaxTag, "too many units for the tags");
-  const std::filesystem::path path = checkpoint_path(dir, next_step_);
   const int me = world_.rank();
+  const int parts = moments ? 3 : 1;
   // Owners send (parameters, Adam m, Adam v) of their shard of each unit they own to rank 0.
   std::vector<Request> sends;
   const ParamLayout& layout = state_.layout();
@@ -254,14 +259,16 @@ std::filesystem::path DistributedTrainer::save_checkpoint(const std::filesystem:
   for (const UnitSlot& u : layout.units()) {
     if (me == 0 || !owns(u.unit)) continue;
     const int tag = kCheckpointTagBase + 3 * static_cast<int>(u.unit);
-    for (int p = 0; p < 3; ++p) outgoing.push_back(unit_major(layout, mine[p], u.unit));
-    for (int p = 0; p < 3; ++p) {
-      const std::vector<float>& v = outgoing[outgoing.size() - 3 + static_cast<std::size_t>(p)];
+    for (int p = 0; p < parts; ++p) outgoing.push_back(unit_major(layout, mine[p], u.unit));
+    for (int p = 0; p < parts; ++p) {
+      const std::vector<float>& v =
+          outgoing[outgoing.size() - static_cast<std::size_t>(parts - p)];
       sends.push_back(world_.isend(std::span<const float>(v), 0, tag + p));
     }
   }
+  std::optional<ModelState> whole;
   if (me == 0) {
-    ModelState full(cfg_.plan.model, 0, U - 1);
+    ModelState& full = whole.emplace(cfg_.plan.model, 0, U - 1, 1, 0, precision);
     std::vector<float> shard[3];
     for (const UnitSlot& u : full.layout().units()) {
       const StagePlan& st = owner_stage(u.unit);
@@ -273,7 +280,7 @@ std::filesystem::path DistributedTrainer::save_checkpoint(const std::filesystem:
         const auto n = static_cast<std::size_t>(ps.numel);
         const int owner = rank_of_device(cfg_.plan, stage_device(st, 0, k));
         const int tag = kCheckpointTagBase + 3 * static_cast<int>(u.unit);
-        for (int p = 0; p < 3; ++p) {
+        for (int p = 0; p < parts; ++p) {
           shard[p].resize(n);
           if (owner == 0) {
             shard[p] = unit_major(layout, mine[p], u.unit);
@@ -285,17 +292,31 @@ std::filesystem::path DistributedTrainer::save_checkpoint(const std::filesystem:
         for (std::size_t i = 0; i < ps.tensors.size(); ++i) {
           const TensorSlot& from = ps.tensors[i];
           const std::int64_t at = u.tensors[i].offset + from.rows.begin * from.row_size();
-          for (int p = 0; p < 3; ++p) {
+          for (int p = 0; p < parts; ++p) {
             std::copy_n(shard[p].data() + from.offset, from.desc.numel(), dst[p] + at);
           }
         }
       }
     }
-    write_checkpoint(path, full, make_meta());
+    full.refresh_compute_copy();
   }
   wait_all(sends);
+  return whole;
+}
+
+std::filesystem::path DistributedTrainer::save_checkpoint(const std::filesystem::path& dir) {
+  const std::filesystem::path path = checkpoint_path(dir, next_step_);
+  const std::optional<ModelState> whole = gather_whole(true, Precision::Fp32);
+  if (whole) write_checkpoint(path, *whole, make_meta());
   world_.barrier();  // the file exists on every rank's return
   return path;
+}
+
+double DistributedTrainer::validation_loss(const ValidationSet& set) {
+  const std::optional<ModelState> whole = gather_whole(false, cfg_.train.precision);
+  double loss = whole ? set.loss(*whole) : 0.0;
+  world_.broadcast(std::span<double>(&loss, 1), 0);
+  return loss;
 }
 
 }  // namespace eth

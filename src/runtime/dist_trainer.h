@@ -31,6 +31,7 @@
 #include "runtime/tp_comm.h"
 #include "runtime/trace_recorder.h"
 #include "train/trainer.h"
+#include "train/validation.h"
 
 namespace eth {
 
@@ -67,7 +68,9 @@ struct DistTrainConfig {
 class DistributedTrainer {
  public:
   // Collective. The plan must already have passed check_runnable. With `resume`, every rank
-  // loads its own units from the (plan-independent) checkpoint and continues at its step.
+  // loads its own units from the (plan-independent) checkpoint and continues at its step; with
+  // cfg.train.init_from (not with `resume`), it loads its units' weights from that checkpoint
+  // and starts at step 0 with zero moments (train/init_from.h).
   DistributedTrainer(const DistTrainConfig& cfg, const Communicator& world,
                      const std::optional<std::filesystem::path>& resume = std::nullopt);
   ~DistributedTrainer();
@@ -101,7 +104,16 @@ class DistributedTrainer {
   // <dir>/step_<next_step>.safetensors atomically (the single-process format). Returns the path.
   std::filesystem::path save_checkpoint(const std::filesystem::path& dir);
 
+  // Collective: the mean token loss of `set` at this step's weights, on every rank. Rank 0
+  // gathers the units as save_checkpoint does (parameters only), in the run's precision, and
+  // evaluates them in one process; so the number is the single-process one at these weights,
+  // whatever the plan. Rank 0 holds a whole copy of the model meanwhile (the checkpoint's).
+  double validation_loss(const ValidationSet& set);
+
  private:
+  // Collective: the whole model (tp 1, every unit) on rank 0, nullopt elsewhere; with `moments`
+  // the AdamW moments too. Compute copy refreshed.
+  std::optional<ModelState> gather_whole(bool moments, Precision precision);
   CheckpointMeta make_meta() const;
   // The stage that speaks for unit u: pipeline 0's holder; its dp rank 0 replica's tp ranks
   // own the unit's elements (each its shard, tp rank 0 the replicated tensors too).

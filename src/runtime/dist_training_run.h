@@ -35,8 +35,10 @@ class RunTimes {
 class DistTrainingRun final : public TrainingRun {
  public:
   // `trainer` runs on `world` (the same communicator it was built with) and outlives this.
-  DistTrainingRun(DistributedTrainer& trainer, const Communicator& world)
-      : trainer_(trainer), world_(world) {}
+  // `validation` (null: none) is what validate() evaluates; every rank passes one or none.
+  DistTrainingRun(DistributedTrainer& trainer, const Communicator& world,
+                  const ValidationSet* validation = nullptr)
+      : trainer_(trainer), world_(world), validation_(validation) {}
 
   const TrainConfig& config() const override { return trainer_.config().train; }
   std::int64_t next_step() const override { return trainer_.next_step(); }
@@ -50,6 +52,11 @@ class DistTrainingRun final : public TrainingRun {
   bool is_lead() const override { return world_.rank() == 0; }
   // Collective: rank 0's value broadcast.
   bool agree(bool value) override;
+  // Collective: DistributedTrainer::validation_loss.
+  std::optional<double> validate() override {
+    if (validation_ == nullptr) return std::nullopt;
+    return trainer_.validation_loss(*validation_);
+  }
 
   // Every rank's RankTimes of the last step, in rank order, on rank 0 (empty elsewhere).
   const std::vector<RankTimes>& last_rank_times() const { return times_; }
@@ -59,6 +66,7 @@ class DistTrainingRun final : public TrainingRun {
  private:
   DistributedTrainer& trainer_;
   Communicator world_;
+  const ValidationSet* validation_;
   std::chrono::steady_clock::time_point clock_ = std::chrono::steady_clock::now();
   std::vector<RankTimes> times_;
   RunTimes all_;

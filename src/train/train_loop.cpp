@@ -57,12 +57,12 @@ TrainLoopResult TrainLoop::run(TrainLoopSink& sink) {
                            std::to_string(s.step) + "; try a smaller learning rate (" +
                            std::to_string(run_.config().lr.lr_max) + ")");
     }
-    if (lead) sink.on_step(s);
     const std::int64_t next = run_.next_step();
     if (validation.due(next, end_)) {
       const std::optional<double> loss = run_.validate();
       if (loss && lead) sink.on_validation(next, *loss);
     }
+    if (lead) sink.on_step(s);
     if (checkpoints_.due(next, end_)) {
       sink.before_checkpoint(next);
       r.checkpoint = run_.save_checkpoint(checkpoints_.dir());

@@ -9,9 +9,10 @@
 //   sink.before_step(s)            every rank (eth's fault injection hooks in here)
 //   run.step()                     collective in a distributed run
 //   loss not finite -> InputError  every rank sees the same loss
+//   validation (when due)          run.validate() (collective); lead: sink.on_validation, so
+//                                  the step's log line can carry the validation loss
 //   sink.on_step(stats)            lead only: the log line, before the checkpoint, so a step
 //                                  logged is a step done even if the run dies checkpointing
-//   validation (when due)          run.validate(); lead: sink.on_validation
 //   checkpoint (when due):         sink.before_checkpoint (every rank), run.save_checkpoint
 //                                  (collective), lead: sink.on_checkpoint; then, before the
 //                                  end, a stop request (the lead's answer, agreed by all)
@@ -25,6 +26,7 @@
 #include <utility>
 
 #include "train/trainer.h"
+#include "train/validation.h"
 
 namespace eth {
 
@@ -51,10 +53,12 @@ class TrainingRun {
   virtual std::optional<double> validate() { return std::nullopt; }
 };
 
-// Trainer as a TrainingRun.
+// Trainer as a TrainingRun; `validation` (null: none; it outlives this) is evaluated at the
+// trainer's weights.
 class TrainerRun final : public TrainingRun {
  public:
-  explicit TrainerRun(Trainer& trainer) : trainer_(trainer) {}
+  explicit TrainerRun(Trainer& trainer, const ValidationSet* validation = nullptr)
+      : trainer_(trainer), validation_(validation) {}
   const TrainConfig& config() const override { return trainer_.config(); }
   std::int64_t next_step() const override { return trainer_.next_step(); }
   std::int64_t tokens_per_step() const override { return trainer_.tokens_per_step(); }
@@ -62,9 +66,14 @@ class TrainerRun final : public TrainingRun {
   std::filesystem::path save_checkpoint(const std::filesystem::path& dir) override {
     return trainer_.save_checkpoint(dir);
   }
+  std::optional<double> validate() override {
+    if (validation_ == nullptr) return std::nullopt;
+    return validation_->loss(trainer_.state());
+  }
 
  private:
   Trainer& trainer_;
+  const ValidationSet* validation_;
 };
 
 // "Every K steps and at the end": due once `next_step` steps are done (next_step a multiple of
@@ -125,6 +134,7 @@ class TrainLoopSink {
   virtual ~TrainLoopSink() = default;
   virtual void before_step(std::int64_t /*step*/) {}
   virtual void on_step(const StepStats& /*stats*/) {}
+  // The validation loss at the weights after step next_step - 1, just before that step's on_step.
   virtual void on_validation(std::int64_t /*next_step*/, double /*loss*/) {}
   virtual void before_checkpoint(std::int64_t /*next_step*/) {}
   virtual void on_checkpoint(const std::filesystem::path& /*path*/) {}

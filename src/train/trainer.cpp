@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "train/init_from.h"
 
 namespace eth {
 
@@ -127,10 +128,13 @@ Trainer::Trainer(const TrainConfig& cfg, const std::optional<std::filesystem::pa
   compute_ = std::make_unique<PrecisionStage>(cfg.precision, cfg.model, sc, nullptr, cfg.device);
   inputs_.resize(static_cast<std::size_t>(cfg.micro_batch * seq_len_));
   targets_.resize(inputs_.size());
+  check_init_not_resume(cfg.init_from, resume.has_value());
   if (resume) {
     const CheckpointMeta meta = load_checkpoint(*resume, state_);
     check_resume(*resume, meta, make_meta());
     next_step_ = meta.step;
+  } else if (!cfg.init_from.empty()) {
+    init_from_checkpoint(cfg.init_from, state_);
   } else {
     state_.init(cfg.seed);
   }

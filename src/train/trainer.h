@@ -45,6 +45,9 @@ struct TrainConfig {
   // only), whose state stays in device memory; checkpoints are downloaded and uploaded through
   // the state's backend, so they resume on any device.
   ComputeDevice device = ComputeDevice::Cpu;
+  // Not empty: start from this checkpoint's weights (train/init_from.h) instead of the seed's
+  // initialization; fresh optimizer state, step 0. Not with a resume.
+  std::filesystem::path init_from;
 };
 
 struct StepStats {

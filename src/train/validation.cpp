@@ -1,5 +1,5 @@
-// Forward-only evaluation over a token file's windows. See evaluate.h.
-#include "hf/evaluate.h"
+// Forward-only evaluation over a token file's windows. See validation.h.
+#include "train/validation.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,29 +8,44 @@
 #include "core/error.h"
 #include "data/sampler.h"
 #include "train/precision_stage.h"
+#include "train/state_backend.h"
 
-namespace eth::hf {
+namespace eth {
 
-EvalResult evaluate(const ModelState& state, const TokenFile& data, const EvalConfig& cfg) {
-  const ModelSpec& m = state.model();
-  const std::int64_t T = cfg.seq_len == 0 ? m.seq_len : cfg.seq_len;
+namespace {
+
+std::int64_t eval_seq_len(const ModelSpec& m, const EvalConfig& cfg) {
+  return cfg.seq_len == 0 ? m.seq_len : cfg.seq_len;
+}
+
+}  // namespace
+
+void check_eval_input(const ModelSpec& m, const TokenFile& data, const EvalConfig& cfg,
+                      const std::string& tool) {
+  const std::int64_t T = eval_seq_len(m, cfg);
   if (T < 1 || T > m.seq_len) {
-    throw InputError("eval", "--seq-len", "",
+    throw InputError(tool, "--seq-len", "",
                      "expected 1.." + std::to_string(m.seq_len) +
                          " (the model's position table), got " + std::to_string(T));
   }
-  if (cfg.batch < 1) throw InputError("eval", "--batch", "", "expected >= 1");
-  if (cfg.max_batches < 0) throw InputError("eval", "--batches", "", "expected >= 0");
+  if (cfg.batch < 1) throw InputError(tool, "--batch", "", "expected >= 1");
+  if (cfg.max_batches < 0) throw InputError(tool, "--batches", "", "expected >= 0");
   if (data.size() < T + 1) {
-    throw InputError("eval", data.path().string(), "",
+    throw InputError(tool, data.path().string(), "",
                      "too few tokens: " + std::to_string(data.size()) + ", one window of " +
                          std::to_string(T) + " predictions needs " + std::to_string(T + 1));
   }
   if (data.max_token() >= m.vocab) {
-    throw InputError("eval", data.path().string(), "",
+    throw InputError(tool, data.path().string(), "",
                      "token id " + std::to_string(data.max_token()) +
                          " is outside the model's vocabulary of " + std::to_string(m.vocab));
   }
+}
+
+EvalResult evaluate_loss(const ModelState& state, const TokenFile& data, const EvalConfig& cfg) {
+  const ModelSpec& m = state.model();
+  check_eval_input(m, data, cfg);
+  const std::int64_t T = eval_seq_len(m, cfg);
   const std::int64_t windows_in_file = (data.size() - 1) / T;
   std::int64_t windows = windows_in_file;
   if (cfg.max_batches > 0) windows = std::min(windows, cfg.max_batches * cfg.batch);
@@ -71,4 +86,22 @@ EvalResult evaluate(const ModelState& state, const TokenFile& data, const EvalCo
   return r;
 }
 
-}  // namespace eth::hf
+ValidationSet::ValidationSet(const ValidationConfig& cfg, const ModelSpec& model)
+    : cfg_(cfg), data_(TokenFile::open(cfg.data)) {
+  if (cfg.every < 0) throw InputError("train", "--val-every", "", "expected >= 0");
+  EvalConfig e = cfg.eval;
+  if (e.max_batches < 0) throw InputError("train", "--val-batches", "", "expected >= 0");
+  check_eval_input(model, data_, e, "train");
+}
+
+double ValidationSet::loss(const ModelState& whole) const {
+  if (whole.backend().host_visible()) return evaluate_loss(whole, data_, cfg_.eval).loss;
+  // A state in device memory: its weights evaluated on the host, in its precision.
+  const ModelSpec& m = whole.model();
+  ModelState host(m, 0, m.num_units() - 1, 1, 0, whole.precision());
+  whole.backend().download(host.params(), whole.params(), whole.numel());
+  host.refresh_compute_copy();
+  return evaluate_loss(host, data_, cfg_.eval).loss;
+}
+
+}  // namespace eth
