@@ -12,6 +12,7 @@
 #include "cli/launch_command.h"
 #include "cli/launch_supervisor.h"
 #include "cli/launch_hosts.h"
+#include "cli/train_args.h"
 #include "comm/mpirun.h"
 #include "core/error.h"
 #include "plan/plan.h"
@@ -22,6 +23,7 @@ namespace {
 
 int run_launch(const LaunchArgs& a) {
   const Plan plan = load_plan(a.plan);
+  require_trainable(plan.model);  // before any rank starts
   std::vector<HostRanks> hosts;
   // Host by host in device order (host_of_rank(hosts, r) names rank r's host).
   if (!a.hostfile.empty()) hosts = launch_hosts(plan, a.plan, a.hostfile, a.train_args);

@@ -10,6 +10,18 @@
 
 namespace eth::cli {
 
+namespace {
+// "gpt", or the Llama family's parts in a few characters: "rms+rope+swiglu", "-bias", "tied".
+std::string architecture_label(const ModelSpec& m) {
+  if (m.is_gpt()) return "gpt";
+  std::string s = m.norm == NormKind::RmsNorm ? "rms" : "ln";
+  s += std::string("+") + positions_name(m.positions) + "+" + mlp_name(m.mlp);
+  if (!m.bias) s += " -bias";
+  if (m.tied_embeddings) s += " tied";
+  return s;
+}
+}  // namespace
+
 void add_models_command(CLI::App& app, Registry& r) {
   auto* sub = app.add_subcommand("models", "List the built-in model presets (use with --model)");
   auto format = std::make_shared<Format>(Format::Text);
@@ -25,17 +37,21 @@ void add_models_command(CLI::App& app, Registry& r) {
       print_json(arr);
       return kExitOk;
     }
-    Table t({"name", "layers", "hidden", "heads", "ffn", "seq_len", "vocab", "params"});
+    Table t({"name", "arch", "layers", "hidden", "heads", "kv", "ffn", "seq_len", "vocab",
+             "params"});
     for (const auto& m : model_presets()) {
       const double params = static_cast<double>(total_params(m));
-      t.add({m.name, std::to_string(m.layers), std::to_string(m.hidden), std::to_string(m.heads),
-             std::to_string(m.ffn), std::to_string(m.seq_len), std::to_string(m.vocab),
+      t.add({m.name, architecture_label(m), std::to_string(m.layers), std::to_string(m.hidden),
+             std::to_string(m.heads), std::to_string(m.num_kv_heads()), std::to_string(m.ffn),
+             std::to_string(m.seq_len), std::to_string(m.vocab),
              params >= 1e9 ? fmt_num(params / 1e9, 2) + " B" : fmt_num(params / 1e6, 2) + " M"});
     }
     std::cout << t.render()
               << "\nUnits: 0 = embedding, 1..layers = transformer blocks, layers+1 = final norm + "
                  "LM head.\nA model file holds {\"layers\", \"hidden\", \"heads\", \"seq_len\", "
-                 "\"vocab\", \"ffn\"?}.\n";
+                 "\"vocab\", \"ffn\"?} and optionally the architecture: \"kv_heads\", "
+                 "\"norm\", \"norm_eps\", \"positions\", \"rope_theta\", \"mlp\", \"bias\", "
+                 "\"tied_embeddings\" (see `eth models --format json`).\n";
     return kExitOk;
   });
 }

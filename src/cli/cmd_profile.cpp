@@ -21,6 +21,7 @@
 #include "cli/output.h"
 #include "cli/precision_choice.h"
 #include "cli/resources.h"
+#include "cli/train_args.h"
 #include "cluster/cluster_spec.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -66,7 +67,7 @@ std::vector<std::int64_t> tps_for(const ProfileOptions& o, const ModelSpec& m, c
   }
   std::vector<std::int64_t> out;
   for (std::int64_t t : {1, 2, 4, 8}) {
-    if (t <= std::max<std::int64_t>(largest, 1) && m.heads % t == 0 && m.ffn % t == 0) {
+    if (t <= std::max<std::int64_t>(largest, 1) && m.tp_splits(t)) {
       out.push_back(t);
     }
   }
@@ -193,6 +194,7 @@ int run_measure(const ProfileOptions& o) {
     }
   }
   const ModelSpec m = load_model(o.model);
+  require_trainable(m);
   std::vector<MeasureOptions> runs;
   const double memory = available_memory_bytes();
   for (std::int64_t b : seen) {  // ascending

@@ -94,7 +94,7 @@ PlannerProfile planner_profile(const PlannerArgs& a, const ModelSpec& model,
     // Analytic: every tp the model splits into, at every micro-batch size asked for.
     std::vector<std::int64_t> tps;
     for (auto t : a.tps) {
-      if (t >= 1 && model.heads % t == 0 && model.ffn % t == 0) tps.push_back(t);
+      if (model.tp_splits(t)) tps.push_back(t);
     }
     if (tps.empty()) throw InputError("cli", "--tp", "", "no tp degree divides the model's heads");
     return {analytic_profile_db(model, cluster, tps, a.mbss, seq), "analytic"};

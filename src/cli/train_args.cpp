@@ -66,6 +66,14 @@ std::optional<std::filesystem::path> resolve_resume(const std::string& arg) {
   return std::filesystem::path(arg);
 }
 
+void require_trainable(const ModelSpec& m) {
+  if (m.is_gpt()) return;
+  throw InputError("cli", "--model", "",
+                   "model \"" + message_text(m.name, 64) +
+                       "\": llama architectures plan and simulate; training them is not built "
+                       "yet (issue 25)");
+}
+
 TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& model) {
   TrainConfig c;
   if (model) {
@@ -78,6 +86,7 @@ TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& mode
   } else {
     c.model = load_model(a.model);
   }
+  require_trainable(c.model);
   c.data = a.data;
   c.steps = a.steps;
   c.global_batch = a.batch == 0 ? 8 : a.batch;

@@ -178,11 +178,14 @@ double transient_workspace_bytes(const ModelSpec& m, const UnitMix& mix, std::in
   const double R = bytes.activation;
   const double N = static_cast<double>(mbs) * static_cast<double>(seq);
   const double C = static_cast<double>(m.hidden);
-  const double A = static_cast<double>(m.hidden / tp), F = static_cast<double>(m.ffn / tp);
+  // The rank's q/k/v projection rows (3 hidden / tp without grouped-query attention) and MLP
+  // input-projection outputs (GELU's ffn / tp; SwiGLU's gate and up, 2 ffn / tp).
+  const double QKV = static_cast<double>(qkv_rows(m) / tp);
+  const double F = static_cast<double>(mlp_up_rows(m) / tp);
   const double NH = static_cast<double>(m.heads / tp), T = static_cast<double>(seq);
   double elements = 0;  // of R bytes
   if (mix.block) {
-    elements += 3 * N * C + N * F + 3 * N * A + static_cast<double>(mbs) * NH * T * T;
+    elements += 3 * N * C + N * F + N * QKV + static_cast<double>(mbs) * NH * T * T;
   }
   if (mix.block || (mix.embedding && dropout)) elements += N * C;  // branch gradient
   if (mix.block || mix.head) elements += N * C;                    // layer-norm gradient

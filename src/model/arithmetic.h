@@ -39,6 +39,11 @@ struct TensorDesc {
   std::int64_t numel() const;
 };
 
+// Rows of a block's fused q/k/v projection: C query rows and kv_dim rows each for K and V.
+std::int64_t qkv_rows(const ModelSpec& m);
+// Outputs of the MLP's input projections per token: ffn (GELU's fc), 2 ffn (SwiGLU's gate, up).
+std::int64_t mlp_up_rows(const ModelSpec& m);
+
 // The tensors of one unit, in the order the runtime lays them out (one contiguous buffer per
 // unit, tensors back to back, so a range of units is one contiguous range of parameters).
 std::vector<TensorDesc> unit_tensors(const ModelSpec& m, std::int64_t unit);
@@ -46,6 +51,7 @@ std::vector<TensorDesc> unit_tensors(const ModelSpec& m, std::int64_t unit);
 // rows (the most any rank holds; exactly rows/tp when tp divides them), replicated ones whole.
 // What the memory model charges a device, and what the runtime allocates on that rank.
 std::int64_t unit_params(const ModelSpec& m, std::int64_t unit, std::int64_t tp = 1);
+// Every parameter once (a tied embedding, held by the first and the last unit, counted once).
 std::int64_t total_params(const ModelSpec& m);
 
 // Forward FLOPs of one unit for `tokens` tokens at sequence length `seq` (matmuls count 2 per

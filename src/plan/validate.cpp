@@ -242,6 +242,12 @@ class Validator {
       add(path,
           "expected a divisor of the model's heads (" + str(m.heads) + "), got " + str(st.tp));
     }
+    if (m.kv_heads != 0 && m.kv_heads % st.tp != 0) {
+      // Under grouped-query attention each tp rank holds whole key/value heads; replicating
+      // them (Megatron's way for tp > kv_heads) is not implemented.
+      add(path, "expected a divisor of the model's kv_heads (" + str(m.kv_heads) +
+                    "), got " + str(st.tp));
+    }
     if (m.ffn % st.tp != 0) {
       add(path,
           "expected a divisor of the model's ffn size (" + str(m.ffn) + "), got " + str(st.tp));

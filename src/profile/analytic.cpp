@@ -77,7 +77,8 @@ UnitProfile price_block(const Pricing& p, std::int64_t unit) {
   u.params = unit_params(p.m, unit, p.tp);
   u.activation = activation_bytes_16bit(p.m, unit, p.mbs, p.seq, p.tp);
   // Recompute: the forward work that rebuilds each class's saved tensors (all sharded by tp).
-  u.recompute_ms[idx(RecomputeOp::Qkv)] = p.matmul_ms(2.0 * tokens * 3.0 * h * h);
+  u.recompute_ms[idx(RecomputeOp::Qkv)] =
+      p.matmul_ms(2.0 * tokens * static_cast<double>(qkv_rows(p.m)) * h);
   // QK^T (2*s*s*h per sample) and the softmax: read the scores, write the probabilities.
   u.recompute_ms[idx(RecomputeOp::AttnSoftmax)] =
       p.matmul_ms(2.0 * tokens * s * h) + p.memory_ms(4.0 * as2b / t);
@@ -85,8 +86,11 @@ UnitProfile price_block(const Pricing& p, std::int64_t unit) {
   u.recompute_ms[idx(RecomputeOp::AttnScore)] = p.memory_ms(5.0 * as2b / t);
   // Regenerate the mask from the (seed, step, sample, unit) key: write one byte per element.
   u.recompute_ms[idx(RecomputeOp::AttnDropout)] = p.memory_ms(as2b / t);
-  // GELU: read the fc output and write its activation, 4h 16-bit values per token each.
-  u.recompute_ms[idx(RecomputeOp::MlpAct)] = p.memory_ms(16.0 * sbh / t);
+  // GELU: read the fc output and write its activation, ffn 16-bit values per token each;
+  // SwiGLU reads gate and up and writes their product.
+  const double sbf = tokens * static_cast<double>(p.m.ffn);
+  const double act_bytes = p.m.mlp == MlpKind::Swiglu ? 6.0 * sbf : 4.0 * sbf;
+  u.recompute_ms[idx(RecomputeOp::MlpAct)] = p.memory_ms(act_bytes / t);
   u.recompute_ms[idx(RecomputeOp::Unit)] = u.forward_ms;
   return u;
 }
@@ -114,9 +118,10 @@ ProfileEntry analytic_profile(const ModelSpec& m, const DeviceType& d, std::int6
                               std::int64_t mbs, std::int64_t seq) {
   const std::string at = " (device type " + d.name + ")";
   require(tp >= 1, "tp", "must be >= 1, got " + std::to_string(tp));
-  require(m.heads % tp == 0 && m.ffn % tp == 0, "tp",
-          "must divide the model's heads (" + std::to_string(m.heads) + ") and FFN size (" +
-              std::to_string(m.ffn) + "), got " + std::to_string(tp));
+  require(m.tp_splits(tp), "tp",
+          "must divide the model's heads (" + std::to_string(m.heads) + "), kv heads (" +
+              std::to_string(m.num_kv_heads()) + ") and FFN size (" + std::to_string(m.ffn) +
+              "), got " + std::to_string(tp));
   require(mbs >= 1, "micro_batch_size", "must be >= 1, got " + std::to_string(mbs));
   require(seq >= 1 && seq <= m.seq_len, "seq_len",
           "must be in [1, " + std::to_string(m.seq_len) + "] (the model's sequence length), got " +

@@ -35,7 +35,7 @@ Context::Context(const ModelSpec& m, const ClusterSpec& c, const ProfileDb& p, s
   for (TypeInfo& t : cluster_types(c)) {
     for (std::int64_t tp : o.tp) {
       const bool shape_ok =
-          tp >= 1 && m.heads % tp == 0 && m.ffn % tp == 0 && tp <= t.max_node_devices;
+          m.tp_splits(tp) && tp <= t.max_node_devices;
       if (!shape_ok) continue;
       bool profiled = false;
       for (std::int64_t mbs : o.micro_batch_sizes) profiled |= tables.covers(t.name, tp, mbs);

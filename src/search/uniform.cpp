@@ -59,7 +59,7 @@ std::vector<Candidate> search_uniform(Context& ctx, std::string& diagnosis) {
   const std::int64_t rc_options[] = {0, kFullRecompute};
   std::vector<Candidate> all;
   for (std::int64_t tp : ctx.opt.tp) {
-    if (tp < 1 || ctx.model.heads % tp != 0 || ctx.model.ffn % tp != 0) continue;
+    if (!ctx.model.tp_splits(tp)) continue;
     for (std::int64_t pp = 1; pp <= U; ++pp) {
       if (N % (tp * pp) != 0) continue;
       const Shape sh{tp, pp, N / (tp * pp)};

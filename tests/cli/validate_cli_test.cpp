@@ -164,15 +164,25 @@ TEST_F(ValidateCli, MissingPlanFlagIsAUsageError) {
   EXPECT_NE(r.output.find("--plan"), std::string::npos) << r.output;
 }
 
-TEST(ModelsCli, JsonListsTheEightPresets) {
+TEST(ModelsCli, JsonListsTheFourteenPresets) {
   const CliRun r = run("models --format json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Json j = Json::parse(r.output);
   std::set<std::string> names;
   for (const auto& m : j) names.insert(m.at("name").get<std::string>());
   EXPECT_EQ(names, (std::set<std::string>{"gpt3-350m", "gpt3-1.3b", "gpt3-2.6b", "gpt3-6.7b",
-                                          "gpt3-13b", "gpt3-70b", "tiny", "gpt2-small"}));
-  EXPECT_EQ(j.size(), 8u);
+                                          "gpt3-13b", "gpt3-70b", "tiny", "gpt2-small",
+                                          "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b",
+                                          "llama3-70b", "llama-tiny"}));
+  EXPECT_EQ(j.size(), 14u);
+  // GPT entries carry no architecture fields; Llama ones carry theirs.
+  for (const auto& m : j) {
+    const bool llama = m.at("name").get<std::string>().rfind("llama", 0) == 0;
+    EXPECT_EQ(m.contains("mlp"), llama) << m.dump();
+    const std::set<std::string> gqa = {"llama2-70b", "llama3-8b", "llama3-70b", "llama-tiny"};
+    EXPECT_EQ(m.contains("kv_heads"), gqa.count(m.at("name").get<std::string>()) == 1)
+        << m.dump();
+  }
 }
 
 }  // namespace

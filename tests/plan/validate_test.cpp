@@ -258,6 +258,18 @@ TEST(ValidatePlan, TpDividesFfn) {
   EXPECT_EQ(validate(tp_plan(m, 2)), Violations{});
 }
 
+TEST(ValidatePlan, TpDividesKvHeadsUnderGroupedQueryAttention) {
+  // llama-tiny: 4 query heads, 2 kv heads, ffn 128. tp 4 divides the heads and ffn, not the
+  // kv heads (which are not replicated), so it is refused on the stage's tp field; tp 2 is fine.
+  const ModelSpec m = model_preset("llama-tiny");
+  ASSERT_EQ(m.heads, 4);
+  ASSERT_EQ(m.num_kv_heads(), 2);
+  EXPECT_EQ(validate(tp_plan(m, 4)),
+            (Violations{{"pipelines[0].stages[0].tp",
+                         "expected a divisor of the model's kv_heads (2), got 4"}}));
+  EXPECT_EQ(validate(tp_plan(m, 2)), Violations{});
+}
+
 TEST(ValidatePlan, VocabNeedNotDivideByTpButMustGiveEveryRankARow) {
   // The vocabulary is cut in floor-division row ranges, so an odd vocabulary is fine.
   const ModelSpec m{"m", 2, 64, 4, 16, 251, 256};  // units 0..3; 251 is odd

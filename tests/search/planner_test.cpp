@@ -13,6 +13,7 @@
 #include "cost/predictor.h"
 #include "plan/validate.h"
 #include "profile/analytic.h"
+#include "test_util.h"
 
 namespace eth {
 namespace {
@@ -305,6 +306,40 @@ TEST(Planner, SmallLocalBatchesKeepMicroBatchWithinThem) {
   for (std::int64_t gbs : {5, 12, 16, 30}) {
     const PlannerResult r = plan_training(PlanMethod::Eth, m, c, db, gbs, 64, o);
     expect_valid(r.plan, c, db, gbs);
+  }
+}
+
+// Grouped-query attention: tp must divide the kv heads as well as the query heads. The profile
+// is the multi-head twin's (the same shapes), which does cover tp 4, so only the planner's own
+// constraint keeps tp 4 out: with tp 4 alone the twin plans it and the GQA model has no plan.
+TEST(Planner, NeverPlansTpThatDoesNotDivideKvHeads) {
+  ModelSpec gqa = small_model();  // 8 heads
+  gqa.kv_heads = 2;
+  ModelSpec twin = small_model();
+  const ClusterSpec c = cluster_of(R"({"device_type": "fast", "devices": 4},
+      {"device_type": "slow", "devices": 4})");
+  const ProfileDb twin_db = profile_for(twin, c);
+  ProfileDb db(gqa);
+  for (const auto& [key, entry] : twin_db.entries()) db.add(entry);
+  PlannerOptions only4 = small_options();
+  only4.tp = {4};
+  bool twin_uses_4 = false;
+  const PlannerResult t = plan_training(PlanMethod::Eth, twin, c, twin_db, 16, twin.seq_len, only4);
+  for (const auto& p : t.plan.pipelines) {
+    for (const auto& s : p.stages) twin_uses_4 |= s.tp == 4;
+  }
+  EXPECT_TRUE(twin_uses_4);
+  for (PlanMethod method : {PlanMethod::Eth, PlanMethod::Uniform, PlanMethod::Layer}) {
+    EXPECT_NE(test::error_of([&] {
+                plan_training(method, gqa, c, db, 16, gqa.seq_len, only4);
+              }),
+              "(no error)");
+    const PlannerResult r =
+        plan_training(method, gqa, c, db, 16, gqa.seq_len, small_options());
+    for (const auto& p : r.plan.pipelines) {
+      for (const auto& s : p.stages) EXPECT_LE(s.tp, 2);
+    }
+    EXPECT_TRUE(validate_plan(r.plan, c).empty());
   }
 }
 
