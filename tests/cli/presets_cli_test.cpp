@@ -83,7 +83,7 @@ TEST_F(PresetsCli, LlamaPresetsPlanButDoNotTrainYet) {
   for (const std::string& cmd :
        {std::string("train --model llama-tiny --data x.bin --steps 1"),
         "profile --measure --model llama-tiny --out " + (dir_ / "prof").string(),
-        "train --plan " + plan_file + " --data x.bin --steps 1"}) {
+        "train --plan " + plan_file + " --backend threads --data x.bin --steps 1"}) {
     SCOPED_TRACE(cmd);
     const test::EthRun r = test::eth_cli(cmd, dir_);
     EXPECT_EQ(r.code, 2) << r.err;
