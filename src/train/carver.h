@@ -72,6 +72,10 @@ struct AttentionDims {
   std::int64_t NH = 0;  // heads of this tp rank
   std::int64_t h0 = 0;  // its first head in the whole model (keys the dropout mask)
   float p = 0;          // attention dropout probability
+  // Key/value heads of this tp rank (grouped-query attention: NH / NKV query heads share one);
+  // 0 means NH, multi-head attention. Last, so GPT's positional initializers keep their meaning.
+  std::int64_t NKV = 0;
+  std::int64_t kv_heads() const { return NKV == 0 ? NH : NKV; }
 };
 
 // One call's micro-batch: its size and the keys of its attention-dropout mask.
