@@ -203,13 +203,20 @@ double eval_loss(const fs::path& ckpt) {
 
 // ETH's forward on the converted weights against transformers' loss on the same batch: holds
 // only if every tensor, the q/k/v grouping, the transposes, RMSNorm's epsilon and the rotary
-// base land right.
-TEST(DISABLED_LlamaCheckpoint, Fp32LossEqualsTransformers) {
-  for (const std::string model : {"llama_f32", "llama_bf16_tied"}) {
-    const double want = expected()["models"][model]["loss"].get<double>();
-    EXPECT_GT(std::fabs(want - std::log(128.0)), 0.3) << model;  // far from uniform
-    EXPECT_NEAR(eval_loss(converted(model)), want, 1e-5) << model;
-  }
+// base land right. The multi-head tied fixture (bf16 values, evaluated in fp32 by both).
+TEST(DISABLED_LlamaCheckpoint, Fp32LossEqualsTransformersMultiHeadTied) {
+  const double want = expected()["models"]["llama_bf16_tied"]["loss"].get<double>();
+  EXPECT_GT(std::fabs(want - std::log(128.0)), 0.3);  // far from uniform: every tensor matters
+  EXPECT_NEAR(eval_loss(converted("llama_bf16_tied")), want, 1e-5);
+}
+
+// The grouped-query fixture (2 kv heads, untied). DISABLED beyond the Llama stage: the CPU
+// attention does not take grouped kv heads yet (StageCompute ETH_CHECKs kv_heads == heads on
+// the CPU sets); re-enable when it does.
+TEST(DISABLED_LlamaGqaLoss, Fp32LossEqualsTransformersGroupedQuery) {
+  const double want = expected()["models"]["llama_f32"]["loss"].get<double>();
+  EXPECT_GT(std::fabs(want - std::log(128.0)), 0.3);
+  EXPECT_NEAR(eval_loss(converted("llama_f32")), want, 1e-5);
 }
 
 // A copy of a fixture folder with config.json edited and the weights rewritten by `edit`.
