@@ -33,10 +33,19 @@ ConvertReport convert_any_from_hf(const std::filesystem::path& dir,
 ConvertReport convert_any_to_hf(const std::filesystem::path& checkpoint,
                                 const std::filesystem::path& dir, const std::string& dtype,
                                 bool overwrite) {
-  if (is_llama_family(read_checkpoint_meta(checkpoint).model)) {
-    return convert_llama_to_hf(checkpoint, dir, dtype, overwrite);
+  const ModelSpec m = read_checkpoint_meta(checkpoint).model;
+  if (is_llama_family(m)) return convert_llama_to_hf(checkpoint, dir, dtype, overwrite);
+  // GPT2LMHeadModel computes exactly GPT's blocks with multi-head attention and layer norms of
+  // epsilon 1e-5; a mix of the two families has no Hugging Face class to go to.
+  const ModelSpec gpt;
+  if (m.norm == gpt.norm && m.positions == gpt.positions && m.mlp == gpt.mlp && m.bias &&
+      m.kv_heads == 0 && m.norm_eps == gpt.norm_eps) {
+    return convert_to_hf(checkpoint, dir, dtype, overwrite);
   }
-  return convert_to_hf(checkpoint, dir, dtype, overwrite);
+  throw InputError("convert", checkpoint.string(), "model",
+                   "neither GPT-2's architecture (layer norm of epsilon 1e-5, learned positions, "
+                   "GELU, biases, multi-head attention) nor Llama's (RMSNorm, rotary positions, "
+                   "SwiGLU, no biases): no Hugging Face model to export it as");
 }
 
 }  // namespace eth::hf

@@ -338,6 +338,31 @@ TEST(LlamaConvert, BadFoldersAreRefusedByNameBeforeAnythingIsWritten) {
   }
 }
 
+// A model of neither family (GPT's blocks with grouped-query attention, which GPT2LMHeadModel
+// cannot express) is refused by the export before anything is written.
+TEST(LlamaConvert, ExportRefusesAModelOfNeitherFamily) {
+  ModelSpec m = model_preset("tiny");
+  m.kv_heads = 2;
+  ModelState state(m, 0, m.num_units() - 1);
+  const fs::path dir = test::scratch("hf_llama", "mixed");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  CheckpointMeta meta;
+  meta.model = m;
+  meta.schedule = Json::object();
+  meta.data = Json::object();
+  meta.run = Json::object();
+  write_checkpoint(dir / "ckpt.safetensors", state, meta);
+  try {
+    convert_any_to_hf(dir / "ckpt.safetensors", dir / "out", "auto", false);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), "model") << e.what();
+    EXPECT_NE(std::string(e.what()).find("neither GPT-2's"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
 // Loaded tied: the one embedding is both ETH copies; an imported model trained and exported
 // stays tied (no lm_head.weight), as transformers saves a tied model.
 TEST(DISABLED_LlamaCheckpoint, TiedEmbeddingFillsBothCopies) {
