@@ -129,11 +129,11 @@ concept KernelSet = KernelElementTypes<K> && KernelSetMemory<K> && KernelSetKern
 template <class K>
 concept UnfusedAttentionKernels =
     requires(typename K::Act* r, const typename K::Act* cr, std::int64_t n) {
-      K::attention_probs_forward(r, cr, n, n, n, n);
-      K::attention_av_forward(r, cr, cr, n, n, n, n);
-      K::attention_av_backward(r, r, cr, cr, cr, n, n, n, n);
+      K::attention_probs_forward(r, cr, n, n, n, n, n);  // ..., C, NH, NKV
+      K::attention_av_forward(r, cr, cr, n, n, n, n, n);
+      K::attention_av_backward(r, r, cr, cr, cr, n, n, n, n, n);
       K::attention_softmax_backward(r, cr, cr, n, n, n);
-      K::attention_scores_backward(r, cr, cr, n, n, n, n);
+      K::attention_scores_backward(r, cr, cr, n, n, n, n, n);
     };
 
 // The kernels FusedAttention<K> calls (kernels/cuda/kernels.h's attention pair).
