@@ -9,6 +9,7 @@
 #include "cli/resources.h"
 #include "core/error.h"
 #include "data/sampler.h"
+#include "kernels/constants.h"
 #include "model/arithmetic.h"
 #include "train/checkpoint.h"
 #include "train/init_from.h"
@@ -67,11 +68,19 @@ std::optional<std::filesystem::path> resolve_resume(const std::string& arg) {
 }
 
 void require_trainable(const ModelSpec& m) {
-  if (m.is_gpt()) return;
-  throw InputError("cli", "--model", "",
-                   "model \"" + message_text(m.name, 64) +
-                       "\": llama architectures plan and simulate; training them is not built "
-                       "yet (issue 25)");
+  // Every architecture a model file describes plans and simulates; these few have no kernels
+  // or no trainer support yet.
+  std::string why;
+  if (m.tied_embeddings) {
+    why = "tied_embeddings: a tied LM head (one matrix shared by the embedding and the head) is "
+          "not trained yet (issue 25)";
+  } else if (m.norm == NormKind::LayerNorm && !m.bias) {
+    why = "bias: layer norm without biases has no kernels (use \"norm\": \"rmsnorm\")";
+  } else if (m.norm == NormKind::LayerNorm && m.norm_eps != kLayerNormEps) {
+    why = "norm_eps: the layer-norm kernels use 1e-5";
+  }
+  if (why.empty()) return;
+  throw InputError("cli", "--model", "", "model \"" + message_text(m.name, 64) + "\": " + why);
 }
 
 TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& model) {

@@ -67,8 +67,9 @@ TEST_F(PresetsCli, PrintedCountsMustAgree) {
 }
 
 // The Llama presets are listed with their kv heads and architecture, they plan, and every way
-// of training one (eth train, eth profile --measure) is refused on --model before any work.
-TEST_F(PresetsCli, LlamaPresetsPlanButDoNotTrainYet) {
+// of training one (eth train, eth profile --measure, a plan) gets past the model check; a tied
+// embedding, not trained yet, is refused on --model before any work, naming the field.
+TEST_F(PresetsCli, LlamaPresetsPlanAndTrainButTiedEmbeddingsAreRefused) {
   const test::EthRun models = test::eth_cli("models", dir_);
   ASSERT_EQ(models.code, 0) << models.err;
   EXPECT_NE(models.out.find("llama3-70b"), std::string::npos) << models.out;
@@ -77,17 +78,32 @@ TEST_F(PresetsCli, LlamaPresetsPlanButDoNotTrainYet) {
   const test::EthRun plan = test::eth_cli(
       "plan --cluster cpu-2 --model llama-tiny --gbs 8 --out " + plan_file, dir_);
   EXPECT_EQ(plan.code, 0) << plan.err;
-  const std::string refusal =
-      "--model: model \"llama-tiny\": llama architectures plan and simulate; training them is "
-      "not built yet (issue 25)";
   for (const std::string& cmd :
        {std::string("train --model llama-tiny --data x.bin --steps 1"),
-        "profile --measure --model llama-tiny --out " + (dir_ / "prof").string(),
         "train --plan " + plan_file + " --backend threads --data x.bin --steps 1"}) {
     SCOPED_TRACE(cmd);
     const test::EthRun r = test::eth_cli(cmd, dir_);
     EXPECT_EQ(r.code, 2) << r.err;
-    EXPECT_NE(r.err.find(refusal), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("x.bin"), std::string::npos) << r.err;  // the missing data, not the model
+    EXPECT_EQ(r.err.find("--model"), std::string::npos) << r.err;
+  }
+  Json tied;
+  for (const auto& m : list("models")) {
+    if (m["name"] == "llama-tiny") tied = m;
+  }
+  ASSERT_FALSE(tied.is_null());
+  tied["tied_embeddings"] = true;
+  tied.erase("params");  // the listing's parameter count is the untied model's
+  const auto tied_file = test::write(dir_ / "tied.json", tied.dump());
+  for (const std::string& cmd : {"train --model " + tied_file + " --data x.bin --steps 1",
+                                 "profile --measure --model " + tied_file + " --out " +
+                                     (dir_ / "prof").string()}) {
+    SCOPED_TRACE(cmd);
+    const test::EthRun r = test::eth_cli(cmd, dir_);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--model: model \"llama-tiny\": tied_embeddings: a tied LM head"),
+              std::string::npos)
+        << r.err;
   }
 }
 
