@@ -93,7 +93,10 @@ struct StageCompute<K>::Impl {
   R *attproj = nullptr, *fcproj = nullptr;
   R* dres[2] = {nullptr, nullptr};
   R *dx2 = nullptr, *dbranch = nullptr, *dF = nullptr, *dln = nullptr, *dqkv = nullptr;
-  R *dgate = nullptr, *dup = nullptr;  // (N,F) each: SwiGLU
+  // SwiGLU: the gradients of gate and up, the two halves of dF (N, 2F); dup first receives the
+  // gradient of their product (swiglu_backward reads each dout element before writing it, so
+  // dup may be dout).
+  R *dgate = nullptr, *dup = nullptr;
   Attention attention;  // its workspace and its dropped tensors' copies
   S *ce_max = nullptr, *ce_stats = nullptr;  // (N), (N,2): vocabulary-parallel loss, tp > 1
   // (N,C): tp > 1 partial sums when Acc is not Act (bf16: fp32 sums, rounded once); otherwise
@@ -287,11 +290,11 @@ struct StageCompute<K>::Impl {
       attproj = cv.template take<R>(N * C);
       fcproj = cv.template take<R>(N * C);
       dx2 = cv.template take<R>(N * C);
-      dF = cv.template take<R>(N * F);
+      dF = cv.template take<R>(N * (swiglu ? 2 * F : F));
       dqkv = cv.template take<R>(N * QKV);
-      if (swiglu) {
-        dgate = cv.template take<R>(N * F);
-        dup = cv.template take<R>(N * F);
+      if (swiglu && dF) {
+        dgate = dF;
+        dup = dF + N * F;
       }
       attention.place_workspace(cv);
     }
@@ -493,15 +496,16 @@ struct StageCompute<K>::Impl {
     // out = x2 + dropout(fcproj(gelu(fc(ln2(x2))))), or with down(silu(gate) * up)
     K::residual_backward(dx2, dbranch, dout, n * C);
     if (dropout) K::dropout_backward(dbranch, dbranch, a.resid2_mask, p, n * C);
-    nn_backward(dF, g, mlp_out_w, mlp_out_b, dbranch, a.gelu, w[mlp_out_w], n, F, C);
     if (swiglu) {
+      nn_backward(dup, g, kDownW, kDownB, dbranch, a.gelu, w[kDownW], n, F, C);
+      if constexpr (kLlama) K::swiglu_backward(dgate, dup, dup, a.fch, a.up, n, F);
       // dln = dgate W_gate + dup W_up: each product whole (all-reduced under tp, rounded once,
       // as one process rounds it), then their sum; attproj is free in backward.
-      if constexpr (kLlama) K::swiglu_backward(dgate, dup, dF, a.fch, a.up, n, F);
       column_parallel_backward(dbranch, g, kGateW, kGateB, dgate, a.ln2, w[kGateW], n, F);
       column_parallel_backward(attproj, g, kUpW, kUpB, dup, a.ln2, w[kUpW], n, F);
       K::residual_forward(dln, dbranch, attproj, n * C);
     } else {
+      nn_backward(dF, g, kFcprojW, kFcprojB, dbranch, a.gelu, w[kFcprojW], n, F, C);
       K::gelu_backward(dF, dF, a.fch, n * F);
       column_parallel_backward(dln, g, kFcW, kFcB, dF, a.ln2, w[kFcW], n, F);
     }

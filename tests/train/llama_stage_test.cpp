@@ -141,7 +141,7 @@ StageRun run_stage(const ModelSpec& m, const P* params, std::int64_t numel, Reco
 
 TEST(LlamaStage, Fp32KernelsMatchTheDoubleReference) {
   const test::OneThread one_thread;
-  const ModelSpec m = model_preset("llama-tiny");
+  const ModelSpec m = test::llama_tiny();
   const std::int64_t B = 2, T = m.seq_len;
   ModelState st(m, 0, m.num_units() - 1);
   st.init(11);
@@ -167,7 +167,7 @@ TEST(LlamaStage, Fp32KernelsMatchTheDoubleReference) {
 
 TEST(LlamaStage, EveryRecomputeSetGivesBitwiseIdenticalGradients) {
   const test::OneThread one_thread;
-  const ModelSpec m = model_preset("llama-tiny");
+  const ModelSpec m = test::llama_tiny();
   ModelState st(m, 0, m.num_units() - 1);
   st.init(5);
   for (float p : {0.0f, 0.1f}) {
@@ -186,7 +186,7 @@ TEST(LlamaStage, EveryRecomputeSetGivesBitwiseIdenticalGradients) {
 
 TEST(LlamaStage, Bf16RecomputeIsBitwiseAndTheGradientIsFp32sToBf16Rounding) {
   const test::OneThread one_thread;
-  const ModelSpec m = model_preset("llama-tiny");
+  const ModelSpec m = test::llama_tiny();
   const std::int64_t B = 2;
   ModelState s16(m, 0, m.num_units() - 1, 1, 0, Precision::Bf16);
   s16.init(3);
@@ -313,7 +313,7 @@ TEST(LlamaStage, Tp2GqaStageMatchesTheDoubleReferenceAndFiniteDifferences) {
 
 TEST(LlamaStage, Tp2OfLlamaTinyEqualsOneProcessInFp32) {
   const test::OneThread one_thread;
-  const ModelSpec m = model_preset("llama-tiny");  // 4 heads, 2 kv heads, ffn 128, V 256
+  const ModelSpec m = test::llama_tiny();  // 4 heads, 2 kv heads, ffn 128, V 256
   const std::int64_t B = 2, T = m.seq_len;
   ModelState st(m, 0, m.num_units() - 1);
   st.init(13);
@@ -345,7 +345,7 @@ TEST(LlamaStage, Tp2OfLlamaTinyEqualsOneProcessInFp32) {
 //   - the head keeps fp32 logits only (4 s b V) where the formula has 6 s b V, plus lse and loss
 //     per token (8 s b).
 void expect_bytes_relation(std::int64_t B, float dropout, std::int64_t tp) {
-  const ModelSpec m = model_preset("llama-tiny");
+  const ModelSpec m = test::llama_tiny();
   const std::int64_t T = m.seq_len;
   const double sb = static_cast<double>(B * T), sbh = sb * static_cast<double>(m.hidden);
   const bool drop = dropout > 0;
@@ -481,13 +481,16 @@ TEST(LlamaArena, PredictedActivationMemoryIsThePlannedArena) {
   }
 }
 
-TEST(LlamaStage, RefusesWhatItCannotCompute) {
+// What no kernel computes stops the stage before any work (model files and the CLI refuse
+// these by field first: model/model_spec.cpp, cli/train_args.cpp require_trainable).
+TEST(LlamaStageDeathTest, RefusesWhatItCannotCompute) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   ModelSpec odd = small_llama();
-  odd.hidden = 12;  // head size 3: rotary positions pair halves of a head
-  EXPECT_THROW(StageCompute<CpuKernels>(odd, whole_model(odd, 1)), std::exception);
+  odd.hidden = 12;  // head size 3: rotary positions pair the halves of a head
+  EXPECT_DEATH(StageCompute<CpuKernels>(odd, whole_model(odd, 1)), "even head size");
   ModelSpec nobias = model_preset("tiny");
   nobias.bias = false;  // the layer-norm kernels add a bias
-  EXPECT_THROW(StageCompute<CpuKernels>(nobias, whole_model(nobias, 1)), std::exception);
+  EXPECT_DEATH(StageCompute<CpuKernels>(nobias, whole_model(nobias, 1)), "without biases");
 }
 
 }  // namespace
