@@ -71,12 +71,9 @@ std::optional<std::filesystem::path> resolve_resume(const std::string& arg) {
 
 void require_trainable(const ModelSpec& m) {
   // Every architecture a model file describes plans and simulates; these few have no kernels
-  // or no trainer support yet.
+  // yet.
   std::string why;
-  if (m.tied_embeddings) {
-    why = "tied_embeddings: a tied LM head (one matrix shared by the embedding and the head) is "
-          "not trained yet (issue 25)";
-  } else if (m.norm == NormKind::LayerNorm && !m.bias) {
+  if (m.norm == NormKind::LayerNorm && !m.bias) {
     why = "bias: layer norm without biases has no kernels (use \"norm\": \"rmsnorm\")";
   } else if (m.norm == NormKind::LayerNorm && m.norm_eps != kLayerNormEps) {
     why = "norm_eps: the layer-norm kernels use 1e-5";

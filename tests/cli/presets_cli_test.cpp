@@ -67,9 +67,9 @@ TEST_F(PresetsCli, PrintedCountsMustAgree) {
 }
 
 // The Llama presets are listed with their kv heads and architecture, they plan, and every way
-// of training one (eth train, eth profile --measure, a plan) gets past the model check; a tied
-// embedding, not trained yet, is refused on --model before any work, naming the field.
-TEST_F(PresetsCli, LlamaPresetsPlanAndTrainButTiedEmbeddingsAreRefused) {
+// of training one (eth train, a plan) gets past the model check; an architecture without
+// kernels is refused on --model before any work, naming the field.
+TEST_F(PresetsCli, LlamaPresetsPlanAndTrain) {
   const test::EthRun models = test::eth_cli("models", dir_);
   ASSERT_EQ(models.code, 0) << models.err;
   EXPECT_NE(models.out.find("llama3-70b"), std::string::npos) << models.out;
@@ -86,21 +86,23 @@ TEST_F(PresetsCli, LlamaPresetsPlanAndTrainButTiedEmbeddingsAreRefused) {
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_EQ(r.err.find("llama architectures plan and simulate"), std::string::npos) << r.err;
   }
-  Json tied;
-  for (const auto& m : list("models")) {
-    if (m["name"] == "llama-tiny") tied = m;
+  // What has no kernels is refused by field: layer norm without biases.
+  Json m;
+  for (const auto& j : list("models")) {
+    if (j["name"] == "llama-tiny") m = j;
   }
-  ASSERT_FALSE(tied.is_null());
-  tied["tied_embeddings"] = true;
-  tied.erase("params");  // the listing's parameter count is the untied model's
-  const auto tied_file = test::write(dir_ / "tied.json", tied.dump());
-  for (const std::string& cmd : {"train --model " + tied_file + " --data x.bin --steps 1",
-                                 "profile --measure --model " + tied_file + " --out " +
+  ASSERT_FALSE(m.is_null());
+  m["norm"] = "layernorm";
+  m["bias"] = false;
+  m.erase("params");
+  const auto file = test::write(dir_ / "ln.json", m.dump());
+  for (const std::string& cmd : {"train --model " + file + " --data x.bin --steps 1",
+                                 "profile --measure --model " + file + " --out " +
                                      (dir_ / "prof").string()}) {
     SCOPED_TRACE(cmd);
     const test::EthRun r = test::eth_cli(cmd, dir_);
     EXPECT_EQ(r.code, 2) << r.err;
-    EXPECT_NE(r.err.find("--model: model \"llama-tiny\": tied_embeddings: a tied LM head"),
+    EXPECT_NE(r.err.find("--model: model \"llama-tiny\": bias: layer norm without biases"),
               std::string::npos)
         << r.err;
   }
