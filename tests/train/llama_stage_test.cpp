@@ -56,7 +56,7 @@ std::vector<double> perturbed_params(const ModelSpec& m, std::uint64_t seed) {
 // stage_test.cpp does for GPT).
 void expect_gradient_matches_finite_differences(const ModelSpec& m, float dropout) {
   const test::OneThread one_thread;
-  const std::int64_t B = 2, T = m.seq_len;
+  const std::int64_t B = 1, T = m.seq_len;
   std::vector<double> p = perturbed_params(m, 7);
   std::vector<double> g(p.size(), 0.0);
   const auto tokens = test::random_tokens(1, static_cast<std::size_t>(B * T), m.vocab);

@@ -71,6 +71,7 @@ TEST(LlamaState, InitializationIsNormalMatricesAndUnitNorms) {
 }
 
 TEST(LlamaTrainer, ResumeContinuesBitIdentically) {
+  const test::OneThread one_thread;
   const fs::path dir = test::temp_dir("llama_resume");
   const TrainConfig c = llama_config(test::synthetic_file(dir, 20000, 256));
   Trainer straight(c);
@@ -93,6 +94,7 @@ TEST(LlamaTrainer, ResumeContinuesBitIdentically) {
 // A checkpoint holds whole tensors: a tp 2 rank of another plan's stage loads exactly its rows
 // (of qkv_w: its key/value group's q, k and v rows, one contiguous range).
 TEST(LlamaCheckpoint, ATp2RankLoadsItsRowsOfEveryTensor) {
+  const test::OneThread one_thread;
   const fs::path dir = test::temp_dir("llama_ckpt_tp");
   const TrainConfig c = llama_config(test::synthetic_file(dir, 20000, 256));
   Trainer t(c);
