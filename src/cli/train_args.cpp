@@ -9,9 +9,12 @@
 #include "cli/resources.h"
 #include "core/error.h"
 #include "data/sampler.h"
+#include "kernels/constants.h"
 #include "model/arithmetic.h"
 #include "train/checkpoint.h"
 #include "train/init_from.h"
+#include "train/kernel_set.h"
+#include "train/kernel_set_concept.h"
 #include "train/precision_stage.h"
 
 namespace eth::cli {
@@ -67,13 +70,18 @@ std::optional<std::filesystem::path> resolve_resume(const std::string& arg) {
 }
 
 void require_trainable(const ModelSpec& m) {
-  ModelSpec untied = m;  // GPT with a tied LM head trains too
-  untied.tied_embeddings = false;
-  if (untied.is_gpt()) return;
-  throw InputError("cli", "--model", "",
-                   "model \"" + message_text(m.name, 64) +
-                       "\": llama architectures plan and simulate; training them is not built "
-                       "yet (issue 25)");
+  // Every architecture a model file describes plans and simulates; these few have no kernels
+  // yet.
+  std::string why;
+  if (m.norm == NormKind::LayerNorm && !m.bias) {
+    why = "bias: layer norm without biases has no kernels (use \"norm\": \"rmsnorm\")";
+  } else if (m.norm == NormKind::LayerNorm && m.norm_eps != kLayerNormEps) {
+    why = "norm_eps: the layer-norm kernels use 1e-5";
+  } else if (m.num_kv_heads() != m.heads && !GqaAttentionKernels<CpuKernels>) {
+    why = "kv_heads: the CPU attention kernels take no grouped key/value heads yet";
+  }
+  if (why.empty()) return;
+  throw InputError("cli", "--model", "", "model \"" + message_text(m.name, 64) + "\": " + why);
 }
 
 TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& model) {

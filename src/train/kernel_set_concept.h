@@ -125,6 +125,34 @@ template <class K>
 concept KernelSet = KernelElementTypes<K> && KernelSetMemory<K> && KernelSetKernels<K> &&
                     KernelSetAttention<K>;
 
+// The Llama family's kernels (the contract of kernels/README.md): RMSNorm, rotary positions,
+// SwiGLU. StageCompute trains a model that needs them only on a set that has them.
+template <class K>
+concept LlamaKernels =
+    KernelElementTypes<K> &&
+    requires(typename K::Act* r, const typename K::Act* cr, const typename K::Param* w,
+             typename K::Grad* g, typename K::Stat* s, const typename K::Stat* cs, float f,
+             std::int64_t n) {
+      K::rmsnorm_forward(r, s, cr, w, f, n, n);
+      K::rmsnorm_backward(r, g, cr, cr, w, cs, n, n);
+      K::rope_forward(r, n, n, n, n, n, f);
+      K::rope_backward(r, n, n, n, n, n, f);
+      K::swiglu_forward(r, cr, cr, n, n);
+      K::swiglu_backward(r, r, cr, cr, cr, n, n);
+    };
+
+// Whether K's attention kernels take the key/value heads (grouped-query attention, NKV after
+// NH): the unfused chain's or the fused pair's.
+template <class K>
+concept GqaAttentionKernels =
+    requires(typename K::Act* r, const typename K::Act* cr, std::int64_t n) {
+      K::attention_av_forward(r, cr, cr, n, n, n, n, n);
+    } ||
+    requires(typename K::Act* r, typename K::Stat* s, const typename K::Act* cr,
+             const typename K::AttnDropout& drop, std::int64_t n) {
+      K::attention_forward(r, s, cr, drop, n, n, n, n, n);
+    };
+
 // The kernels UnfusedAttention<K> calls (the CPU sets').
 template <class K>
 concept UnfusedAttentionKernels =

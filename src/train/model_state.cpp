@@ -16,12 +16,12 @@ namespace eth {
 
 namespace {
 
-// The tensor names the index enums in model_state.h stand for, per unit kind.
-const std::vector<std::string>& expected_names(UnitKind k) {
+// The tensor names the role enums in model_state.h stand for, per unit kind, in role order.
+const std::vector<std::string>& role_names(UnitKind k) {
   static const std::vector<std::string> embed = {"wte", "wpe"};
-  static const std::vector<std::string> block = {"ln1_w",  "ln1_b",  "qkv_w",    "qkv_b",
-                                                 "proj_w", "proj_b", "ln2_w",    "ln2_b",
-                                                 "fc_w",   "fc_b",   "fcproj_w", "fcproj_b"};
+  static const std::vector<std::string> block = {
+      "ln1_w", "ln1_b",  "qkv_w",  "qkv_b", "proj_w", "proj_b", "ln2_w",  "ln2_b", "fc_w",
+      "fc_b",  "fcproj_w", "fcproj_b", "gate_w", "gate_b", "up_w", "up_b", "down_w", "down_b"};
   static const std::vector<std::string> head = {"lnf_w", "lnf_b", "lm_head_w"};
   return k == UnitKind::Embedding ? embed : k == UnitKind::Block ? block : head;
 }
@@ -48,6 +48,19 @@ std::pair<TensorSlot*, TensorSlot*> tied_copies(const ModelSpec& model,
 
 }  // namespace
 
+int tensor_role(UnitKind k, const std::string& name) {
+  const auto& names = role_names(k);
+  const auto it = std::find(names.begin(), names.end(), name);
+  return it == names.end() ? -1 : static_cast<int>(it - names.begin());
+}
+
+int UnitSlot::index_of(int role) const {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].role == role) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 std::int64_t TensorSlot::row_size() const {
   std::int64_t n = 1;
   for (std::size_t d = 1; d < desc.shape.size(); ++d) n *= desc.shape[d];
@@ -73,12 +86,15 @@ void ParamLayout::add_units(const ModelSpec& model) {
     UnitSlot s;
     s.unit = u;
     s.kind = unit_kind(model, u);
-    const auto& names = expected_names(s.kind);
     const auto descs = unit_tensors(model, u);
-    ETH_CHECK(descs.size() == names.size(), "unit_tensors changed: update model_state.h");
+    int last_role = -1;
     for (std::size_t i = 0; i < descs.size(); ++i) {
-      ETH_CHECK(descs[i].name == names[i], "unit_tensors changed order: update model_state.h");
+      // Roles ascend in unit_tensors order, so a GPT unit's roles are its indices.
+      const int role = tensor_role(s.kind, descs[i].name);
+      ETH_CHECK(role > last_role, "unit_tensors changed: update the roles in model_state.h");
+      last_role = role;
       TensorSlot t;
+      t.role = role;
       t.desc = descs[i];
       t.decay = descs[i].shape.size() >= 2;
       t.full_rows = descs[i].shape.front();
@@ -283,10 +299,13 @@ void init_unit_params(float* params, const ModelSpec& model, const UnitSlot& slo
     }
     if (is_bias) {
       std::fill(p, p + n, 0.0f);
-    } else if (t.desc.shape.size() == 1) {  // layer-norm weights
+    } else if (t.desc.shape.size() == 1) {  // norm weights (layer norm, RMSNorm)
       std::fill(p, p + n, 1.0f);
     } else {
-      const bool resid = name == "proj_w" || name == "fcproj_w";
+      // GPT-2 scales its residual projections; the Llama family (SwiGLU) draws every matrix
+      // at 0.02, as Hugging Face's LlamaForCausalLM does.
+      const bool resid =
+          model.mlp == MlpKind::Gelu && (name == "proj_w" || name == "fcproj_w");
       // Element e of the whole tensor is draw e of its stream: a shard draws its rows' range.
       normal_fill(p, stream, resid ? resid_stddev : stddev, static_cast<std::int64_t>(i),
                   t.rows.begin * t.row_size(), n);

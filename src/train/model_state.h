@@ -33,14 +33,23 @@
 
 namespace eth {
 
-// Tensor indices within a unit, in unit_tensors order (ParamLayout checks the names agree).
+// Tensor roles within a unit: for GPT models each role is the tensor's index in unit_tensors
+// order (ParamLayout checks the names agree), so GPT code may index a unit's tensors by them.
+// Other architectures lack some roles (no biases, no position table under RoPE) and have the
+// SwiGLU MLP's; StageCompute addresses every model's tensors by role (TensorSlot::role,
+// UnitSlot::index_of).
 enum EmbedTensor : int { kWte, kWpe };
 // clang-format off
 enum BlockTensor : int {
-  kLn1W, kLn1B, kQkvW, kQkvB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcprojW, kFcprojB
+  kLn1W, kLn1B, kQkvW, kQkvB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcprojW, kFcprojB,
+  // SwiGLU MLP (Llama family): down(silu(gate x) * up x)
+  kGateW, kGateB, kUpW, kUpB, kDownW, kDownB
 };
 // clang-format on
 enum HeadTensor : int { kLnfW, kLnfB, kLmHeadW };
+inline constexpr int kNumTensorRoles = kDownB + 1;
+// The role of tensor `name` in a unit of kind `k`; -1 when that kind has no such tensor.
+int tensor_role(UnitKind k, const std::string& name);
 
 // Rows [rows.begin, rows.end) of a tensor's gradient, stored contiguously from `offset` of the
 // gradient buffer.
@@ -51,6 +60,7 @@ struct GradChunk {
 
 struct TensorSlot {
   TensorDesc desc;          // what this rank holds: shape[0] is its row count when sharded
+  int role = 0;             // tensor_role(kind, desc.name)
   std::int64_t offset = 0;  // element offset in the parameter buffer (and in Adam m and v)
   bool decay = false;       // AdamW weight decay: matrices only (2-D tensors)
   RowRange rows;            // rows of the whole tensor held here (all of them unless sharded)
@@ -71,6 +81,8 @@ struct UnitSlot {
   UnitKind kind = UnitKind::Block;
   std::int64_t numel = 0;  // elements this rank holds of the unit
   std::vector<TensorSlot> tensors;
+  // Index in `tensors` of the tensor of `role`; -1 when the unit has none (e.g. no biases).
+  int index_of(int role) const;
 };
 
 // An input of a placed layout: rows `rows` (of the whole tensor) of tensor `tensor` (index into
@@ -184,10 +196,10 @@ class ModelState {
   void zero_grads();  // the whole gradient buffer, gaps included
   // GPT-2 initialization, each element a pure function of (seed, unit, tensor index, element of
   // the whole tensor), so every tp shard holds exactly its rows of the whole: matrices
-  // and embeddings N(0, 0.02^2), the residual projections (proj_w, fcproj_w) N(0, (0.02 /
-  // sqrt(2 L))^2), layer-norm weights 1, biases 0; a tied head's lm_head_w draws wte's stream
-  // (unit 0, tensor 0), so it starts equal to it. Optimizer state is zeroed; the compute copy
-  // is refreshed.
+  // and embeddings N(0, 0.02^2), GPT's residual projections (proj_w, fcproj_w) N(0, (0.02 /
+  // sqrt(2 L))^2) (the Llama family's, SwiGLU models', all at 0.02), norm weights (layer norm
+  // and RMSNorm) 1, biases 0; a tied head's lm_head_w draws wte's stream (unit 0, tensor 0), so
+  // it starts equal to it. Optimizer state is zeroed; the compute copy is refreshed.
   void init(std::uint64_t seed);
 
  private:
