@@ -20,6 +20,8 @@
 #   4e. a checkpoint moves under the plan: cpu (0-3) -> DEVICE (4-7) -> cpu (8-11): segment 2 is
 #       bitwise an uninterrupted DEVICE plan run from the same checkpoint, the whole within the
 #       bf16 tolerance 2 u L of an all-CPU plan run.
+# Stages 4a-4e run eth on one OpenMP thread (every rank of a plan is): the kernels give the same
+# bits on any count, and two spinning threads each on a loaded 2-core CI machine took minutes.
 # Each stage prints its verdict the moment it ends and has its own timeout; the function's status
 # is 0 when every stage passed, 1 otherwise. Needs bash, awk and timeout only.
 
@@ -70,7 +72,7 @@ gpu_train_stages() {
   for rc in none qkv attn_score attn_softmax attn_dropout mlp_act unit \
             qkv,attn_score,attn_softmax,attn_dropout,mlp_act; do
     local flag=(); [ "$rc" = none ] || flag=(--recompute "$rc")
-    if ! timeout 120 "$eth" train "${common[@]}" --steps 2 --dropout 0.1 --device "$dev" "${flag[@]}" \
+    if ! OMP_NUM_THREADS=1 timeout 120 "$eth" train "${common[@]}" --steps 2 --dropout 0.1 --device "$dev" "${flag[@]}" \
          --log "$out/rc_$rc.jsonl" >"$out/rc_$rc.txt" 2>&1; then
       echo "  recompute $rc: FAILED or timed out"; tail -3 "$out/rc_$rc.txt"; rc_ok=0; continue
     fi
@@ -94,7 +96,7 @@ gpu_train_stages() {
   ck_run() {
     local name=$1 d=$2; shift 2
     local prec=(); [ "$d" = cpu ] && prec=(--precision bf16)
-    timeout 120 "$eth" train "${run12[@]}" --device "$d" "${prec[@]}" "$@" \
+    OMP_NUM_THREADS=1 timeout 120 "$eth" train "${run12[@]}" --device "$d" "${prec[@]}" "$@" \
       --log "$out/ck_$name.jsonl" >"$out/ck_$name.txt" 2>&1 || {
       echo "  $name: FAILED or timed out"; tail -3 "$out/ck_$name.txt"; ck_ok=0; }
   }
@@ -159,6 +161,7 @@ gpu_plan_stages() {
   prun() {
     local name=$1 d=$2 p=$3; shift 3
     local prec=(); [ "$d" = cpu ] && prec=(--precision bf16)
+    rm -f "$out/plan_$name.jsonl"  # --log appends
     timeout 180 "$eth" train --plan "$p" --cluster "$out/cluster.json" --backend threads \
       "${common[@]}" --device "$d" "${prec[@]}" "$@" --log "$out/plan_$name.jsonl" \
       >"$out/plan_$name.txt" 2>&1 || {
@@ -167,8 +170,11 @@ gpu_plan_stages() {
 
   echo "== 4c. a two-pipeline plan on threads sharing $dev against one $dev process, 20 steps"
   t0=$(date +%s)
+  # The single process on one OpenMP thread, as each rank of the plan is (the kernels give the
+  # same bits on any count; two spinning threads on a loaded CI machine take minutes).
+  rm -f "$out/plan_single.jsonl"
   if prun p20 "$dev" "$out/plan.json" --steps 20 &&
-     timeout 180 "$eth" train --model tiny --batch 8 --seq-len 16 "${common[@]}" --steps 20 \
+     OMP_NUM_THREADS=1 timeout 180 "$eth" train --model tiny --batch 8 --seq-len 16 "${common[@]}" --steps 20 \
        --device "$dev" --log "$out/plan_single.jsonl" >"$out/plan_single.txt" 2>&1; then
     gpu_field "$out/plan_p20.jsonl" loss >"$out/a"; gpu_field "$out/plan_single.jsonl" loss >"$out/b"
     if [ "$(wc -l <"$out/a")" -eq 20 ] && gpu_within "$out/a" "$out/b" 2e-3 loss plan one; then
