@@ -3,8 +3,8 @@
 // stage) under mpirun (every rank a process with its own emulated device, messages and
 // collectives staged through explicit host copies) and on threads sharing one emulated device
 // (device to device) trains for 20 steps like single-process `eth train --device emulated`, and
-// the two backends agree bitwise; fp32 on the device is refused naming --precision before any
-// rank starts.
+// the two backends agree bitwise; the three aggregation modes over MPI agree; fp32 on the device
+// is refused naming --precision before any rank starts.
 //
 // Bounds: each loss within 2e-3 relative of the single process's (the plan reorders fp32 sums
 // only: tests/runtime/emulated_dist_test.cpp says why). Threads and MPI bitwise: the same
@@ -113,6 +113,31 @@ TEST(EmulatedTrainPlanCli, MpiAndThreadsOnTheEmulatedDeviceTrainLikeOneProcessFo
   EXPECT_EQ(got_thr, got_mpi);  // bitwise (above)
   EXPECT_LT(want.back(), want.front());
   std::printf("20 steps: largest loss gap to one process %.3g relative\n", gap);
+}
+
+TEST(EmulatedTrainPlanCli, TensorAndDeviceWiseAggregationOverMpiOnTheEmulatedDevice) {
+  // The other two modes through the host-staged communicator (device-wise zeroes its padding on
+  // the device and all-reduces one buffer over all 5 ranks): tensor-wise sums the same two-rank
+  // groups as block-wise, so bitwise; device-wise's 5-rank sum Open MPI may associate otherwise,
+  // so within the one-process bound of every plan.
+  const Fixture f = setup("modes");
+  const int steps = 4;
+  std::vector<double> by_mode[3];
+  const char* modes[3] = {"block", "tensor", "device"};
+  for (int m = 0; m < 3; ++m) {
+    const fs::path log = f.dir / (std::string(modes[m]) + ".jsonl");
+    const Result r = run("launch --device emulated --plan " + f.plan.string() + " -- --cluster " +
+                             f.cluster.string() + " --allreduce " + modes[m] + " " +
+                             train_args(f, log, steps),
+                         f.dir);
+    ASSERT_EQ(r.code, 0) << modes[m] << "\n" << r.err;
+    by_mode[m] = test::log_losses(log);
+    ASSERT_EQ(by_mode[m].size(), static_cast<std::size_t>(steps)) << modes[m];
+  }
+  EXPECT_EQ(by_mode[1], by_mode[0]);
+  for (int i = 0; i < steps; ++i) {
+    EXPECT_NEAR(by_mode[2][i], by_mode[0][i], kLossTol * by_mode[0][i]) << "step " << i;
+  }
 }
 
 TEST(EmulatedTrainPlanCli, Fp32OnTheDeviceIsRefusedBeforeAnyRankStarts) {
