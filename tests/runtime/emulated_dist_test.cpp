@@ -38,6 +38,8 @@
 
 #include "emulated_dist_util.h"
 #include "kernels/emulated/runtime.h"
+#include "runtime/grad_sync.h"
+#include "runtime/placement.h"
 #include "train/checkpoint.h"
 
 namespace eth {
@@ -206,6 +208,68 @@ TEST(EmulatedDist, CheckpointMovesCpuPlanToEmulatedPlanAndBack) {
   EXPECT_EQ(std::vector<double>(whole.losses.begin(), whole.losses.begin() + 4), seg1.losses);
   const double bound = 2.0 * std::ldexp(1.0, -8) * 3;
   EXPECT_LT(max_relative_gap(whole.losses, joined), bound);
+}
+
+TEST(EmulatedGradSync, PackedAndInPlaceCollectivesOnDeviceBuffersGiveTheHostsBits) {
+  // GradSync on emulated device buffers over LocalWorld on the device (packing copies and
+  // padding through the device, reductions by the device) against the same GradSync on host
+  // buffers over a host LocalWorld (grad_sync_test.cpp checks those sums by hand), for every
+  // mode, the placed layout (in place) and the unit-major one (packed), in 64-byte pieces at
+  // most two in flight: bitwise, as the same fp32 numbers are added in the same order.
+  const ModelSpec m{"tp", 3, 16, 4, 8, 31, 24};
+  const Plan plan = test::make_plan(
+      m, 8,
+      {{2, 4, {stage(0, 1, 2, 2), stage(2, 4)}}, {1, 3, {stage(0, 2, 4), stage(3, 4, 2)}},
+       {1, 1, {stage(0, 4)}}});
+  const auto places = place_ranks(plan);
+  const RuntimeMemory& device = runtime_memory(ComputeDevice::Emulated);
+  CommOptions o;
+  o.chunk_bytes = 64;
+  o.window_bytes = 128;
+  for (AggregationMode mode :
+       {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
+    for (bool placed : {true, false}) {
+      SCOPED_TRACE(std::string(aggregation_mode_name(mode)) + (placed ? " placed" : " packed"));
+      const int n = static_cast<int>(plan.num_devices());
+      LocalWorld host(n, o);
+      LocalWorld on_device(n, o, *device.comm_ops());
+      auto errors = run_on_threads(host, [&](Communicator comm) {
+        const Communicator dev = on_device.comm(comm.rank());
+        const RankPlace& me = places[static_cast<std::size_t>(comm.rank())];
+        const StagePlan& st = plan.pipelines[static_cast<std::size_t>(me.pipeline)]
+                                  .stages[static_cast<std::size_t>(me.stage)];
+        const ParamLayout layout =
+            placed ? plan_layout(plan, me.device, mode)
+                   : ParamLayout(plan.model, st.first_unit, st.last_unit, st.tp, me.tp_rank);
+        std::vector<float> g(static_cast<std::size_t>(layout.grad_numel()));
+        for (std::size_t i = 0; i < g.size(); ++i) {
+          g[i] = static_cast<float>(comm.rank() + 1) * static_cast<float>(i % 7 + 1) * 0.1f;
+        }
+        const std::size_t bytes = g.size() * sizeof(float);
+        RuntimeBuffer d(device, bytes);
+        device.comm_ops()->upload(d.data(), g.data(), bytes);
+        const int color = st.tp > 1 ? static_cast<int>(stage_device(st, me.dp_rank, 0)) : -1;
+        const Communicator tp_host = comm.split(color, static_cast<int>(me.tp_rank));
+        const Communicator tp_dev = dev.split(color, static_cast<int>(me.tp_rank));
+        GradSync on_host(plan, mode, comm, layout, tp_host);
+        GradSync on_dev(plan, mode, dev, layout, tp_dev, device);
+        EXPECT_EQ(on_dev.bytes_copied(), on_host.bytes_copied());
+        auto* dg = reinterpret_cast<float*>(d.data());
+        for (std::int64_t u = layout.last_unit(); u >= layout.first_unit(); --u) {
+          on_host.start_ready(g.data(), u);
+          on_dev.start_ready(dg, u);
+        }
+        on_host.start(g.data());
+        on_host.finish(g.data());
+        on_dev.start(dg);
+        on_dev.finish(dg);
+        std::vector<float> back(g.size());
+        device.comm_ops()->download(back.data(), d.data(), bytes);
+        EXPECT_EQ(back, g) << "rank " << comm.rank();
+      });
+      test::expect_no_errors(errors);
+    }
+  }
 }
 
 TEST(EmulatedDistDeathTest, AHostReadOfARanksDeviceStateDies) {
