@@ -67,7 +67,9 @@ std::optional<std::filesystem::path> resolve_resume(const std::string& arg) {
 }
 
 void require_trainable(const ModelSpec& m) {
-  if (m.is_gpt()) return;
+  ModelSpec untied = m;  // GPT with a tied LM head trains too
+  untied.tied_embeddings = false;
+  if (untied.is_gpt()) return;
   throw InputError("cli", "--model", "",
                    "model \"" + message_text(m.name, 64) +
                        "\": llama architectures plan and simulate; training them is not built "

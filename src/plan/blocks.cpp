@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "model/arithmetic.h"
+#include "model/tied.h"
 
 namespace eth {
 
@@ -157,7 +158,9 @@ std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const Segment& 
       const auto tensors = unit_tensors(m, u);
       for (std::int64_t c = 0; c < n; ++c) {
         for (std::size_t i = 0; i < tensors.size(); ++i) {
-          if (tensors[i].split != TpSplit::Sharded) continue;
+          if (tensors[i].split != TpSplit::Sharded || is_tied_tensor(m, u, tensors[i].name)) {
+            continue;
+          }
           add(u, u, GradPart::Sharded, c, static_cast<std::int64_t>(i),
               chunk_elements(tensors[i], c, n));
         }
@@ -173,7 +176,9 @@ std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const Segment& 
     std::int64_t elements = 0;
     for (std::int64_t u = seg.first_unit; u <= seg.last_unit; ++u) {
       for (const auto& t : unit_tensors(m, u)) {
-        if (t.split == TpSplit::Sharded) elements += chunk_elements(t, c, n);
+        if (t.split == TpSplit::Sharded && !is_tied_tensor(m, u, t.name)) {
+          elements += chunk_elements(t, c, n);
+        }
       }
     }
     add(seg.first_unit, seg.last_unit, GradPart::Sharded, c, -1, elements);
@@ -185,6 +190,38 @@ std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const Segment& 
     }
   }
   add(seg.first_unit, seg.last_unit, GradPart::Replicated, 0, -1, replicated);
+  return out;
+}
+
+// A tied model's embedding matrix: chunk c of n (the lcm of the tp degrees of every stage
+// holding unit 0 or the head) is held by tp rank c*t/n of each such stage, every dp replica; a
+// stage holding both units holds it once.
+std::vector<PieceWithHolders> tied_pieces(const Plan& plan) {
+  const ModelSpec& m = plan.model;
+  const std::int64_t head = m.num_units() - 1;
+  std::vector<const StagePlan*> stages;
+  std::int64_t n = 1;
+  for (const PipelinePlan& pipe : plan.pipelines) {
+    for (const StagePlan& st : pipe.stages) {
+      if (st.first_unit != 0 && st.last_unit != head) continue;
+      stages.push_back(&st);
+      n = std::lcm(n, st.tp);
+    }
+  }
+  const TensorDesc matrix{"wte", {m.vocab, m.hidden}, TpSplit::Sharded};
+  std::vector<PieceWithHolders> out;
+  for (std::int64_t c = 0; c < n; ++c) {
+    PieceWithHolders pw;
+    pw.piece = GradPiece{0, head, GradPart::Tied, c, n, -1, chunk_elements(matrix, c, n)};
+    if (pw.piece.elements == 0) continue;
+    for (const StagePlan* st : stages) {
+      for (std::int64_t d = 0; d < st->dp; ++d) {
+        pw.holders.push_back(stage_device(*st, d, c * st->tp / n));
+      }
+    }
+    std::sort(pw.holders.begin(), pw.holders.end());
+    out.push_back(std::move(pw));
+  }
   return out;
 }
 
@@ -204,8 +241,13 @@ std::vector<GradBlock> aggregation_collectives(const Plan& plan, AggregationMode
   }
   const bool per_tensor = mode == AggregationMode::Tensor;
   std::map<std::vector<std::int64_t>, std::size_t> block_of_group;  // block-wise merging
+  std::vector<std::vector<PieceWithHolders>> lists;
   for (const Segment& seg : segments_descending(plan)) {
-    for (auto& pw : segment_pieces(plan.model, seg, per_tensor)) {
+    lists.push_back(segment_pieces(plan.model, seg, per_tensor));
+  }
+  if (plan.model.tied_embeddings) lists.push_back(tied_pieces(plan));
+  for (auto& list : lists) {
+    for (auto& pw : list) {
       if (!per_tensor) {
         auto it = block_of_group.find(pw.holders);
         if (it != block_of_group.end()) {

@@ -29,14 +29,20 @@ std::optional<AggregationMode> parse_aggregation_mode(std::string_view name);
 //               [c*R/n, (c+1)*R/n) of a tensor with R rows, floor division).
 //   Replicated: the tp-replicated tensors (norms, biases added after a row-parallel matmul).
 //   Whole:      every element of the unsharded units (device-wise, zero-padded buffers).
-enum class GradPart : std::uint8_t { Sharded, Replicated, Whole };
+//   Tied:       chunk `tp_chunk` of `num_tp_chunks` of a tied model's embedding matrix (wte of
+//               unit 0, which the head holds again as lm_head_w): one more block, held by the
+//               first and the last unit's stages of every pipeline (first_unit 0, last_unit
+//               the head; a holder holds one copy or both, and a rank holding both keeps one
+//               gradient for them, train/model_state.h), so every copy gets the sum of both
+//               gradients. The segments' pieces leave these two tensors out.
+enum class GradPart : std::uint8_t { Sharded, Replicated, Whole, Tied };
 
 struct GradPiece {
   std::int64_t first_unit = 0;  // inclusive
   std::int64_t last_unit = 0;   // inclusive
   GradPart part = GradPart::Whole;
-  std::int64_t tp_chunk = 0;       // Sharded only
-  std::int64_t num_tp_chunks = 1;  // Sharded only: lcm of the tp degrees holding the range
+  std::int64_t tp_chunk = 0;       // Sharded and Tied only
+  std::int64_t num_tp_chunks = 1;  // Sharded and Tied only: lcm of the tp degrees holding it
   // Tensor-wise pieces name one tensor: index into unit_tensors(model, first_unit)
   // (first_unit == last_unit then). -1: every tensor of `part` in the range.
   std::int64_t tensor = -1;
@@ -80,7 +86,9 @@ std::int64_t stage_device(const StagePlan& s, std::int64_t dp_rank, std::int64_t
 // order (the order the last backward finishes the units), within a unit range tp chunk 0..n-1
 // then the replicated part; block-wise merges every piece into the first block with the same
 // holder group. Includes groups of one holder (they keep the layout complete); their
-// collectives are free. ETH_CHECKs that every pipeline covers all units.
+// collectives are free. A tied model's embedding matrix comes last (its chunks 0..n-1, n the lcm
+// of the tp degrees of every stage holding unit 0 or the head): it is final only once backward
+// has passed unit 0. ETH_CHECKs that every pipeline covers all units.
 std::vector<GradBlock> aggregation_collectives(const Plan& plan, AggregationMode mode);
 
 // `bytes_per_element` is 2 for 16-bit gradients (the cost model) and 4 for the fp32 runtime.

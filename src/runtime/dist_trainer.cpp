@@ -66,6 +66,28 @@ MakeStateBackend checked_state_backend(const TrainConfig& t) {
   return state_backend_maker(t.device);
 }
 
+// The runs of block `b` that `device` (an owner holding it) counts in the gradient norm: all of
+// them, except that a tied matrix (held by the embedding's and the head's owners) is counted by
+// the embedding's alone, so it counts once.
+std::vector<PackRun> norm_runs(const Plan& plan, const ParamLayout& layout, std::int64_t device,
+                               const GradBlock& b) {
+  const bool tied = std::any_of(b.pieces.begin(), b.pieces.end(),
+                                [](const GradPiece& p) { return p.part == GradPart::Tied; });
+  if (!tied) return collective_runs(plan, layout, device, b);
+  std::vector<PackRun> runs;
+  for (const GradPiece& p : b.pieces) {
+    if (p.part == GradPart::Tied && layout.first_unit() != 0) continue;
+    for (const PackRun& r : piece_runs(plan.model, layout, p)) {
+      if (!runs.empty() && runs.back().offset + runs.back().count == r.offset) {
+        runs.back().count += r.count;
+      } else {
+        runs.push_back(r);
+      }
+    }
+  }
+  return runs;
+}
+
 }  // namespace
 
 DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communicator& world,
@@ -139,7 +161,7 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   if (place_.pipeline == 0 && place_.dp_rank == 0) {
     for (const GradBlock& b : aggregation_collectives(cfg_.plan, AggregationMode::Block)) {
       if (!std::binary_search(b.holders.begin(), b.holders.end(), place_.device)) continue;
-      norm_runs_.push_back(collective_runs(cfg_.plan, state_.layout(), place_.device, b));
+      norm_runs_.push_back(norm_runs(cfg_.plan, state_.layout(), place_.device, b));
     }
   }
   check_init_not_resume(cfg_.train.init_from, resume.has_value());

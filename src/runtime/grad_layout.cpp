@@ -5,23 +5,47 @@
 
 #include "core/error.h"
 #include "model/arithmetic.h"
+#include "model/tied.h"
 #include "runtime/placement.h"
 
 namespace eth {
 
 namespace {
 
+// Whether units [first, last] hold `piece`: all its units, or for a tied piece either copy.
+bool holds_piece(const ModelSpec& model, std::int64_t first, std::int64_t last,
+                 const GradPiece& piece) {
+  if (piece.part == GradPart::Tied) return first == 0 || last == model.num_units() - 1;
+  return piece.first_unit >= first && piece.last_unit <= last;
+}
+
 // Calls f(unit, tensor index, rows of the whole tensor, elements per row) for the elements of
-// `piece` in the canonical order (grad_layout.h); empty chunks are skipped.
+// `piece` in the canonical order (grad_layout.h); empty chunks are skipped. A tied piece walks
+// the copy units [first, last] hold: unit 0's wte where they hold it (a rank holding both keeps
+// one gradient for both, model_state.h), else the head's lm_head_w.
 template <typename F>
-void walk_piece(const ModelSpec& model, const GradPiece& piece, F f) {
+void walk_piece(const ModelSpec& model, const GradPiece& piece, std::int64_t first,
+                std::int64_t last, F f) {
   ETH_CHECK(piece.part != GradPart::Whole, "walk_piece: a whole-model piece has no tensor order");
+  ETH_CHECK(holds_piece(model, first, last, piece), "a gradient piece of units not held here");
+  if (piece.part == GradPart::Tied) {
+    const std::int64_t u = first == 0 ? 0 : model.num_units() - 1;
+    const std::vector<TensorDesc> tensors = unit_tensors(model, u);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      if (!is_tied_tensor(model, u, tensors[i].name)) continue;
+      const std::int64_t R = tensors[i].shape.front();
+      const RowRange rows{piece.tp_chunk * R / piece.num_tp_chunks,
+                          (piece.tp_chunk + 1) * R / piece.num_tp_chunks};
+      if (rows.size() > 0) f(u, static_cast<std::int64_t>(i), rows, tensors[i].numel() / R);
+    }
+    return;
+  }
   const TpSplit want = piece.part == GradPart::Sharded ? TpSplit::Sharded : TpSplit::Replicated;
   for (std::int64_t u = piece.first_unit; u <= piece.last_unit; ++u) {
     const std::vector<TensorDesc> tensors = unit_tensors(model, u);
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const TensorDesc& t = tensors[i];
-      if (t.split != want) continue;
+      if (t.split != want || is_tied_tensor(model, u, t.name)) continue;
       if (piece.tensor >= 0 && static_cast<std::int64_t>(i) != piece.tensor) continue;
       const std::int64_t R = t.shape.front();
       const RowRange rows = want == TpSplit::Sharded
@@ -65,8 +89,8 @@ bool gap(const ParamLayout& layout, std::int64_t offset, std::int64_t count) {
   return true;
 }
 
-bool inside(const ParamLayout& layout, const GradPiece& p) {
-  return p.first_unit >= layout.first_unit() && p.last_unit <= layout.last_unit();
+bool inside(const ModelSpec& model, const ParamLayout& layout, const GradPiece& p) {
+  return holds_piece(model, layout.first_unit(), layout.last_unit(), p);
 }
 
 }  // namespace
@@ -79,13 +103,11 @@ ParamLayout plan_layout(const Plan& plan, std::int64_t device, AggregationMode m
   std::vector<GradPlacement> placed;
   std::int64_t at = 0;
   auto place_piece = [&](const GradPiece& piece) {
-    ETH_CHECK(piece.first_unit >= st.first_unit && piece.last_unit <= st.last_unit,
-              "a gradient block of units the rank does not hold");
-    walk_piece(plan.model, piece, [&](std::int64_t u, std::int64_t i, RowRange rows,
-                                      std::int64_t row) {
-      placed.push_back(GradPlacement{u, i, rows, at});
-      at += rows.size() * row;
-    });
+    walk_piece(plan.model, piece, st.first_unit, st.last_unit,
+               [&](std::int64_t u, std::int64_t i, RowRange rows, std::int64_t row) {
+                 placed.push_back(GradPlacement{u, i, rows, at});
+                 at += rows.size() * row;
+               });
   };
   const bool global = mode == AggregationMode::Device;
   std::int64_t global_at = 0;  // offset of the next block in the whole-model order
@@ -109,16 +131,23 @@ ParamLayout plan_layout(const Plan& plan, std::int64_t device, AggregationMode m
     at = global_at;
   }
   for (const GradPiece& p : local) place_piece(p);
+  const std::int64_t head = plan.model.num_units() - 1;
+  if (plan.model.tied_embeddings && st.first_unit == 0 && st.last_unit == head) {
+    // Both copies here share wte's gradient; the head's own room stays (unused) at the end, as
+    // the memory model charges the head its lm_head_w gradient like the unit-major layout.
+    at += tp_rows(plan.model.vocab, st.tp, place.tp_rank).size() * plan.model.hidden;
+  }
   return ParamLayout(plan.model, st.first_unit, st.last_unit, st.tp, place.tp_rank,
                      std::move(placed), at);
 }
 
 std::vector<PackRun> piece_runs(const ModelSpec& model, const ParamLayout& layout,
                                 const GradPiece& piece) {
-  ETH_CHECK(inside(layout, piece), "a rank packs a piece of units it does not hold");
+  ETH_CHECK(inside(model, layout, piece), "a rank packs a piece of units it does not hold");
   std::vector<PackRun> runs;
   std::int64_t total = 0;
-  walk_piece(model, piece, [&](std::int64_t u, std::int64_t i, RowRange rows, std::int64_t row) {
+  walk_piece(model, piece, layout.first_unit(), layout.last_unit(),
+             [&](std::int64_t u, std::int64_t i, RowRange rows, std::int64_t row) {
     const TensorSlot& t = layout.unit(u).tensors[static_cast<std::size_t>(i)];
     ETH_CHECK(rows.begin >= t.rows.begin && rows.end <= t.rows.end,
               "a gradient chunk outside the rank's rows of " + t.desc.name);
@@ -185,7 +214,7 @@ std::vector<GradPiece> replicated_pieces(const Plan& plan, const ParamLayout& la
   std::vector<GradPiece> out;
   for (const GradBlock& b : aggregation_collectives(plan, AggregationMode::Block)) {
     for (const GradPiece& p : b.pieces) {
-      if (p.part == GradPart::Replicated && inside(layout, p)) out.push_back(p);
+      if (p.part == GradPart::Replicated && inside(plan.model, layout, p)) out.push_back(p);
     }
   }
   return out;

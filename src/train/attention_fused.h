@@ -1,5 +1,6 @@
 // The GPU-style sets' attention (K::Attention of GpuKernels): one fused, memory-efficient kernel
-// pair (kernels/cuda/kernels.h attention_forward / attention_backward). Forward keeps only the
+// pair (kernels/cuda/kernels.h attention_forward / attention_backward), grouped-query with the
+// stage's AttentionDims::kv_heads() (qkv rows NH hs + 2 NKV hs wide). Forward keeps only the
 // per-row log-sum-exp `lse`, (B,NH,T) fp32, besides its output; backward recomputes P from qkv
 // and lse, with a (B,NH,T) fp32 dsum workspace, and draws the dropout mask inside the kernels
 // from the same Philox keys as the CPU. So nothing of size T x T is saved: the attention
@@ -42,13 +43,14 @@ class FusedAttention {
   }
 
   void forward(const Saved& s, R* out, const R* qkv, const AttentionCall& c) const {
-    K::attention_forward(out, s.lse, qkv, drop(c), c.B, d_.T, d_.A, d_.NH);
+    K::attention_forward(out, s.lse, qkv, drop(c), c.B, d_.T, d_.A, d_.NH, d_.kv_heads());
   }
   // Nothing an operator class names is saved, so nothing to rebuild.
   void recompute(const Saved&, const R*, const RecomputeSet&, const AttentionCall&) const {}
   void backward(const Saved& s, R* dqkv, const R* dout, const R* qkv,
                 const AttentionCall& c) const {
-    K::attention_backward(dqkv, dsum_, dout, s.lse, qkv, drop(c), c.B, d_.T, d_.A, d_.NH);
+    K::attention_backward(dqkv, dsum_, dout, s.lse, qkv, drop(c), c.B, d_.T, d_.A, d_.NH,
+                          d_.kv_heads());
   }
 
  private:

@@ -13,6 +13,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
+#include "model/tied.h"
 #include "train/state_backend.h"
 
 namespace eth {
@@ -55,7 +56,11 @@ std::vector<std::vector<float>> host_copies(const ModelState& s, bool fetch) {
   return c;
 }
 
-std::string tensor_name(std::int64_t unit, const std::string& name, const char* suffix) {
+// A tied model stores its embedding matrix once, as unit 0's wte: the head's lm_head_w (the
+// same values and moments, model_state.h) is read from and written to that name.
+std::string tensor_name(const ModelSpec& model, std::int64_t unit, const std::string& name,
+                        const char* suffix) {
+  if (unit != 0 && is_tied_tensor(model, unit, name)) return std::string("unit0.wte") + suffix;
   return "unit" + std::to_string(unit) + "." + name + suffix;
 }
 
@@ -230,7 +235,8 @@ void write_checkpoint(const std::filesystem::path& path, const ModelState& state
       for (int k = 0; k < 3; ++k) {
         const float* data = part(k) + t.offset;
         const std::int64_t n = t.desc.numel();
-        const std::string name = tensor_name(u.unit, t.desc.name, kPartSuffix[k]);
+        const std::string name = tensor_name(state.model(), u.unit, t.desc.name, kPartSuffix[k]);
+        if (header.contains(name)) continue;  // a tied matrix's second copy
         const std::uint64_t bytes = static_cast<std::uint64_t>(n) * 4;
         header[name] = Json{
             {"dtype", "F32"}, {"shape", t.desc.shape}, {"data_offsets", {offset, offset + bytes}}};
@@ -269,7 +275,8 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
   Header h = read_header(path);
   if (h.meta.model.layers != state.model().layers || h.meta.model.hidden != state.model().hidden ||
       h.meta.model.heads != state.model().heads || h.meta.model.vocab != state.model().vocab ||
-      h.meta.model.ffn != state.model().ffn || h.meta.model.seq_len != state.model().seq_len) {
+      h.meta.model.ffn != state.model().ffn || h.meta.model.seq_len != state.model().seq_len ||
+      h.meta.model.tied_embeddings != state.model().tied_embeddings) {
     bad(path, "__metadata__.model",
         "the checkpoint's model " + model_to_json(h.meta.model).dump() +
             " differs from the one being trained " + model_to_json(state.model()).dump());
@@ -284,7 +291,7 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
   for (const UnitSlot& u : state.layout().units()) {
     for (const TensorSlot& t : u.tensors) {
       for (int k = 0; k < 3; ++k) {
-        const std::string name = tensor_name(u.unit, t.desc.name, kPartSuffix[k]);
+        const std::string name = tensor_name(state.model(), u.unit, t.desc.name, kPartSuffix[k]);
         auto it = h.tensors.find(name);
         if (it == h.tensors.end()) bad(path, name, "missing tensor");
         const Entry& e = it->second;

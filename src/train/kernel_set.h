@@ -26,6 +26,9 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/pointwise.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
 #include "kernels/cpu/vocab_parallel.h"
 #include "kernels/reference/attention.h"
 #include "kernels/reference/crossentropy.h"
@@ -33,6 +36,9 @@
 #include "kernels/reference/layernorm.h"
 #include "kernels/reference/matmul.h"
 #include "kernels/reference/pointwise.h"
+#include "kernels/reference/rmsnorm.h"
+#include "kernels/reference/rope.h"
+#include "kernels/reference/swiglu.h"
 #include "kernels/reference/vocab_parallel.h"
 #include "train/attention_unfused.h"
 #include "train/memory.h"
@@ -96,6 +102,13 @@ struct CpuKernels : SameTypePartials<float>, HostMemory {
   static constexpr auto residual_backward = &cpu::residual_backward;
   static constexpr auto dropout_forward = &cpu::dropout_forward;
   static constexpr auto dropout_backward = &cpu::dropout_backward;
+  // The Llama family's (kernels/README.md): RMSNorm, rotary positions, SwiGLU.
+  static constexpr auto rmsnorm_forward = &cpu::rmsnorm_forward;
+  static constexpr auto rmsnorm_backward = &cpu::rmsnorm_backward;
+  static constexpr auto rope_forward = &cpu::rope_forward;
+  static constexpr auto rope_backward = &cpu::rope_backward;
+  static constexpr auto swiglu_forward = &cpu::swiglu_forward;
+  static constexpr auto swiglu_backward = &cpu::swiglu_backward;
   static void crossentropy_forward_add(double* loss, float* losses, float* lse,
                                        const float* logits, const std::int32_t* targets,
                                        double scale, std::int64_t N, std::int64_t V) {
@@ -169,6 +182,12 @@ struct RefKernels : SameTypePartials<R>, HostMemory {
   static constexpr auto residual_backward = &ref::residual_backward<R>;
   static constexpr auto dropout_forward = &ref::dropout_forward<R>;
   static constexpr auto dropout_backward = &ref::dropout_backward<R>;
+  static constexpr auto rmsnorm_forward = &ref::rmsnorm_forward<R>;
+  static constexpr auto rmsnorm_backward = &ref::rmsnorm_backward<R>;
+  static constexpr auto rope_forward = &ref::rope_forward<R>;
+  static constexpr auto rope_backward = &ref::rope_backward<R>;
+  static constexpr auto swiglu_forward = &ref::swiglu_forward<R>;
+  static constexpr auto swiglu_backward = &ref::swiglu_backward<R>;
   static void crossentropy_forward_add(double* loss, R* losses, R* lse, const R* logits,
                                        const std::int32_t* targets, double scale, std::int64_t N,
                                        std::int64_t V) {

@@ -22,6 +22,9 @@
 #include "kernels/cpu/bf16/matmul.h"
 #include "kernels/cpu/bf16/optimizer.h"
 #include "kernels/cpu/bf16/pointwise.h"
+#include "kernels/cpu/bf16/rmsnorm.h"
+#include "kernels/cpu/bf16/rope.h"
+#include "kernels/cpu/bf16/swiglu.h"
 #include "kernels/cpu/bf16/vocab_parallel.h"
 #include "kernels/cpu/optimizer.h"
 #include "kernels/cpu/vocab_parallel.h"
@@ -86,6 +89,13 @@ struct CpuBf16Kernels : HostMemory {
   static constexpr auto residual_backward = &cpu::bf16::residual_backward;
   static constexpr auto dropout_forward = &cpu::bf16::dropout_forward;
   static constexpr auto dropout_backward = &cpu::bf16::dropout_backward;
+  // The Llama family's: RMSNorm (fp32 rstd and weight gradient), rotary positions, SwiGLU.
+  static constexpr auto rmsnorm_forward = &cpu::bf16::rmsnorm_forward;
+  static constexpr auto rmsnorm_backward = &cpu::bf16::rmsnorm_backward;
+  static constexpr auto rope_forward = &cpu::bf16::rope_forward;
+  static constexpr auto rope_backward = &cpu::bf16::rope_backward;
+  static constexpr auto swiglu_forward = &cpu::bf16::swiglu_forward;
+  static constexpr auto swiglu_backward = &cpu::bf16::swiglu_backward;
   static void crossentropy_forward_add(double* loss, float* losses, float* lse,
                                        const Bf16* logits, const std::int32_t* targets,
                                        double scale, std::int64_t N, std::int64_t V) {

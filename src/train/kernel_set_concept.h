@@ -141,8 +141,8 @@ template <class K>
 concept FusedAttentionKernels =
     requires(typename K::Act* r, const typename K::Act* cr, typename K::Stat* s,
              const typename K::Stat* cs, const typename K::AttnDropout& drop, std::int64_t n) {
-      K::attention_forward(r, s, cr, drop, n, n, n, n);
-      K::attention_backward(r, s, cr, cs, cr, drop, n, n, n, n);
+      K::attention_forward(r, s, cr, drop, n, n, n, n, n);
+      K::attention_backward(r, s, cr, cs, cr, drop, n, n, n, n, n);
     };
 
 // A set the optimizer and the model state run on (fp32 masters, moments and gradients; the

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/rng.h"
+#include "model/tied.h"
 #include "train/kernel_set.h"
 #include "train/kernel_set_bf16.h"
 #include "train/state_backend.h"
@@ -22,6 +24,26 @@ const std::vector<std::string>& expected_names(UnitKind k) {
                                                  "fc_w",   "fc_b",   "fcproj_w", "fcproj_b"};
   static const std::vector<std::string> head = {"lnf_w", "lnf_b", "lm_head_w"};
   return k == UnitKind::Embedding ? embed : k == UnitKind::Block ? block : head;
+}
+
+// Of a tied model whose units are all in `units`: the embedding's wte and the head's lm_head_w,
+// the two copies of one matrix; nulls otherwise.
+std::pair<TensorSlot*, TensorSlot*> tied_copies(const ModelSpec& model,
+                                                std::vector<UnitSlot>& units) {
+  if (!model.tied_embeddings || units.empty() || units.front().unit != 0 ||
+      units.back().unit != model.num_units() - 1) {
+    return {nullptr, nullptr};
+  }
+  auto find = [&](UnitSlot& s) -> TensorSlot* {
+    for (TensorSlot& t : s.tensors) {
+      if (is_tied_tensor(model, s.unit, t.desc.name)) return &t;
+    }
+    ETH_CHECK(false, "a tied model's unit without its embedding matrix");
+    return nullptr;
+  };
+  std::pair<TensorSlot*, TensorSlot*> out{find(units.front()), find(units.back())};
+  ETH_CHECK(out.first->rows == out.second->rows, "the tied copies hold different rows");
+  return out;
 }
 
 }  // namespace
@@ -84,6 +106,9 @@ ParamLayout::ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::i
     }
   }
   grad_numel_ = numel_;
+  // Tied: the head's copy takes its gradient where the embedding's is, so the kernels' two
+  // accumulations add up in one buffer; its own room stays zero (the memory model's count).
+  if (auto [wte, head] = tied_copies(model, units_); head) head->grad = wte->grad;
   finish_runs();
 }
 
@@ -115,6 +140,13 @@ ParamLayout::ParamLayout(const ModelSpec& model, std::int64_t first_unit, std::i
     t.grad.push_back(GradChunk{g.rows, g.offset});
   }
   ETH_CHECK(end <= grad_numel_, "gradient placements beyond the gradient buffer");
+  if (auto [wte, head] = tied_copies(model, units_); head) {
+    // Tied, both copies here: the head's has no placement of its own (one gradient, wte's).
+    ETH_CHECK(head->grad.empty(), "a placement for the tied head's gradient");
+    head->offset = next_param;
+    next_param += head->desc.numel();
+    head->grad = wte->grad;
+  }
   for (UnitSlot& s : units_) {
     for (TensorSlot& t : s.tensors) {
       std::sort(t.grad.begin(), t.grad.end(),
@@ -243,6 +275,12 @@ void init_unit_params(float* params, const ModelSpec& model, const UnitSlot& slo
     const std::int64_t n = t.desc.numel();
     const std::string& name = t.desc.name;
     const bool is_bias = name.size() > 2 && name.compare(name.size() - 2, 2, "_b") == 0;
+    if (slot.unit != 0 && is_tied_tensor(model, slot.unit, name)) {
+      // A tied head's lm_head_w draws the embedding's wte (unit 0, tensor 0): the same values.
+      normal_fill(p, RngStream{seed, 0, 0, RngOp::Init}, stddev, 0, t.rows.begin * t.row_size(),
+                  n);
+      continue;
+    }
     if (is_bias) {
       std::fill(p, p + n, 0.0f);
     } else if (t.desc.shape.size() == 1) {  // layer-norm weights

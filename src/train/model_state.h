@@ -89,7 +89,10 @@ struct StateRun {
 };
 
 // Units [first_unit, last_unit] (inclusive, as in a plan's stage) as tp rank `tp_rank` of `tp`
-// holds them: sharded tensors (TpSplit::Sharded) cut to rows tp_rows(rows, tp, tp_rank).
+// holds them: sharded tensors (TpSplit::Sharded) cut to rows tp_rows(rows, tp, tp_rank). A tied
+// model's layout holding unit 0 and the head gives lm_head_w wte's gradient chunks (model/tied.h):
+// the two backward passes add into one gradient, both copies step from it and stay equal; the
+// head's own gradient room stays allocated, unused, as the memory model charges it.
 class ParamLayout {
  public:
   // Unit-major: units in order, tensors back to back, gradients at the parameters' offsets.
@@ -182,7 +185,8 @@ class ModelState {
   // GPT-2 initialization, each element a pure function of (seed, unit, tensor index, element of
   // the whole tensor), so every tp shard holds exactly its rows of the whole: matrices
   // and embeddings N(0, 0.02^2), the residual projections (proj_w, fcproj_w) N(0, (0.02 /
-  // sqrt(2 L))^2), layer-norm weights 1, biases 0. Optimizer state is zeroed; the compute copy
+  // sqrt(2 L))^2), layer-norm weights 1, biases 0; a tied head's lm_head_w draws wte's stream
+  // (unit 0, tensor 0), so it starts equal to it. Optimizer state is zeroed; the compute copy
   // is refreshed.
   void init(std::uint64_t seed);
 

@@ -113,10 +113,11 @@ struct GpuSide {
     Buf<float> lse = zeros<float>(B * NH * T), dsum = zeros<float>(B * NH * T);
     const cuda::AttnDropout none{};
     void forward(Bf16* out, const Bf16* qkv) {
-      cuda::attention_forward(out, lse.data(), qkv, none, B, T, C, NH);
+      cuda::attention_forward(out, lse.data(), qkv, none, B, T, C, NH, NH);
     }
     void backward(Bf16* dqkv, const Bf16* dout, const Bf16* qkv) {
-      cuda::attention_backward(dqkv, dsum.data(), dout, lse.data(), qkv, none, B, T, C, NH);
+      cuda::attention_backward(dqkv, dsum.data(), dout, lse.data(), qkv, none, B, T, C, NH,
+                               NH);
     }
   };
   static constexpr auto encoder_forward = &cuda::encoder_forward;

@@ -55,5 +55,23 @@ TEST(CudaLaunch, HeadSizesSplitOverLanes) {
   }
 }
 
+TEST(CudaLaunch, QkvGroupsAreHeadInterleavedWithoutGrouping) {
+  // G = 1: head h's q, k, v at h*3hs + {0, hs, 2hs} (kernels/README.md), the rotated heads
+  // every q and k; G = 3: group columns [q q q | k | v].
+  const QkvGroups one{8, 1}, three{8, 3};
+  for (std::int64_t h = 0; h < 5; ++h) {
+    EXPECT_EQ(one.q_col(h), h * 24);
+    EXPECT_EQ(one.k_col(h), h * 24 + 8);
+    EXPECT_EQ(one.v_col(h), h * 24 + 16);
+    EXPECT_EQ(one.rotated_col(2 * h), h * 24);
+    EXPECT_EQ(one.rotated_col(2 * h + 1), h * 24 + 8);
+  }
+  EXPECT_EQ(three.group_width(), 40);
+  EXPECT_EQ(three.q_col(4), 48);  // group 1, second query head
+  EXPECT_EQ(three.k_col(1), 64);
+  EXPECT_EQ(three.v_col(1), 72);
+  EXPECT_EQ(three.rotated_col(7), 64);  // group 1's key head, after its three query heads
+}
+
 }  // namespace
 }  // namespace eth::cuda::launch

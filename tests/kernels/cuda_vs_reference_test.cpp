@@ -3,7 +3,8 @@
 // starting as NaN, "+=" outputs from the same random values on both sides, and the bf16 bound
 // |got - want| <= 2^-8 |want| + (1 + 2^-8) tol32 (|want| + rms(want)). The dropout masks drawn
 // on the device must be the CPU's bit for bit (philox.h), and the fused attention must match the
-// reference chain scores -> softmax -> dropout -> P V with the CPU's masks.
+// reference chain scores -> softmax -> dropout -> P V with the CPU's masks (grouped-query: the
+// multi-head chain with the kv heads replicated, attention_gqa.h).
 //
 // Without a GPU (no driver, or the driver reports 0 devices) every test here is skipped with
 // the reason, except the ones that check what the runtime says then.
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_gqa.h"
 #include "bf16_check.h"
 #include "kernels/cpu/optimizer.h"
 #include "kernels/cuda/kernels.h"
@@ -532,22 +534,26 @@ TEST(CudaVsReference, VocabParallelShares) {
 struct AttnCase {
   std::int64_t B, T, C, NH;
   float p;
+  std::int64_t NKV = 0;  // 0: NH (multi-head)
 };
 
 void check_attention(const AttnCase& k) {
   const std::int64_t B = k.B, T = k.T, C = k.C, NH = k.NH, hs = C / NH, N = B * T;
+  const std::int64_t NKV = k.NKV == 0 ? NH : k.NKV, G = NH / NKV;
   SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " hs=" +
-               std::to_string(hs) + " p=" + std::to_string(k.p));
+               std::to_string(hs) + " p=" + std::to_string(k.p) + " NKV=" + std::to_string(NKV));
   std::mt19937_64 gen(51);
-  const Vec qkv = random_bf16_vec(gen, sz(N * 3 * C), -2, 2);
+  const Vec gqkv = random_bf16_vec(gen, sz(N * (C + 2 * NKV * hs)), -2, 2);
   const Vec dout = random_bf16_vec(gen, sz(N * C));
   cuda::AttnDropout drop{RngStream{77, 5, 2, RngOp::AttnDropout}, k.p, 3, 0};
-  const auto dqkv_in = up(to_bf16(qkv)), ddout = up(to_bf16(dout));
-  DeviceBuffer<Bf16> out = up(nan_bf16(sz(N * C))), dqkv = up(nan_bf16(sz(N * 3 * C)));
+  const auto dqkv_in = up(to_bf16(gqkv)), ddout = up(to_bf16(dout));
+  DeviceBuffer<Bf16> out = up(nan_bf16(sz(N * C))), dqkv = up(nan_bf16(gqkv.size()));
   DeviceBuffer<float> lse = up(nan_vec(sz(B * NH * T))), dsum(sz(B * NH * T));
-  cuda::attention_forward(out.data(), lse.data(), dqkv_in.data(), drop, B, T, C, NH);
+  cuda::attention_forward(out.data(), lse.data(), dqkv_in.data(), drop, B, T, C, NH, NKV);
   cuda::attention_backward(dqkv.data(), dsum.data(), ddout.data(), lse.data(), dqkv_in.data(),
-                           drop, B, T, C, NH);
+                           drop, B, T, C, NH, NKV);
+  // The multi-head qkv with each kv head copied to its query heads (NKV = NH: the same qkv).
+  const Vec qkv = test::replicate_kv(gqkv, N, C, NH, NKV);
 
   // The reference chain with the CPU's mask for these heads (StageCompute's layout).
   const std::int64_t nP = B * NH * T * T;
@@ -579,7 +585,8 @@ void check_attention(const AttnCase& k) {
   // CPU kernels need).
   expect_bf16_close("out", down(out), wout, reduction_tol(hs + 2 * T));
   expect_fp32_close("lse", down(lse), wlse, reduction_tol(hs + T));
-  expect_bf16_close("dqkv", down(dqkv), wdqkv, reduction_tol(2 * (hs + 2 * T)));
+  expect_bf16_close("dqkv", down(dqkv), test::fold_kv_grads(wdqkv, N, C, NH, NKV),
+                    reduction_tol(2 * (hs + 2 * G * T)));
 }
 
 TEST(CudaVsReference, FusedAttention) {
@@ -588,6 +595,16 @@ TEST(CudaVsReference, FusedAttention) {
   // 128 (three and four); with and without dropout of P.
   for (const AttnCase& c : {AttnCase{2, 80, 48, 3, 0.0f}, AttnCase{2, 80, 48, 3, 0.2f},
                             AttnCase{1, 70, 192, 2, 0.1f}, AttnCase{1, 40, 256, 2, 0.0f}}) {
+    check_attention(c);
+  }
+}
+
+TEST(CudaVsReference, FusedGroupedQueryAttention) {
+  ETH_REQUIRE_GPU();
+  // Groups of 2 and 3 query heads and one kv head for all; the kv kernel's blocks walk their
+  // group's heads; head sizes 16, 32 and 64, T past two row tiles.
+  for (const AttnCase& c : {AttnCase{2, 80, 64, 4, 0.0f, 2}, AttnCase{1, 70, 96, 6, 0.2f, 2},
+                            AttnCase{2, 40, 64, 4, 0.1f, 1}, AttnCase{1, 33, 256, 4, 0.0f, 2}}) {
     check_attention(c);
   }
 }

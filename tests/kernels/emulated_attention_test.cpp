@@ -3,6 +3,8 @@
 // bf16 kernels (bf16_check.h): out, lse and dqkv, with and without dropout, head sizes 8 to 128,
 // sequence lengths that are no multiple of the key block; its dqkv against finite differences of
 // the reference loss; its results independent of the thread count; and no T x T tensor.
+// Grouped-query attention against the multi-head reference with the kv heads replicated: the
+// same out and lse, dQ per head, and each kv head's dK, dV the sum of its copies' gradients.
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_gqa.h"
 #include "bf16_check.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/emulated/kernels.h"
@@ -102,15 +105,18 @@ struct EmuAttention {
   VecF dsum;
 };
 
+// NKV = 0: multi-head (NKV = NH), qkv (B,T,3C); else qkv (B,T,C + 2 NKV C/NH).
 EmuAttention run_emulated(const Vec& qkv, const Vec& dout, const emu::AttnDropout& drop,
-                          std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH) {
+                          std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                          std::int64_t NKV = 0) {
   const std::int64_t N = B * T;
+  if (NKV == 0) NKV = NH;
   const auto dqkv_in = up(to_bf16(qkv)), ddout = up(to_bf16(dout));
-  DeviceBuffer<Bf16> out = up(nan_bf16(sz(N * C))), dqkv = up(nan_bf16(sz(N * 3 * C)));
+  DeviceBuffer<Bf16> out = up(nan_bf16(sz(N * C))), dqkv = up(nan_bf16(qkv.size()));
   DeviceBuffer<float> lse = up(nan_vec(sz(B * NH * T))), dsum = up(nan_vec(sz(B * NH * T)));
-  emu::attention_forward(out.data(), lse.data(), dqkv_in.data(), drop, B, T, C, NH);
+  emu::attention_forward(out.data(), lse.data(), dqkv_in.data(), drop, B, T, C, NH, NKV);
   emu::attention_backward(dqkv.data(), dsum.data(), ddout.data(), lse.data(), dqkv_in.data(),
-                          drop, B, T, C, NH);
+                          drop, B, T, C, NH, NKV);
   return {down(out), down(lse), down(dqkv), down(dsum)};
 }
 
@@ -211,11 +217,51 @@ TEST(EmulatedAttention, ResultsDoNotDependOnTheThreadCount) {
   const EmuAttention one = run_emulated(qkv, dout, drop, B, T, C, NH);
   cpu::set_max_threads(std::max(threads, 3));
   const EmuAttention many = run_emulated(qkv, dout, drop, B, T, C, NH);
+  // Grouped-query: backward runs over (batch, kv head), each summing its group's heads.
+  const Vec gqa = random_bf16_vec(gen, sz(B * T * (C + 2 * 2 * C / NH)), -2, 2);
+  cpu::set_max_threads(1);
+  const EmuAttention one_g = run_emulated(gqa, dout, drop, B, T, C, NH, 2);
+  cpu::set_max_threads(std::max(threads, 3));
+  const EmuAttention many_g = run_emulated(gqa, dout, drop, B, T, C, NH, 2);
   cpu::set_max_threads(threads);
   EXPECT_TRUE(one.out == many.out);
   EXPECT_TRUE(one.lse == many.lse);
   EXPECT_TRUE(one.dqkv == many.dqkv);
   EXPECT_TRUE(one.dsum == many.dsum);
+  EXPECT_TRUE(one_g.out == many_g.out);
+  EXPECT_TRUE(one_g.dqkv == many_g.dqkv);
+  EXPECT_TRUE(one_g.dsum == many_g.dsum);
+}
+
+// ---- grouped-query attention -------------------------------------------------------------
+
+struct GqaCase {
+  std::int64_t B, T, C, NH, NKV;
+  float p;
+  std::int64_t head0 = 0;
+};
+
+TEST(EmulatedAttention, GroupedQueryIsMultiHeadWithTheKvHeadsReplicated) {
+  // Groups of 2 and 3 query heads, one kv head for all (multi-query), with dropout and a tp
+  // rank's heads (head0: its masks are the model's from there); T past one key block.
+  for (const GqaCase& k : {GqaCase{2, 67, 64, 4, 2, 0.0f}, GqaCase{1, 80, 96, 6, 2, 0.2f, 6},
+                           GqaCase{2, 40, 64, 4, 1, 0.1f}, GqaCase{1, 33, 256, 4, 2, 0.0f}}) {
+    const std::int64_t N = k.B * k.T, hs = k.C / k.NH, G = k.NH / k.NKV;
+    SCOPED_TRACE("NH=" + std::to_string(k.NH) + " NKV=" + std::to_string(k.NKV) + " T=" +
+                 std::to_string(k.T) + " hs=" + std::to_string(hs) + " p=" + std::to_string(k.p));
+    std::mt19937_64 gen(61);
+    const Vec qkv = random_bf16_vec(gen, sz(N * (k.C + 2 * k.NKV * hs)), -2, 2);
+    const Vec dout = random_bf16_vec(gen, sz(N * k.C));
+    const emu::AttnDropout drop = dropout_of(AttnCase{k.B, k.T, k.C, k.NH, k.p, k.head0});
+    const EmuAttention got = run_emulated(qkv, dout, drop, k.B, k.T, k.C, k.NH, k.NKV);
+    const RefAttention want =
+        reference(test::replicate_kv(qkv, N, k.C, k.NH, k.NKV), dout, drop, k.B, k.T, k.C, k.NH);
+    expect_bf16_close("out", got.out, want.out, reduction_tol(hs + 2 * k.T));
+    expect_fp32_close("lse", got.lse, want.lse, reduction_tol(hs + k.T));
+    // dK and dV add G heads' sums of up to T terms each.
+    expect_bf16_close("dqkv", got.dqkv, test::fold_kv_grads(want.dqkv, N, k.C, k.NH, k.NKV),
+                      reduction_tol(2 * (hs + 2 * G * k.T)));
+  }
 }
 
 // Peak resident memory of this process, in bytes (Linux reports KiB).
@@ -246,9 +292,9 @@ void attention_without_a_t_by_t_tensor() {
   lse.zero();
   dsum.zero();
   const double before = peak_rss_bytes();
-  emu::attention_forward(out.data(), lse.data(), dqkv_in.data(), drop, B, T, C, NH);
+  emu::attention_forward(out.data(), lse.data(), dqkv_in.data(), drop, B, T, C, NH, NH);
   emu::attention_backward(dqkv.data(), dsum.data(), ddout.data(), lse.data(), dqkv_in.data(),
-                          drop, B, T, C, NH);
+                          drop, B, T, C, NH, NH);
   const double grown = peak_rss_bytes() - before;
   std::exit(grown < 0.25 * static_cast<double>(T * T) * sizeof(float) ? 0 : 1);
 }
@@ -263,18 +309,24 @@ TEST(EmulatedAttention, RefusesWhatTheCudaKernelsRefuse) {
   DeviceBuffer<float> lse(2);
   const emu::AttnDropout none{};
   // Head size 129 (C = 258, NH = 2): above the CUDA kernels' 128.
-  EXPECT_THROW(emu::attention_forward(out.data(), lse.data(), qkv.data(), none, 1, 1, 258, 2),
+  EXPECT_THROW(emu::attention_forward(out.data(), lse.data(), qkv.data(), none, 1, 1, 258, 2, 2),
                emu::EmuError);
   // C not a multiple of NH.
-  EXPECT_THROW(emu::attention_forward(out.data(), lse.data(), qkv.data(), none, 1, 1, 10, 3),
+  EXPECT_THROW(emu::attention_forward(out.data(), lse.data(), qkv.data(), none, 1, 1, 10, 3, 3),
                emu::EmuError);
   emu::AttnDropout all = none;
   all.p = 1.0f;
-  EXPECT_THROW(emu::attention_forward(out.data(), lse.data(), qkv.data(), all, 1, 1, 16, 2),
+  EXPECT_THROW(emu::attention_forward(out.data(), lse.data(), qkv.data(), all, 1, 1, 16, 2, 2),
+               emu::EmuError);
+  // kv heads that do not divide the query heads, or none.
+  EXPECT_THROW(emu::attention_forward(out.data(), lse.data(), qkv.data(), none, 1, 1, 48, 6, 4),
+               emu::EmuError);
+  EXPECT_THROW(emu::attention_backward(qkv.data(), lse.data(), out.data(), lse.data(), qkv.data(),
+                                       none, 1, 1, 48, 6, 0),
                emu::EmuError);
   // A host buffer where device memory belongs.
   std::vector<Bf16> host(16 * 3);
-  EXPECT_THROW(emu::attention_forward(out.data(), lse.data(), host.data(), none, 1, 1, 16, 2),
+  EXPECT_THROW(emu::attention_forward(out.data(), lse.data(), host.data(), none, 1, 1, 16, 2, 2),
                emu::EmuError);
 }
 

@@ -75,16 +75,19 @@ struct Recording {
   using Stat = float;
   using AttnDropout = RecordingDrop;
   static inline RecordingDrop seen{};
+  static inline std::int64_t seen_kv = 0;
   static inline int forwards = 0, backwards = 0;
   static void attention_forward(Bf16*, float*, const Bf16*, const RecordingDrop& d, std::int64_t,
-                                std::int64_t, std::int64_t, std::int64_t) {
+                                std::int64_t, std::int64_t, std::int64_t, std::int64_t NKV) {
     seen = d;
+    seen_kv = NKV;
     ++forwards;
   }
   static void attention_backward(Bf16*, float*, const Bf16*, const float*, const Bf16*,
                                  const RecordingDrop& d, std::int64_t, std::int64_t,
-                                 std::int64_t, std::int64_t) {
+                                 std::int64_t, std::int64_t, std::int64_t NKV) {
     seen = d;
+    seen_kv = NKV;
     ++backwards;
   }
 };
@@ -146,6 +149,22 @@ TEST(FusedAttention, PassesTheStagesDropoutKeyAndRecomputesNothing) {
   EXPECT_EQ(Recording::forwards, 1);
   at.backward(saved, nullptr, nullptr, nullptr, call);
   EXPECT_EQ(Recording::backwards, 1);
+}
+
+TEST(FusedAttention, PassesTheRanksKvHeads) {
+  // NKV = 0 means multi-head (as many kv heads as query heads); else the rank's kv heads.
+  const AttentionCall call{1, RngStream{1, 0, 0, RngOp::AttnDropout}, 0};
+  FusedAttention<Recording>::Saved saved;
+  const AttentionDims mha{1, 8, 64, 4, 0, 0.0f};
+  FusedAttention<Recording>(mha).forward(saved, nullptr, nullptr, call);
+  EXPECT_EQ(Recording::seen_kv, 4);
+  AttentionDims gqa = mha;
+  gqa.NKV = 2;
+  FusedAttention<Recording>(gqa).forward(saved, nullptr, nullptr, call);
+  EXPECT_EQ(Recording::seen_kv, 2);
+  Recording::seen_kv = 0;
+  FusedAttention<Recording>(gqa).backward(saved, nullptr, nullptr, nullptr, call);
+  EXPECT_EQ(Recording::seen_kv, 2);
 }
 
 // The GPU set's stage, sized without a device (planned_arena_bytes allocates nothing; this also

@@ -20,6 +20,8 @@ void check_tokens(const std::int32_t* tokens, std::int64_t n, std::int64_t V) {
 constexpr std::int64_t kChannelBlock = 64;
 
 // A: the output activation, P: the tables (float or Bf16); the sum is fp32, rounded once.
+// wpe == nullptr (rotary positions) copies the token rows (exactly: a bf16 row widened and
+// rounded back is itself).
 template <typename A, typename P>
 void forward(A* out, const std::int32_t* tokens, const P* wte, const P* wpe, std::int64_t B,
              std::int64_t T, std::int64_t C, std::int64_t V) {
@@ -27,8 +29,13 @@ void forward(A* out, const std::int32_t* tokens, const P* wte, const P* wpe, std
 #pragma omp parallel for schedule(static)
   for (std::int64_t n = 0; n < B * T; ++n) {
     const P* e = wte + static_cast<std::int64_t>(tokens[n]) * C;
-    const P* p = wpe + (n % T) * C;
     A* o = out + n * C;
+    if (wpe == nullptr) {
+#pragma omp simd
+      for (std::int64_t c = 0; c < C; ++c) o[c] = narrow<A>(widen(e[c]));
+      continue;
+    }
+    const P* p = wpe + (n % T) * C;
 #pragma omp simd
     for (std::int64_t c = 0; c < C; ++c) o[c] = narrow<A>(widen(e[c]) + widen(p[c]));
   }
@@ -46,8 +53,13 @@ void backward(float* dwte, float* dwpe, const A* dout, const std::int32_t* token
     const std::int64_t c0 = blk * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
     for (std::int64_t n = 0; n < B * T; ++n) {
       float* we = dwte + static_cast<std::int64_t>(tokens[n]) * C;
-      float* wp = dwpe + (n % T) * C;
       const A* d = dout + n * C;
+      if (dwpe == nullptr) {  // no position table (rotary positions)
+#pragma omp simd
+        for (std::int64_t c = c0; c < c1; ++c) we[c] += widen(d[c]);
+        continue;
+      }
+      float* wp = dwpe + (n % T) * C;
 #pragma omp simd
       for (std::int64_t c = c0; c < c1; ++c) {
         we[c] += widen(d[c]);

@@ -32,6 +32,12 @@ struct CudaApi {
   static constexpr auto position_backward = &cuda::position_backward;
   static constexpr auto layernorm_forward = &cuda::layernorm_forward;
   static constexpr auto layernorm_backward = &cuda::layernorm_backward;
+  static constexpr auto rmsnorm_forward = &cuda::rmsnorm_forward;
+  static constexpr auto rmsnorm_backward = &cuda::rmsnorm_backward;
+  static constexpr auto rope_forward = &cuda::rope_forward;
+  static constexpr auto rope_backward = &cuda::rope_backward;
+  static constexpr auto swiglu_forward = &cuda::swiglu_forward;
+  static constexpr auto swiglu_backward = &cuda::swiglu_backward;
   static constexpr auto matmul_nt_forward = &cuda::matmul_nt_forward;
   static constexpr auto matmul_nt_backward = &cuda::matmul_nt_backward;
   static constexpr auto matmul_nn_forward = &cuda::matmul_nn_forward;

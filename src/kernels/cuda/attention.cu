@@ -1,4 +1,5 @@
-// Fused, memory-efficient causal attention on head-interleaved qkv (kernels/README.md): no
+// Fused, memory-efficient causal attention, grouped-query (NKV kv heads, each read by NH/NKV
+// query heads; qkv grouped as launch.h's QkvGroups, head-interleaved when NKV = NH): no
 // (B,NH,T,T) tensor ever reaches global memory. A block owns kAttnRows rows of one (batch,
 // head) (launch.h); each warp keeps its rows' vectors in registers, lanes splitting the head
 // dimension, and the other side's rows stream through shared memory in tiles of kAttnKeys.
@@ -6,8 +7,9 @@
 //             lse = max + log(sum) saved per row;
 //   backward: kernel 1 (query rows) recomputes P = exp(s - lse) and dP, forms
 //             dsum_i = sum_j P_ij dP_ij in fp32 and then dQ; kernel 2 (key rows) forms dK and
-//             dV from the same recomputed P and dsum. No atomics: every output element is
-//             owned by one warp, so results do not depend on scheduling.
+//             dV from the same recomputed P and dsum; a kv head's block walks the query heads
+//             of its group in order, so dK and dV sum over them without atomics. Every output
+//             element is owned by one warp, so results do not depend on scheduling.
 // Dropout of P draws each element's keep bit from philox.h with StageCompute's key (the CPU's
 // mask, bit for bit); the softmax sum and lse are of the undropped P, as on the CPU.
 #include <cmath>
@@ -28,7 +30,9 @@ constexpr int R = kAttnRowsPerWarp;
 
 struct Geometry {
   std::int64_t T, C, NH, hs;
-  float scale;  // 1 / sqrt(hs)
+  std::int64_t W;            // qkv row width, C + 2 NKV hs
+  launch::QkvGroups groups;  // where each head's columns sit in a qkv row
+  float scale;               // 1 / sqrt(hs)
 };
 
 struct Drop {
@@ -49,10 +53,16 @@ __device__ __forceinline__ float drop_factor(const Drop& d, const Geometry& g, s
   return philox::dropout_keep(w, d.threshold) ? d.keep_scale : 0.0f;
 }
 
-// Row `row` of head h's part `part` (0 q, 1 k, 2 v) of sample b's qkv.
+// First column of part `part` (0 q, 1 k, 2 v) that query head h reads in a qkv row.
+__device__ __forceinline__ std::int64_t part_col(const Geometry& g, std::int64_t h, int part) {
+  const std::int64_t kv = h / g.groups.G;
+  return part == 0 ? g.groups.q_col(h) : part == 1 ? g.groups.k_col(kv) : g.groups.v_col(kv);
+}
+
+// Row `row` of query head h's part `part` of sample b's qkv (k and v: its kv head's).
 __device__ __forceinline__ const Bf16* qkv_row(const Bf16* qkv, const Geometry& g, std::int64_t b,
                                                std::int64_t h, int part, std::int64_t row) {
-  return qkv + (b * g.T + row) * 3 * g.C + h * 3 * g.hs + part * g.hs;
+  return qkv + (b * g.T + row) * g.W + part_col(g, h, part);
 }
 
 // Loads this lane's dims of a bf16 vector (0 beyond hs).
@@ -214,7 +224,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   for (int r = 0; r < R; ++r) {
     const std::int64_t i = row0 + r;
     if (i >= g.T) continue;
-    Bf16* dst = dqkv + (b * g.T + i) * 3 * g.C + h * 3 * g.hs;
+    Bf16* dst = dqkv + (b * g.T + i) * g.W + g.groups.q_col(h);
 #pragma unroll
     for (int c = 0; c < D; ++c) {
       const int d = lane + 32 * c;
@@ -224,7 +234,8 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   }
 }
 
-// Key rows: dK_j = scale sum_i dS_ij q_i, dV_j = sum_i P_ij z_ij dout_i over queries i >= j.
+// Key rows of kv head kv: dK_j = scale sum_h sum_i dS^h_ij q^h_i, dV_j = sum_h sum_i P^h_ij
+// z^h_ij dout^h_i over queries i >= j and the group's query heads h, in head order.
 template <int D>
 __global__ void __launch_bounds__(kAttnWarps * 32)
     attn_bwd_kv(Bf16* dqkv, const float* dsum, const Bf16* dout, const float* lse,
@@ -232,44 +243,49 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   __shared__ float qs[kAttnKeys][kAttnMaxHead];
   __shared__ float os[kAttnKeys][kAttnMaxHead];
   __shared__ float ls[kAttnKeys], dss[kAttnKeys];
-  const std::int64_t bh = blockIdx.x, b = bh / g.NH, h = bh % g.NH;
+  const std::int64_t NKV = g.NH / g.groups.G;
+  const std::int64_t b = blockIdx.x / NKV, kv = blockIdx.x % NKV;
+  const std::int64_t h_first = kv * g.groups.G;  // the group's first query head
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::int64_t row0 = blockIdx.y * static_cast<std::int64_t>(kAttnRows) + warp * R;
   float k[R][D], v[R][D], dk[R][D], dv[R][D];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const std::int64_t j = row0 + r < g.T ? row0 + r : g.T - 1;
-    load_vec<D>(k[r], qkv_row(qkv, g, b, h, 1, j), g.hs, lane);
-    load_vec<D>(v[r], qkv_row(qkv, g, b, h, 2, j), g.hs, lane);
+    load_vec<D>(k[r], qkv_row(qkv, g, b, h_first, 1, j), g.hs, lane);
+    load_vec<D>(v[r], qkv_row(qkv, g, b, h_first, 2, j), g.hs, lane);
 #pragma unroll
     for (int c = 0; c < D; ++c) dk[r][c] = dv[r][c] = 0;
   }
-  for (std::int64_t q0 = launch::attn_queries_begin(blockIdx.y); q0 < g.T; q0 += kAttnKeys) {
-    __syncthreads();
-    load_tile(qs, qkv, g, b, h, 0, q0);
-    load_tile_btc(os, dout, g, b, h, q0);
-    for (int t = threadIdx.x; t < kAttnKeys; t += blockDim.x) {
-      const std::int64_t i = q0 + t;
-      ls[t] = i < g.T ? lse[bh * g.T + i] : 0.0f;
-      dss[t] = i < g.T ? dsum[bh * g.T + i] : 0.0f;
-    }
-    __syncthreads();
-    const int nq = static_cast<int>(g.T - q0 < kAttnKeys ? g.T - q0 : kAttnKeys);
-    for (int ii = 0; ii < nq; ++ii) {
-      const std::int64_t i = q0 + ii;
+  for (std::int64_t h = h_first; h < h_first + g.groups.G; ++h) {
+    const std::int64_t bh = b * g.NH + h;
+    for (std::int64_t q0 = launch::attn_queries_begin(blockIdx.y); q0 < g.T; q0 += kAttnKeys) {
+      __syncthreads();
+      load_tile(qs, qkv, g, b, h, 0, q0);
+      load_tile_btc(os, dout, g, b, h, q0);
+      for (int t = threadIdx.x; t < kAttnKeys; t += blockDim.x) {
+        const std::int64_t i = q0 + t;
+        ls[t] = i < g.T ? lse[bh * g.T + i] : 0.0f;
+        dss[t] = i < g.T ? dsum[bh * g.T + i] : 0.0f;
+      }
+      __syncthreads();
+      const int nq = static_cast<int>(g.T - q0 < kAttnKeys ? g.T - q0 : kAttnKeys);
+      for (int ii = 0; ii < nq; ++ii) {
+        const std::int64_t i = q0 + ii;
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float s = dot<D>(k[r], qs[ii], lane) * g.scale;
-        const float dpd = dot<D>(v[r], os[ii], lane);
-        const std::int64_t j = row0 + r;
-        if (j > i || j >= g.T) continue;
-        const float p = expf(s - ls[ii]);
-        const float z = drop_factor(drop, g, b, h, i, j);
-        const float dS = p * (z * dpd - dss[ii]);
+        for (int r = 0; r < R; ++r) {
+          const float s = dot<D>(k[r], qs[ii], lane) * g.scale;
+          const float dpd = dot<D>(v[r], os[ii], lane);
+          const std::int64_t j = row0 + r;
+          if (j > i || j >= g.T) continue;
+          const float p = expf(s - ls[ii]);
+          const float z = drop_factor(drop, g, b, h, i, j);
+          const float dS = p * (z * dpd - dss[ii]);
 #pragma unroll
-        for (int c = 0; c < D; ++c) {
-          dk[r][c] += dS * qs[ii][lane + 32 * c];
-          dv[r][c] += p * z * os[ii][lane + 32 * c];
+          for (int c = 0; c < D; ++c) {
+            dk[r][c] += dS * qs[ii][lane + 32 * c];
+            dv[r][c] += p * z * os[ii][lane + 32 * c];
+          }
         }
       }
     }
@@ -278,24 +294,33 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   for (int r = 0; r < R; ++r) {
     const std::int64_t j = row0 + r;
     if (j >= g.T) continue;
-    Bf16* dst = dqkv + (b * g.T + j) * 3 * g.C + h * 3 * g.hs;
+    Bf16* row = dqkv + (b * g.T + j) * g.W;
 #pragma unroll
     for (int c = 0; c < D; ++c) {
       const int d = lane + 32 * c;
       if (d < g.hs) {
-        dst[g.hs + d] = to_bf16(dk[r][c] * g.scale);
-        dst[2 * g.hs + d] = to_bf16(dv[r][c]);
+        row[g.groups.k_col(kv) + d] = to_bf16(dk[r][c] * g.scale);
+        row[g.groups.v_col(kv) + d] = to_bf16(dv[r][c]);
       }
     }
   }
 }
 
-Geometry geometry(std::int64_t T, std::int64_t C, std::int64_t NH) {
+Geometry geometry(std::int64_t T, std::int64_t C, std::int64_t NH, std::int64_t NKV) {
   if (NH <= 0 || C % NH != 0 || launch::attn_chunks(C / NH) == 0) {
     throw CudaError("[cuda] attention: head size C/NH must divide C and be at most 128");
   }
+  if (NKV <= 0 || NH % NKV != 0) {
+    throw CudaError("[cuda] attention: the kv heads NKV must divide the query heads NH");
+  }
   const std::int64_t hs = C / NH;
-  return {T, C, NH, hs, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))};
+  return {T,
+          C,
+          NH,
+          hs,
+          C + 2 * NKV * hs,
+          launch::QkvGroups{hs, NH / NKV},
+          static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))};
 }
 
 Drop drop_args(const AttnDropout& d) {
@@ -331,9 +356,10 @@ dim3 grid_of(std::int64_t B, std::int64_t T, std::int64_t NH) {
 }  // namespace
 
 void attention_forward(Bf16* out, float* lse, const Bf16* qkv, const AttnDropout& drop,
-                       std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH) {
+                       std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                       std::int64_t NKV) {
   if (B * T == 0) return;
-  const Geometry g = geometry(T, C, NH);
+  const Geometry g = geometry(T, C, NH, NKV);
   const Drop d = drop_args(drop);
   const dim3 grid = grid_of(B, T, NH);
   ETH_ATTN_LAUNCH(attn_fwd, grid, out, lse, qkv, g, d);
@@ -341,13 +367,15 @@ void attention_forward(Bf16* out, float* lse, const Bf16* qkv, const AttnDropout
 
 void attention_backward(Bf16* dqkv, float* dsum, const Bf16* dout, const float* lse,
                         const Bf16* qkv, const AttnDropout& drop, std::int64_t B, std::int64_t T,
-                        std::int64_t C, std::int64_t NH) {
+                        std::int64_t C, std::int64_t NH, std::int64_t NKV) {
   if (B * T == 0) return;
-  const Geometry g = geometry(T, C, NH);
+  const Geometry g = geometry(T, C, NH, NKV);
   const Drop d = drop_args(drop);
   const dim3 grid = grid_of(B, T, NH);
   ETH_ATTN_LAUNCH(attn_bwd_q, grid, dqkv, dsum, dout, lse, qkv, g, d);
-  ETH_ATTN_LAUNCH(attn_bwd_kv, grid, dqkv, dsum, dout, lse, qkv, g, d);
+  // One block per (batch, kv head): it sums its group's query heads (needs all of dsum).
+  const dim3 kv_grid = grid_of(B, T, NKV);
+  ETH_ATTN_LAUNCH(attn_bwd_kv, kv_grid, dqkv, dsum, dout, lse, qkv, g, d);
 }
 
 }  // namespace eth::cuda

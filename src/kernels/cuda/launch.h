@@ -53,4 +53,31 @@ ETH_HOST_DEVICE constexpr std::int64_t attn_queries_begin(std::int64_t tile) {
   return tile * kAttnRows;
 }
 
+// Where the heads sit in a token's row of qkv under grouped-query attention (device_kernels.inc):
+// NKV key/value heads, each shared by G = NH / NKV query heads, laid out group by group as
+// [q of the group's G heads | k | v], hs columns each, so a tp rank's kv heads (and their query
+// heads) are one contiguous column range. G = 1 (NKV = NH) is the head-interleaved layout of
+// multi-head attention, [q_h | k_h | v_h] per head.
+struct QkvGroups {
+  std::int64_t hs = 0;  // head size
+  std::int64_t G = 1;   // query heads per kv head
+
+  ETH_HOST_DEVICE constexpr std::int64_t group_width() const { return (G + 2) * hs; }
+  // First column of query head h, and of kv head `kv`'s key and value.
+  ETH_HOST_DEVICE constexpr std::int64_t q_col(std::int64_t h) const {
+    return (h / G) * group_width() + (h % G) * hs;
+  }
+  ETH_HOST_DEVICE constexpr std::int64_t k_col(std::int64_t kv) const {
+    return kv * group_width() + G * hs;
+  }
+  ETH_HOST_DEVICE constexpr std::int64_t v_col(std::int64_t kv) const {
+    return kv * group_width() + (G + 1) * hs;
+  }
+  // The r-th head that rotary positions turn, r in [0, NKV (G + 1)): each group's G query heads
+  // and its key head, in column order (the value heads are skipped).
+  ETH_HOST_DEVICE constexpr std::int64_t rotated_col(std::int64_t r) const {
+    return (r / (G + 1)) * group_width() + (r % (G + 1)) * hs;
+  }
+};
+
 }  // namespace eth::cuda::launch

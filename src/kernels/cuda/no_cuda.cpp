@@ -50,6 +50,14 @@ void layernorm_backward(Bf16*, float*, float*, const Bf16*, const Bf16*, const B
                         const float*, I, I) {
   no_cuda();
 }
+void rmsnorm_forward(Bf16*, float*, const Bf16*, const Bf16*, float, I, I) { no_cuda(); }
+void rmsnorm_backward(Bf16*, float*, const Bf16*, const Bf16*, const Bf16*, const float*, I, I) {
+  no_cuda();
+}
+void rope_forward(Bf16*, I, I, I, I, I, float) { no_cuda(); }
+void rope_backward(Bf16*, I, I, I, I, I, float) { no_cuda(); }
+void swiglu_forward(Bf16*, const Bf16*, const Bf16*, I, I) { no_cuda(); }
+void swiglu_backward(Bf16*, Bf16*, const Bf16*, const Bf16*, const Bf16*, I, I) { no_cuda(); }
 void matmul_nt_forward(Bf16*, const Bf16*, const Bf16*, const Bf16*, I, I, I) { no_cuda(); }
 void matmul_nt_backward(Bf16*, float*, float*, const Bf16*, const Bf16*, const Bf16*, I, I, I) {
   no_cuda();
@@ -77,9 +85,11 @@ void matmul_nt_backward_partial_rows(float*, const GradRows<float>*, I, const Bf
                                      const Bf16*, I, I, I) {
   no_cuda();
 }
-void attention_forward(Bf16*, float*, const Bf16*, const AttnDropout&, I, I, I, I) { no_cuda(); }
+void attention_forward(Bf16*, float*, const Bf16*, const AttnDropout&, I, I, I, I, I) {
+  no_cuda();
+}
 void attention_backward(Bf16*, float*, const Bf16*, const float*, const Bf16*, const AttnDropout&,
-                        I, I, I, I) {
+                        I, I, I, I, I) {
   no_cuda();
 }
 void gelu_forward(Bf16*, const Bf16*, I) { no_cuda(); }

@@ -17,7 +17,9 @@ __global__ void encoder_fwd(Bf16* out, const std::int32_t* tokens, const Bf16* w
                             const Bf16* wpe, std::int64_t T, std::int64_t C, std::int64_t total) {
   ETH_GRID_LOOP(i, total) {
     const std::int64_t n = i / C, c = i % C, t = n % T;
-    out[i] = to_bf16(to_float(wte[tokens[n] * C + c]) + to_float(wpe[t * C + c]));
+    const Bf16 tok = wte[tokens[n] * C + c];
+    // No position table (rotary positions): the token's row itself.
+    out[i] = wpe != nullptr ? to_bf16(to_float(tok) + to_float(wpe[t * C + c])) : tok;
   }
 }
 
@@ -299,8 +301,10 @@ void encoder_forward(Bf16* out, const std::int32_t* tokens, const Bf16* wte, con
 void encoder_backward(float* dwte, float* dwpe, const Bf16* dout, const std::int32_t* tokens,
                       std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t /*V*/) {
   if (B * T * C == 0) return;
-  encoder_bwd_pos<<<blocks_for(T * C), kThreads, 0, stream()>>>(dwpe, dout, B, T, C);
-  ETH_CUDA_LAUNCHED();
+  if (dwpe != nullptr) {  // else no position table
+    encoder_bwd_pos<<<blocks_for(T * C), kThreads, 0, stream()>>>(dwpe, dout, B, T, C);
+    ETH_CUDA_LAUNCHED();
+  }
   encoder_bwd_tok<<<blocks_for(C, 64), 64, 0, stream()>>>(dwte, dout, tokens, B * T, C);
   ETH_CUDA_LAUNCHED();
 }

@@ -1,14 +1,15 @@
 // The emulated device's fused causal attention (kernels.h): cuda::attention_forward/backward's
-// contract on the CPU, memory-efficient the same way. Nothing of size T x T exists, not even
-// per head:
+// contract on the CPU (grouped-query: NKV kv heads, qkv grouped as cuda/launch.h's QkvGroups),
+// memory-efficient the same way. Nothing of size T x T exists, not even per head:
 //   forward:  each query row walks its keys in blocks of kKeyBlock with a running max and sum
 //             (online softmax), rescaling its fp32 accumulator when the max grows;
 //             out = P_dropped V / sum, lse = max + log(sum) saved;
 //   backward: each query row recomputes its P = exp(s - lse) and dP = z (dout . v) into rows of
 //             length T, forms dsum = sum_j P dP in fp32, then adds its share of dQ (its own),
-//             dK and dV (the head's, accumulated in fp32 and rounded once at the end).
-// OpenMP over (batch, head): a thread owns every output of its (b, h), so results do not depend
-// on the thread count. Dropout draws the keep bit of element (head0 + h) T T + t T + t2 of
+//             dK and dV (its kv head's, accumulated in fp32 over the group's query heads in
+//             head order and rounded once at the end).
+// OpenMP over (batch, head) forward and (batch, kv head) backward: a thread owns every output
+// of its (b, h) or its (b, kv) group, so results do not depend on the thread count. Dropout draws the keep bit of element (head0 + h) T T + t T + t2 of
 // sample sample0 + b from philox.h, four elements per Philox block, like rng.cpp's masks.
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "kernels/cpu/vec_math.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/emulated/check.h"
 #include "kernels/emulated/kernels.h"
 #include "kernels/emulated/runtime.h"
@@ -31,7 +33,9 @@ constexpr std::int64_t kMaxHead = 128;  // cuda/launch.h's kAttnMaxHead
 
 struct Geometry {
   std::int64_t T, C, NH, hs;
-  float scale;  // 1 / sqrt(hs)
+  std::int64_t W;                  // qkv row width, C + 2 NKV hs
+  cuda::launch::QkvGroups groups;  // where each head's columns sit in a qkv row
+  float scale;                     // 1 / sqrt(hs)
 };
 
 struct Drop {
@@ -43,13 +47,24 @@ struct Drop {
   std::int64_t sample0, head0;
 };
 
-Geometry geometry(const char* fn, std::int64_t T, std::int64_t C, std::int64_t NH) {
+Geometry geometry(const char* fn, std::int64_t T, std::int64_t C, std::int64_t NH,
+                  std::int64_t NKV) {
   if (NH <= 0 || C % NH != 0 || C / NH < 1 || C / NH > kMaxHead) {
     throw EmuError(std::string("[emulated] ") + fn +
                    ": head size C/NH must divide C and be at most 128");
   }
+  if (NKV <= 0 || NH % NKV != 0) {
+    throw EmuError(std::string("[emulated] ") + fn +
+                   ": the kv heads NKV must divide the query heads NH");
+  }
   const std::int64_t hs = C / NH;
-  return {T, C, NH, hs, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))};
+  return {T,
+          C,
+          NH,
+          hs,
+          C + 2 * NKV * hs,
+          cuda::launch::QkvGroups{hs, NH / NKV},
+          static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))};
 }
 
 Drop drop_args(const char* fn, const AttnDropout& d) {
@@ -84,11 +99,10 @@ void drop_keys(float* z, const Drop& d, const Geometry& g, std::int64_t b, std::
   }
 }
 
-// Rows [0, T) of head h's part `part` (0 q, 1 k, 2 v) of sample b, widened: dst (T, hs).
-void load_part(float* dst, const Bf16* qkv, const Geometry& g, std::int64_t b, std::int64_t h,
-               int part) {
+// Rows [0, T) of sample b's columns [col, col + hs) of qkv, widened: dst (T, hs).
+void load_part(float* dst, const Bf16* qkv, const Geometry& g, std::int64_t b, std::int64_t col) {
   for (std::int64_t t = 0; t < g.T; ++t) {
-    const Bf16* src = qkv + (b * g.T + t) * 3 * g.C + h * 3 * g.hs + part * g.hs;
+    const Bf16* src = qkv + (b * g.T + t) * g.W + col;
     for (std::int64_t d = 0; d < g.hs; ++d) dst[t * g.hs + d] = float_from_bf16(src[d]);
   }
 }
@@ -125,10 +139,11 @@ void forward_head(Bf16* out, float* lse, const Bf16* qkv, const Geometry& g, con
   float* acc = q + hs;
   float* s = acc + hs;         // the block's scores, then its probabilities
   float* z = s + kKeyBlock;    // the block's keep factors
-  load_part(kf, qkv, g, b, h, 1);
-  load_part(vf, qkv, g, b, h, 2);
+  const std::int64_t kv = h / g.groups.G;
+  load_part(kf, qkv, g, b, g.groups.k_col(kv));
+  load_part(vf, qkv, g, b, g.groups.v_col(kv));
   for (std::int64_t i = 0; i < T; ++i) {
-    const Bf16* qrow = qkv + (b * T + i) * 3 * g.C + h * 3 * hs;
+    const Bf16* qrow = qkv + (b * T + i) * g.W + g.groups.q_col(h);
     for (std::int64_t d = 0; d < hs; ++d) q[d] = float_from_bf16(qrow[d]);
     std::fill(acc, acc + hs, 0.0f);
     float mx = -INFINITY, sum = 0.0f;
@@ -165,10 +180,11 @@ void forward_head(Bf16* out, float* lse, const Bf16* qkv, const Geometry& g, con
   }
 }
 
-// One (b, h) of the backward pass: dsum, and the q, k and v parts of dqkv (=).
-void backward_head(Bf16* dqkv, float* dsum, const Bf16* dout, const float* lse, const Bf16* qkv,
-                   const Geometry& g, const Drop& drop, std::int64_t b, std::int64_t h) {
-  const std::int64_t T = g.T, hs = g.hs, bh = b * g.NH + h;
+// One (b, kv) group of the backward pass: dsum and the q parts of dqkv (=) of its query heads,
+// and its kv head's k and v parts (=), summed over those heads in order.
+void backward_group(Bf16* dqkv, float* dsum, const Bf16* dout, const float* lse, const Bf16* qkv,
+                    const Geometry& g, const Drop& drop, std::int64_t b, std::int64_t kv) {
+  const std::int64_t T = g.T, hs = g.hs;
   float* qf = scratch(static_cast<std::size_t>(6 * T * hs + hs + 3 * T));
   float* kf = qf + T * hs;
   float* vf = kf + T * hs;
@@ -179,45 +195,48 @@ void backward_head(Bf16* dqkv, float* dsum, const Bf16* dout, const float* lse, 
   float* p = dq + hs;       // row i's P, its dP before dropout (dout . v) and keep factors
   float* dpd = p + T;
   float* z = dpd + T;
-  load_part(qf, qkv, g, b, h, 0);
-  load_part(kf, qkv, g, b, h, 1);
-  load_part(vf, qkv, g, b, h, 2);
-  load_btc(of, dout, g, b, h);
+  load_part(kf, qkv, g, b, g.groups.k_col(kv));
+  load_part(vf, qkv, g, b, g.groups.v_col(kv));
   std::fill(dk, dk + 2 * T * hs, 0.0f);  // dk and dv
-  for (std::int64_t i = 0; i < T; ++i) {
-    const float* q = qf + i * hs;
-    const float* o = of + i * hs;
-    const float l = lse[bh * T + i];
-    drop_keys(z, drop, g, b, h, i, 0, i + 1);
-    float ds = 0.0f;
-    for (std::int64_t j = 0; j <= i; ++j) {
-      p[j] = exp_approx(dot(q, kf + j * hs, hs) * g.scale - l);
-      dpd[j] = dot(o, vf + j * hs, hs);
-      ds += p[j] * z[j] * dpd[j];
-    }
-    dsum[bh * T + i] = ds;
-    std::fill(dq, dq + hs, 0.0f);
-    for (std::int64_t j = 0; j <= i; ++j) {
-      const float dS = p[j] * (z[j] * dpd[j] - ds);
-      const float pz = p[j] * z[j];
-      const float* k = kf + j * hs;
-      float* dkj = dk + j * hs;
-      float* dvj = dv + j * hs;
-#pragma omp simd
-      for (std::int64_t d = 0; d < hs; ++d) {
-        dq[d] += dS * k[d];
-        dkj[d] += dS * q[d];
-        dvj[d] += pz * o[d];
+  for (std::int64_t h = kv * g.groups.G; h < (kv + 1) * g.groups.G; ++h) {
+    const std::int64_t bh = b * g.NH + h;
+    load_part(qf, qkv, g, b, g.groups.q_col(h));
+    load_btc(of, dout, g, b, h);
+    for (std::int64_t i = 0; i < T; ++i) {
+      const float* q = qf + i * hs;
+      const float* o = of + i * hs;
+      const float l = lse[bh * T + i];
+      drop_keys(z, drop, g, b, h, i, 0, i + 1);
+      float ds = 0.0f;
+      for (std::int64_t j = 0; j <= i; ++j) {
+        p[j] = exp_approx(dot(q, kf + j * hs, hs) * g.scale - l);
+        dpd[j] = dot(o, vf + j * hs, hs);
+        ds += p[j] * z[j] * dpd[j];
       }
+      dsum[bh * T + i] = ds;
+      std::fill(dq, dq + hs, 0.0f);
+      for (std::int64_t j = 0; j <= i; ++j) {
+        const float dS = p[j] * (z[j] * dpd[j] - ds);
+        const float pz = p[j] * z[j];
+        const float* k = kf + j * hs;
+        float* dkj = dk + j * hs;
+        float* dvj = dv + j * hs;
+#pragma omp simd
+        for (std::int64_t d = 0; d < hs; ++d) {
+          dq[d] += dS * k[d];
+          dkj[d] += dS * q[d];
+          dvj[d] += pz * o[d];
+        }
+      }
+      Bf16* dst = dqkv + (b * T + i) * g.W + g.groups.q_col(h);
+      for (std::int64_t d = 0; d < hs; ++d) dst[d] = bf16_from_float(dq[d] * g.scale);
     }
-    Bf16* dst = dqkv + (b * T + i) * 3 * g.C + h * 3 * hs;
-    for (std::int64_t d = 0; d < hs; ++d) dst[d] = bf16_from_float(dq[d] * g.scale);
   }
   for (std::int64_t j = 0; j < T; ++j) {
-    Bf16* dst = dqkv + (b * T + j) * 3 * g.C + h * 3 * hs;
+    Bf16* row = dqkv + (b * T + j) * g.W;
     for (std::int64_t d = 0; d < hs; ++d) {
-      dst[hs + d] = bf16_from_float(dk[j * hs + d] * g.scale);
-      dst[2 * hs + d] = bf16_from_float(dv[j * hs + d]);
+      row[g.groups.k_col(kv) + d] = bf16_from_float(dk[j * hs + d] * g.scale);
+      row[g.groups.v_col(kv) + d] = bf16_from_float(dv[j * hs + d]);
     }
   }
 }
@@ -225,9 +244,10 @@ void backward_head(Bf16* dqkv, float* dsum, const Bf16* dout, const float* lse, 
 }  // namespace
 
 void attention_forward(Bf16* out, float* lse, const Bf16* qkv, const AttnDropout& drop,
-                       std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH) {
+                       std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                       std::int64_t NKV) {
   if (B * T == 0) return;  // before the checks, as the CUDA kernel
-  const Geometry g = geometry("attention_forward", T, C, NH);
+  const Geometry g = geometry("attention_forward", T, C, NH, NKV);
   const Drop d = drop_args("attention_forward", drop);
   detail::device_args("attention_forward", {out, lse, qkv});
   const DeviceScope scope;
@@ -237,15 +257,15 @@ void attention_forward(Bf16* out, float* lse, const Bf16* qkv, const AttnDropout
 
 void attention_backward(Bf16* dqkv, float* dsum, const Bf16* dout, const float* lse,
                         const Bf16* qkv, const AttnDropout& drop, std::int64_t B, std::int64_t T,
-                        std::int64_t C, std::int64_t NH) {
+                        std::int64_t C, std::int64_t NH, std::int64_t NKV) {
   if (B * T == 0) return;  // before the checks, as the CUDA kernel
-  const Geometry g = geometry("attention_backward", T, C, NH);
+  const Geometry g = geometry("attention_backward", T, C, NH, NKV);
   const Drop d = drop_args("attention_backward", drop);
   detail::device_args("attention_backward", {dqkv, dsum, dout, lse, qkv});
   const DeviceScope scope;
 #pragma omp parallel for schedule(static)
-  for (std::int64_t bh = 0; bh < B * NH; ++bh) {
-    backward_head(dqkv, dsum, dout, lse, qkv, g, d, bh / NH, bh % NH);
+  for (std::int64_t bkv = 0; bkv < B * NKV; ++bkv) {
+    backward_group(dqkv, dsum, dout, lse, qkv, g, d, bkv / NKV, bkv % NKV);
   }
 }
 
