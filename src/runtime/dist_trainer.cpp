@@ -12,6 +12,7 @@
 #include "train/checkpoint.h"
 #include "train/init_from.h"
 #include "train/optimizer.h"
+#include "train/state_backend.h"
 
 namespace eth {
 
@@ -40,14 +41,29 @@ const StagePlan& stage_of(const Plan& plan, const RankPlace& p) {
       .stages[static_cast<std::size_t>(p.stage)];
 }
 
-// One unit's parameters (or Adam moments) of `buf`, laid out by `layout`, in the unit-major
-// order of ParamLayout(model, u, u, tp, tp_rank): what the checkpoint gather sends.
-std::vector<float> unit_major(const ParamLayout& layout, const float* buf, std::int64_t u) {
-  std::vector<float> out;
-  for (const TensorSlot& t : layout.unit(u).tensors) {
-    out.insert(out.end(), buf + t.offset, buf + t.offset + t.desc.numel());
+// One unit's parameters (or Adam moments) of `buf`, a buffer of `state` laid out by its layout,
+// in the unit-major order of ParamLayout(model, u, u, tp, tp_rank): what the checkpoint gather
+// sends. Read through the state's backend (a download on a GPU set).
+std::vector<float> unit_major(const ModelState& state, const float* buf, std::int64_t u) {
+  const UnitSlot& unit = state.layout().unit(u);
+  std::vector<float> out(static_cast<std::size_t>(unit.numel));
+  float* at = out.data();
+  for (const TensorSlot& t : unit.tensors) {
+    state.backend().download(at, buf + t.offset, t.desc.numel());
+    at += t.desc.numel();
   }
+  ETH_CHECK(at == out.data() + out.size(), "a unit's tensors do not add up to its size");
   return out;
+}
+
+// The state's backend on the run's device, refused (InputError) before anything is allocated.
+MakeStateBackend checked_state_backend(const TrainConfig& t) {
+  const std::string why = compute_device_refusal(t.device, t.precision);
+  if (!why.empty()) {
+    const bool precision = is_gpu_device(t.device) && t.precision != Precision::Bf16;
+    throw InputError("train", precision ? "--precision" : "--device", "", why);
+  }
+  return state_backend_maker(t.device);
 }
 
 // The runs of block `b` that `device` (an owner holding it) counts in the gradient norm: all of
@@ -76,24 +92,36 @@ std::vector<PackRun> norm_runs(const Plan& plan, const ParamLayout& layout, std:
 
 DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communicator& world,
                                        const std::optional<std::filesystem::path>& resume)
+    : DistributedTrainer(cfg, world, world, resume) {}
+
+DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communicator& world,
+                                       const Communicator& device_world,
+                                       const std::optional<std::filesystem::path>& resume)
     : cfg_([&] {
         DistTrainConfig c = cfg;
         c.train = with_plan_shape(cfg.train, cfg.plan);
         return c;
       }()),
       world_(world),
+      device_world_(device_world),
       place_(place_ranks(cfg_.plan)[static_cast<std::size_t>(world.rank())]),
       seq_len_(resolve_seq_len(cfg_.train)),
       data_(open_training_data(cfg_.train)),
       sampler_(training_sampler_config(cfg_.train, seq_len_, data_.size())),
       state_(cfg_.plan.model, plan_layout(cfg_.plan, place_.device, cfg_.aggregation),
-             cfg_.train.precision) {
+             cfg_.train.precision, checked_state_backend(cfg_.train)) {
   if (cfg_.train.steps < 1) throw InputError("train", "--steps", "", "expected >= 1");
+  const RuntimeMemory& memory = runtime_memory(cfg_.train.device);
+  ETH_CHECK(!device_world_.is_null() && device_world_.size() == world_.size() &&
+                device_world_.rank() == world_.rank(),
+            "the device communicator must hold the world's ranks");
+  ETH_CHECK(!memory.on_device() || !device_world_.same_as(world_),
+            "training on a GPU set needs a communicator of device buffers");
   const StagePlan& st = stage_of(cfg_.plan, place_);
   // The tp group of this rank's stage replica, created once, before the gradient groups, by
   // every rank (a split of the world; tp 1 ranks join none). Its colour is the group's first
   // device id, unique in the plan.
-  const Communicator tp_comm = world_.split(
+  const Communicator tp_comm = device_world_.split(
       st.tp > 1 ? static_cast<int>(stage_device(st, place_.dp_rank, 0)) : -1,
       static_cast<int>(place_.tp_rank));
   if (!tp_comm.is_null()) tp_group_ = std::make_unique<CommTpGroup>(tp_comm);
@@ -109,14 +137,15 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   rc.layout = &state_.layout();
   rc.trace = cfg_.trace;
   rc.background_progress = cfg_.background_progress;
+  rc.device = cfg_.train.device;
   if (slowdown_ > 1.0 && !cfg_.nominal.empty()) {
     rc.nominal = cfg_.nominal.at(static_cast<std::size_t>(place_.pipeline))
                      .at(static_cast<std::size_t>(place_.stage));
     optimizer_nominal_ns_ = nominal_ns(rc.nominal->optimizer_ms);
   }
-  runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc, tp_group_.get());
-  sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout(),
-                                     tp_comm);
+  runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, device_world_, rc, tp_group_.get());
+  sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, device_world_, state_.layout(),
+                                     tp_comm, memory);
   sync_->set_trace(cfg_.trace);
   for (const StagePlan& other : cfg_.plan.pipelines.front().stages) {
     for (std::int64_t u = other.first_unit; u <= other.last_unit; ++u) {
@@ -281,7 +310,7 @@ std::optional<ModelState> DistributedTrainer::gather_whole(bool moments, Precisi
   for (const UnitSlot& u : layout.units()) {
     if (me == 0 || !owns(u.unit)) continue;
     const int tag = kCheckpointTagBase + 3 * static_cast<int>(u.unit);
-    for (int p = 0; p < parts; ++p) outgoing.push_back(unit_major(layout, mine[p], u.unit));
+    for (int p = 0; p < parts; ++p) outgoing.push_back(unit_major(state_, mine[p], u.unit));
     for (int p = 0; p < parts; ++p) {
       const std::vector<float>& v =
           outgoing[outgoing.size() - static_cast<std::size_t>(parts - p)];
@@ -305,7 +334,7 @@ std::optional<ModelState> DistributedTrainer::gather_whole(bool moments, Precisi
         for (int p = 0; p < parts; ++p) {
           shard[p].resize(n);
           if (owner == 0) {
-            shard[p] = unit_major(layout, mine[p], u.unit);
+            shard[p] = unit_major(state_, mine[p], u.unit);
           } else {
             world_.recv(std::span<float>(shard[p]), owner, tag + p);
           }
