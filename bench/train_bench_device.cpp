@@ -72,16 +72,25 @@ TrainConfig run_config(const Resolved& r, std::int64_t batch, const std::filesys
   return cfg;
 }
 
-// The largest of 1, 2, 3, 4, 6, 8, 12, ... up to max_batch whose state, arena and io fit in
-// kFitFraction of the free memory, by train_memory's arithmetic (nothing allocated).
-std::int64_t largest_fitting_batch(const Resolved& r, std::int64_t max_batch) {
-  std::int64_t best = 0;
+// 1, 2, 3, 4, 6, 8, 12, ... up to max_batch.
+std::vector<std::int64_t> batch_candidates(std::int64_t max_batch) {
+  std::vector<std::int64_t> out;
   for (std::int64_t p = 1; p <= max_batch; p *= 2) {
-    for (std::int64_t b : {p, p + p / 2}) {
-      if (b > max_batch || (p == 1 && b != 1)) continue;
-      const TrainMemory need = train_memory(run_config(r, b, {}));
-      if (need.device_bytes() <= kFitFraction * r.free_bytes) best = std::max(best, b);
-    }
+    out.push_back(p);
+    if (p > 1 && p + p / 2 <= max_batch) out.push_back(p + p / 2);
+  }
+  return out;
+}
+
+// The largest candidate below `below` whose state, arena and io fit in kFitFraction of the free
+// memory, by train_memory's arithmetic (nothing allocated); 0 for none.
+std::int64_t largest_fitting_batch(const Resolved& r, std::int64_t max_batch,
+                                   std::int64_t below) {
+  std::int64_t best = 0;
+  for (std::int64_t b : batch_candidates(max_batch)) {
+    if (b >= below) continue;
+    const TrainMemory need = train_memory(run_config(r, b, {}));
+    if (need.device_bytes() <= kFitFraction * r.free_bytes) best = std::max(best, b);
   }
   return best;
 }
@@ -186,7 +195,7 @@ int resolve(const DeviceBenchOptions& o, Resolved* r) {
     r->batch = o.batch;
     r->batch_rule = "given";
   } else if (cuda) {
-    r->batch = largest_fitting_batch(*r, o.max_batch);
+    r->batch = largest_fitting_batch(*r, o.max_batch, o.max_batch + 1);
     r->batch_rule = "the largest of 1, 2, 3, 4, 6, 8, ... <= " + std::to_string(o.max_batch) +
                     " whose state and activations fit in " +
                     std::to_string(static_cast<int>(kFitFraction * 100)) + "% of the free memory";
@@ -359,6 +368,18 @@ int run_device_bench(const DeviceBenchOptions& o) {
             << " timed steps\n"
             << std::flush;
   EthResult e = run_eth(r);  // the trainer is gone (the GPU freed) before PyTorch starts
+  // What the sizing does not see can still make the allocation fail: then the next size down.
+  for (int retry = 0; retry < 3 && o.batch == 0 && r.device == ComputeDevice::Cuda &&
+                      e.error.find("out of memory") != std::string::npos;
+       ++retry) {
+    const std::int64_t smaller = largest_fitting_batch(r, o.max_batch, r.batch);
+    if (smaller == 0) break;
+    std::cerr << "[train_bench] micro-batch " << r.batch << " did not fit (" << e.error
+              << "); trying " << smaller << "\n";
+    r.batch_rule += "; " + std::to_string(r.batch) + " failed to allocate";
+    r.batch = smaller;
+    e = run_eth(r);
+  }
   if (e.error.empty() && (e.step_s.empty() || !std::isfinite(e.loss))) e.error = "no finite loss";
   if (!e.error.empty()) std::cerr << "train_bench: ETH's run failed: " << e.error << "\n";
   // PyTorch's side even when ETH's failed: the baseline is worth having on record.

@@ -396,7 +396,8 @@ void add_profile_command(CLI::App& app, Registry& r) {
   sub->add_option("--format", o->format,
                   "--analytic: eth (default) or metis; --show, --measure: text (default) or json");
   sub->add_option("--threads", o->threads,
-                  "--measure: OpenMP threads (default 1: the cpu device type is one core)")
+                  "--measure: OpenMP threads (default 1: the cpu device type is one core; on the "
+                  "emulated device the threads its kernels use; cuda: the host side only)")
       ->check(CLI::Range(1, 1024));
   sub->add_option("--repeats", o->repeats, "--measure: timed runs per unit, median kept (3)")
       ->check(CLI::Range(1, 1000));
@@ -417,18 +418,21 @@ void add_profile_command(CLI::App& app, Registry& r) {
       ->check(CLI::IsMember(kDeviceNames));
   sub->add_option("--device-type", o->device_type,
                   "--measure: the device type the entries are written under (default: cpu, "
-                  "emulated, or the GPU's preset); the cluster file must define it");
+                  "emulated, or the GPU's preset); a preset, or defined in the cluster file "
+                  "the profile is planned with");
   sub->add_option("--cache", o->cache,
-                  "--measure: cold (default) flushes the caches before each timed op, as a rank "
-                  "sharing its core (emulation) or running a stage larger than the caches finds "
-                  "them; warm times back-to-back repeats (docs/runtime.md)")
+                  "--measure --device cpu: cold (default) flushes the caches before each timed op, "
+                  "as a rank sharing its core (emulation) or running a stage larger than the "
+                  "caches finds them; warm times back-to-back repeats (docs/runtime.md); a GPU's "
+                  "caches are not the host's, so the GPU devices ignore it")
       ->check(CLI::IsMember({"cold", "warm"}))
       ->capture_default_str();
   sub->add_option("--optimizer-neighbours", o->optimizer_neighbours,
-                  "--measure: other cores that take an optimizer step of their own while the "
-                  "optimizer step is timed, as the ranks of a full node do at once after the "
-                  "gradient sync (the step is bound by the memory bandwidth they share); default: "
-                  "every other core this process may use; 0 times it alone")
+                  "--measure --device cpu: other cores that take an optimizer step of their own "
+                  "while the optimizer step is timed, as the ranks of a full node do at once after "
+                  "the gradient sync (the step is bound by the memory bandwidth they share); "
+                  "default: every other core this process may use; 0 times it alone (a GPU "
+                  "device: always 0)")
       ->check(CLI::Range(0, 1024));
   r.on(sub, [o] {
     const int modes = (o->analytic ? 1 : 0) + (o->measure ? 1 : 0) + (o->show.empty() ? 0 : 1);
