@@ -27,7 +27,6 @@
 #include "model/arithmetic.h"
 #include "train/optimizer.h"
 #include "train/precision_stage.h"
-#include "train/state_backend.h"
 
 namespace eth {
 
