@@ -36,6 +36,7 @@
 #include "kernels/cpu/gemm.h"
 #include "model/arithmetic.h"
 #include "torch_server.h"
+#include "train_bench_device.h"
 #include "train/arena.h"
 #include "train/trainer.h"
 
@@ -231,7 +232,21 @@ int main(int argc, char** argv) {
   app.add_flag("--gemm", gemm_baseline,
                "Also time the fp32 GEMM library on the step's matmul shapes (ETH fp32's ceiling)");
   app.add_flag("--json", json, "Print one JSON object");
+  eth::bench::DeviceBenchOptions device;  // --device cuda|emulated: train_bench_device.h
+  eth::bench::add_device_options(app, &device);
   CLI11_PARSE(app, argc, argv);
+  if (device.device != "cpu") {
+    // The device path's own defaults, unless the shared flags were given.
+    if (app.count("--model")) device.model = model_name;
+    if (app.count("--batch")) device.batch = batch;
+    if (app.count("--seq")) device.seq = seq;
+    if (app.count("--steps")) device.steps = steps;
+    if (app.count("--warmup")) device.warmup = warmup;
+    device.python = python;
+    device.no_torch = no_torch;
+    device.json = json;
+    return eth::bench::run_device_bench(device);
+  }
   if (rounds < 1 || steps < 1 || warmup < 0 || threads < 1) {
     std::cerr << "train_bench: need --rounds >= 1, --steps >= 1, --warmup >= 0, --threads >= 1\n";
     return 1;
