@@ -54,6 +54,27 @@ ShardRange shard_range(const BlockShards& b, std::int64_t device) {
   return {};
 }
 
+std::int64_t shard_elements(const Plan& plan, std::int64_t device) {
+  ETH_CHECK(plan.optimizer_sharding != OptimizerSharding::None, "shard_elements: not sharded");
+  std::int64_t n = 0;
+  for (const BlockShards& b : plan.optimizer_shards) {
+    if (std::binary_search(b.holders.begin(), b.holders.end(), device)) {
+      n += shard_range(b, device).count;
+    }
+  }
+  return n;
+}
+
+std::int64_t largest_shard_of_groups(const Plan& plan, std::int64_t device) {
+  std::int64_t n = 0;
+  for (const BlockShards& b : plan.optimizer_shards) {
+    if (b.holders.size() < 2) continue;
+    if (!std::binary_search(b.holders.begin(), b.holders.end(), device)) continue;
+    for (std::int64_t e : b.elements) n = std::max(n, e);
+  }
+  return n;
+}
+
 std::vector<BlockShards> even_shards(const Plan& plan) {
   std::vector<BlockShards> out;
   for (const GradBlock& b : aggregation_collectives(plan, AggregationMode::Block)) {

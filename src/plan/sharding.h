@@ -32,6 +32,12 @@ struct ShardRange {
 // The shard of `device` in `b`; ETH_CHECKs that it is a holder.
 ShardRange shard_range(const BlockShards& b, std::int64_t device);
 
+// Elements of the optimizer state `device` keeps: its shares of the blocks it holds, summed.
+// ETH_CHECKs that the plan is sharded.
+std::int64_t shard_elements(const Plan& plan, std::int64_t device);
+// The largest share of any block `device` holds (the reduce-scatter's receive buffer).
+std::int64_t largest_shard_of_groups(const Plan& plan, std::int64_t device);
+
 // Even: each block's elements split into near-equal parts, the first `elements % n` holders one
 // element more.
 std::vector<BlockShards> even_shards(const Plan& plan);

@@ -40,12 +40,7 @@ void check_sharding_runnable(const Plan& plan, const std::string& source) {
 }
 
 std::int64_t shard_numel(const Plan& plan, std::int64_t device) {
-  ETH_CHECK(plan.optimizer_sharding != OptimizerSharding::None, "shard_numel: an unsharded plan");
-  std::int64_t n = 0;
-  for (const BlockShards& b : plan.optimizer_shards) {
-    if (holds(b.holders, device)) n += shard_range(b, device).count;
-  }
-  return n;
+  return shard_elements(plan, device);
 }
 
 ShardedOptimizer::ShardedOptimizer(const Plan& plan, AggregationMode mode,
@@ -56,7 +51,6 @@ ShardedOptimizer::ShardedOptimizer(const Plan& plan, AggregationMode mode,
   ETH_CHECK(plan.optimizer_shards.size() == blocks.size(), "shares not one per gradient block");
   ETH_CHECK(layout.tp() == 1, "ShardedOptimizer: tp > 1 is not sharded");
   std::int64_t shard_at = 0;
-  std::int64_t largest = 0;
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const GradBlock& b = blocks[i];
     if (!holds(b.holders, device_)) continue;
@@ -70,7 +64,6 @@ ShardedOptimizer::ShardedOptimizer(const Plan& plan, AggregationMode mode,
       if (b.holders[k] == device_) slot.me = static_cast<int>(k);
       slot.offsets.push_back(at);
       at += shares.elements[k];
-      largest = std::max(largest, shares.elements[k]);
     }
     ETH_CHECK(at == b.elements, "shares do not add up to the block");
     if (b.holders.size() >= 2) {
@@ -112,7 +105,9 @@ ShardedOptimizer::ShardedOptimizer(const Plan& plan, AggregationMode mode,
     slots_.push_back(std::move(slot));
   }
   ETH_CHECK(shard_at == shard_numel(plan, device_), "the shard runs disagree with shard_numel");
-  if (reduces_gradients()) scratch_.resize(static_cast<std::size_t>(largest));
+  if (reduces_gradients()) {
+    scratch_.resize(static_cast<std::size_t>(largest_shard_of_groups(plan, device_)));
+  }
 }
 
 void ShardedOptimizer::reduce_scatter(float* grads) {

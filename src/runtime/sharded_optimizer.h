@@ -36,7 +36,8 @@ namespace eth {
 // plan (a stage of tp > 1); nothing when sharding is none.
 void check_sharding_runnable(const Plan& plan, const std::string& source);
 
-// Elements of the optimizer state `device` keeps: the sum of its shares of the blocks it holds.
+// Elements of the optimizer state `device` keeps: the sum of its shares of the blocks it holds
+// (plan/sharding.h shard_elements, which the predictor charges).
 std::int64_t shard_numel(const Plan& plan, std::int64_t device);
 
 // A run of a rank's shard: `count` elements contiguous in the whole weights (param_offset, the
@@ -80,7 +81,8 @@ class ShardedOptimizer {
                                          Precision precision) const;
 
   const std::vector<ShardRun>& runs() const { return runs_; }
-  // Bytes of the ring's receive buffer (the largest shard of a block this rank is in).
+  // Bytes of the ring's receive buffer, block-wise only: the largest share of a block of two or
+  // more holders this rank is in (largest_shard_of_groups, what the predictor charges).
   double buffer_bytes() const { return static_cast<double>(scratch_.size()) * sizeof(float); }
 
  private:
