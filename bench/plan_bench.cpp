@@ -9,8 +9,8 @@
 // clusters that are not Table 2's symmetric shapes (`uneven`). Everything is predicted (analytic
 // or Metis profiles) except the search times, which are measured on this machine.
 // Usage: plan_bench [SECTION ...|all] [--quick] [--format text|json] [--data DIR]
-// (sections: scenarios uneven ablation alpha scale metis pure memory table3). --quick: a few
-// small cases per section (the evaluation's field test). Asserts nothing.
+// (sections: scenarios uneven ablation alpha scale metis pure memory table3 sharding). --quick:
+// a few small cases per section (the evaluation's field test). Asserts nothing.
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -28,6 +28,7 @@
 #include "profile/analytic.h"
 #include "profile/metis_format.h"
 #include "search/planner.h"
+#include "plan_bench_sharding.h"
 
 namespace {
 
@@ -721,7 +722,7 @@ int main(int argc, char** argv) {
   bool json = false;
   std::vector<std::string> wanted;
   const std::string usage =
-      "usage: plan_bench [scenarios|uneven|ablation|alpha|scale|metis|pure|memory|table3|all ...]"
+      "usage: plan_bench [scenarios|uneven|ablation|alpha|scale|metis|pure|memory|table3|sharding|all ...]"
       " [--quick] [--format text|json] [--data DIR]\n";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -751,7 +752,9 @@ int main(int argc, char** argv) {
       {"ablation", run_ablation, print_ablation},    {"alpha", run_alpha, print_alpha},
       {"scale", run_scale, print_scale},             {"metis", run_metis, print_metis},
       {"pure", run_pure, print_pure},                {"memory", run_memory, print_memory},
-      {"table3", run_table3, print_table3}};
+      {"table3", run_table3, print_table3},
+      {"sharding", [](const Options& o) { return bench::run_sharding(o.quick); },
+       bench::print_sharding}};
   for (const auto& w : wanted) {
     bool known = w == "all";
     for (const auto& s : sections) known = known || w == s.name;

@@ -36,6 +36,7 @@
 #include "core/error.h"
 #include "core/json_file.h"
 #include "cost/predictor.h"
+#include "cost/sharding_memory.h"
 #include "cost/stage_costs.h"
 #include "runtime/dist_trainer.h"
 #include "runtime/device_memory_policy.h"
@@ -394,12 +395,8 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world,
              {"baseline_rss_bytes", i < baselines.size() ? baselines[i] : 0.0},
              {"peak_rss_bytes", m.peak_rss}};
       if (prediction) {
-        // The predictor's memory of this rank's stage (one device of it).
-        const MemoryBreakdown& p =
-            prediction->pipelines[static_cast<std::size_t>(places[i].pipeline)]
-                .stages[static_cast<std::size_t>(places[i].stage)]
-                .memory;
-        j["predicted"] = memory_to_json(p);
+        // The predictor's memory of this rank's device (its stage's, its own optimizer shards).
+        j["predicted"] = memory_to_json(device_memory(*prediction, places[i].device));
       }
       ranks_memory.push_back(j);
     }

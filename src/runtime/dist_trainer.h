@@ -35,6 +35,7 @@
 #include "runtime/grad_layout.h"
 #include "runtime/grad_sync.h"
 #include "runtime/placement.h"
+#include "runtime/sharded_optimizer.h"
 #include "runtime/stage_runner.h"
 #include "runtime/tp_comm.h"
 #include "runtime/trace_recorder.h"
@@ -92,6 +93,8 @@ class DistributedTrainer {
   const RankPlace& place() const { return place_; }
   const ModelState& state() const { return state_; }
   const GradSync& grad_sync() const { return *sync_; }
+  // The sharded optimizer (null when the plan's optimizer_sharding is none).
+  const ShardedOptimizer* sharded_optimizer() const { return sharded_.get(); }
   // This rank's tp group (null at tp 1) and its communication in the last step.
   const CommTpGroup* tp_group() const { return tp_group_.get(); }
   const TpCommStats& last_tp_stats() const { return tp_stats_; }
@@ -150,6 +153,7 @@ class DistributedTrainer {
   TpCommStats tp_stats_;
   std::unique_ptr<StageRunner> runner_;
   std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<ShardedOptimizer> sharded_;
   std::int64_t next_step_ = 0;
   RankTimes times_;
 };

@@ -232,17 +232,26 @@ ModelState::ModelState(const ModelSpec& model, std::int64_t first_unit, std::int
 
 ModelState::ModelState(const ModelSpec& model, ParamLayout layout, Precision precision,
                        MakeStateBackend make_backend)
+    : ModelState(model, std::move(layout), precision, OptimizerShard{-1}, make_backend) {}
+
+ModelState::ModelState(const ModelSpec& model, ParamLayout layout, Precision precision,
+                       OptimizerShard shard, MakeStateBackend make_backend)
     : model_(model), layout_(std::move(layout)), precision_(precision) {
   ETH_CHECK(runtime_precision(precision), "ModelState: the runtime trains in fp32 or bf16");
   const std::int64_t n = layout_.numel(), g = layout_.grad_numel();
+  sharded_ = shard.numel >= 0;  // -1: the unsharded delegation above
+  optimizer_numel_ = sharded_ ? shard.numel : n;
+  ETH_CHECK(optimizer_numel_ <= n, "ModelState: a shard larger than the state");
+  const std::int64_t s = optimizer_numel_;
   const bool bf16 = precision == Precision::Bf16;
-  const std::size_t bytes =
-      3 * arena_bytes<float>(n) + arena_bytes<float>(g) + (bf16 ? arena_bytes<Bf16>(n) : 0);
+  const std::int64_t masters = bf16 ? s : n;  // fp32: the whole weights are the masters
+  const std::size_t bytes = arena_bytes<float>(masters) + 2 * arena_bytes<float>(s) +
+                            arena_bytes<float>(g) + (bf16 ? arena_bytes<Bf16>(n) : 0);
   backend_ = (make_backend ? make_backend : &make_cpu_state_backend)(precision, bytes);
-  params_ = backend_->take_f32(n);
+  params_ = backend_->take_f32(masters);
   grads_ = backend_->take_f32(g);
-  adam_m_ = backend_->take_f32(n);
-  adam_v_ = backend_->take_f32(n);
+  adam_m_ = backend_->take_f32(s);
+  adam_v_ = backend_->take_f32(s);
   if (bf16) params_bf16_ = backend_->take_bf16(n);
 }
 
@@ -255,17 +264,21 @@ std::size_t ModelState::state_bytes() const { return backend_->capacity(); }
 ModelState::RoleBytes ModelState::role_bytes() const {
   const auto f = static_cast<double>(arena_bytes<float>(numel()));
   const auto g = static_cast<double>(arena_bytes<float>(layout_.grad_numel()));
-  if (params_bf16_) return {static_cast<double>(arena_bytes<Bf16>(numel())), g, 3 * f};
-  return {f, g, 2 * f};
+  const auto s = static_cast<double>(arena_bytes<float>(optimizer_numel_));
+  if (params_bf16_) return {static_cast<double>(arena_bytes<Bf16>(numel())), g, 3 * s};
+  return {f, g, 2 * s};
 }
 
 void ModelState::refresh_compute_copy() {
+  ETH_CHECK(!(sharded_ && params_bf16_), "refresh_compute_copy: a sharded bf16 state's masters "
+                                         "are a shard; the sharded optimizer gathers the copy");
   if (params_bf16_) backend_->convert_to_bf16(params_bf16_, params_, numel());
 }
 
 void ModelState::zero_grads() { backend_->zero(grads_, layout_.grad_numel()); }
 
 void ModelState::init(std::uint64_t seed) {
+  ETH_CHECK(!sharded_, "ModelState::init: a sharded state is initialized by its optimizer");
   if (backend_->host_visible()) {
     for (const UnitSlot& s : layout_.units()) init_unit_params(params_, model_, s, seed);
   } else {  // drawn on the host, then one upload

@@ -145,6 +145,13 @@ class StateBackend;  // state_backend.h
 // Makes the backend (the set's arena of `bytes` and its operations) of a state of `precision`.
 using MakeStateBackend = std::unique_ptr<StateBackend> (*)(Precision precision, std::size_t bytes);
 
+// A state whose optimizer state is sharded (runtime/sharded_optimizer.h): the Adam moments, and in
+// bf16 the fp32 master weights, hold only `numel` elements (the rank's shards of its gradient
+// blocks, back to back); the weights the kernels read and the gradients stay whole.
+struct OptimizerShard {
+  std::int64_t numel = 0;
+};
+
 class ModelState {
  public:
   // `precision` Bf16 adds the bf16 compute copy (precision_bytes: 2 + 4 + 12 bytes per
@@ -156,6 +163,12 @@ class ModelState {
              MakeStateBackend make_backend = nullptr);
   ModelState(const ModelSpec& model, ParamLayout layout, Precision precision = Precision::Fp32,
              MakeStateBackend make_backend = nullptr);
+  // Sharded: adam_m() and adam_v() hold shard.numel elements; in bf16 so does params() (the
+  // shard's masters; the whole weights are the compute copy), in fp32 params() stays whole (the
+  // compute weights, the shard's masters among them). init() and refresh_compute_copy() are the
+  // sharded optimizer's to do then (ETH_CHECK).
+  ModelState(const ModelSpec& model, ParamLayout layout, Precision precision, OptimizerShard shard,
+             MakeStateBackend make_backend = nullptr);
   ~ModelState();
   ModelState(ModelState&&) noexcept;
   ModelState& operator=(ModelState&&) noexcept;
@@ -164,6 +177,9 @@ class ModelState {
   const ParamLayout& layout() const { return layout_; }
   Precision precision() const { return precision_; }
   std::int64_t numel() const { return layout_.numel(); }
+  bool sharded() const { return sharded_; }
+  // Elements of the Adam moments (numel() unless sharded).
+  std::int64_t optimizer_numel() const { return optimizer_numel_; }
   // Flat buffers of numel() floats each (the gradients' has layout().grad_numel()): the
   // parameters (in bf16 precision the fp32 master weights), their gradients, the AdamW moments.
   float* params() { return params_; }
@@ -206,6 +222,8 @@ class ModelState {
   ModelSpec model_;
   ParamLayout layout_;
   Precision precision_ = Precision::Fp32;
+  bool sharded_ = false;
+  std::int64_t optimizer_numel_ = 0;
   std::unique_ptr<StateBackend> backend_;
   Bf16* params_bf16_ = nullptr;
   float* params_ = nullptr;
