@@ -133,8 +133,8 @@ std::vector<PureOption> pure_options(const TypeInfo& t, std::int64_t remaining,
 // (and for the base), from the templates' lower-bound options: the same test as the data
 // balance's feasibility, so a combination whose sum falls short of the global batch (or with a
 // pipeline that takes no sample) has a bound above the threshold. Refreshed whenever the
-// threshold falls or the bounds tighten; samples taken at an older, larger threshold or
-// looser bound are never fewer, so sums that mix both stay upper bounds.
+// threshold falls or the bounds tighten (the generator reads the chosen options' samples
+// afresh at each test, so its sums use the current ones).
 class SampleBound {
  public:
   SampleBound(std::size_t n_types, const GenerateOptions& opt, const Partition& base,
@@ -236,11 +236,15 @@ constexpr std::int64_t kTightenAt = 8;
 // Before the sub-product under option k of type x is generated (`count` pipelines of `tpl`),
 // tightens that template while the sub-product could still reach the global batch on its
 // bound: it is shared by every partition of the sub-product, so one proof can prune them all.
+// `taken()`: what the options chosen for the types before x take now (-1: one takes none).
+template <typename Taken>
 void tighten_pure(const GenerateOptions& opt, SampleBound& bound, std::size_t x, std::size_t k,
-                  std::int64_t count, int tpl, std::int64_t taken) {
+                  std::int64_t count, int tpl, const Taken& taken) {
   while (bound.refresh() && bound.finite()) {
     const std::int64_t samples = bound.samples(x, k);
-    const std::int64_t short_by = bound.short_of(x, taken);
+    const std::int64_t before = taken();
+    if (before < 0) return;  // the sub-product prunes as it is
+    const std::int64_t short_by = bound.short_of(x, before);
     if (samples < 0 || samples < short_by) return;  // prunes as it is
     const std::int64_t need = std::max<std::int64_t>(1, (short_by + count - 1) / count);
     if (!opt.tighten(tpl, bound.tau(), need)) return;
@@ -328,6 +332,9 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       }
       options[x].resize(w);
       ids[x].resize(w);
+      // A type without a usable option leaves no combination to visit (all were counted
+      // above): return before probing or tightening templates none of them would use.
+      if (w == 0) return 0;
     }
   }
   SampleBound bound(types.size(), opt, base, options, ids);
@@ -350,50 +357,68 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
   }
   Partition cur = base;
   cur.idle.assign(types.size(), 0);
-  // `taken`: samples the chosen pipelines take within the threshold at most (SampleBound).
-  std::function<void(std::size_t, std::int64_t, std::int64_t)> rec =
-      [&](std::size_t x, std::int64_t pipes, std::int64_t taken) {
-        if (opt.stopped && *opt.stopped) return;
-        if (x == types.size()) {
-          if (cur.parts.empty()) return;
-          if (opt.allow_idle && opt.skip_busy && cur.num_idle() == 0) return;
-          if (pipes > opt.max_pipelines) {
-            ++too_many;
-            return;
-          }
-          if (bound.refresh() && !bound.reachable(x, taken)) {
-            *opt.pruned = saturating_sum(*opt.pruned, 1);
-            return;
-          }
-          append(opt, cur, out);
-          return;
-        }
-        if (bound.refresh() && !bound.reachable(x, taken)) {
-          *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x));
-          return;
-        }
-        for (std::size_t k = 0; k < options[x].size(); ++k) {
-          const PureOption& o = options[x][k];
-          if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
-            opt.probe(ids[x][k]);
-            bound.refresh();
-          }
-          if (opt.tighten && o.count > 0 && bound.combinations(x + 1) >= kTightenAt) {
-            tighten_pure(opt, bound, x, k, o.count, ids[x][k], taken);
-          }
-          const std::int64_t samples = bound.samples(x, k);
-          if (samples < 0) {  // one of its pipelines cannot take a sample within the threshold
-            *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x + 1));
-            continue;
-          }
-          const std::size_t mark = cur.parts.size();
-          if (o.count > 0) cur.parts.push_back(PartitionPart{ids[x][k], o.count});
-          cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
-          rec(x + 1, pipes + o.count, taken + samples);
-          cur.parts.resize(mark);
-        }
-      };
-  rec(0, base.num_pipelines(), 0);
+  // The samples the options chosen for types 0..x-1 take within the threshold at most, read
+  // afresh at every test: the threshold falls and the bounds tighten while a sub-product is
+  // generated (an incumbent first appears at the first flush), so a sum carried down from
+  // when an option was chosen could be far too large and prune nothing under it. -1 when a
+  // chosen option's pipelines now take no sample.
+  std::vector<std::size_t> chosen(types.size(), 0);
+  auto taken = [&](std::size_t x) {
+    std::int64_t sum = 0;
+    for (std::size_t y = 0; y < x; ++y) {
+      const std::int64_t s = bound.samples(y, chosen[y]);
+      if (s < 0) return std::int64_t{-1};
+      sum = saturating_sum(sum, s);
+    }
+    return sum;
+  };
+  auto unreachable = [&](std::size_t x) {
+    if (!bound.refresh()) return false;
+    const std::int64_t t = taken(x);
+    return t < 0 || !bound.reachable(x, t);
+  };
+  std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t x, std::int64_t pipes) {
+    if (opt.stopped && *opt.stopped) return;
+    if (x == types.size()) {
+      if (cur.parts.empty()) return;
+      if (opt.allow_idle && opt.skip_busy && cur.num_idle() == 0) return;
+      if (pipes > opt.max_pipelines) {
+        ++too_many;
+        return;
+      }
+      if (unreachable(x)) {
+        *opt.pruned = saturating_sum(*opt.pruned, 1);
+        return;
+      }
+      append(opt, cur, out);
+      return;
+    }
+    if (unreachable(x)) {
+      *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x));
+      return;
+    }
+    for (std::size_t k = 0; k < options[x].size(); ++k) {
+      const PureOption& o = options[x][k];
+      if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
+        opt.probe(ids[x][k]);
+        bound.refresh();
+      }
+      if (opt.tighten && o.count > 0 && bound.combinations(x + 1) >= kTightenAt) {
+        tighten_pure(opt, bound, x, k, o.count, ids[x][k], [&] { return taken(x); });
+      }
+      if (bound.samples(x, k) < 0) {  // its pipelines cannot take a sample within the threshold
+        *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x + 1));
+        continue;
+      }
+      chosen[x] = k;
+      const std::size_t mark = cur.parts.size();
+      if (o.count > 0) cur.parts.push_back(PartitionPart{ids[x][k], o.count});
+      cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
+      rec(x + 1, pipes + o.count);
+      cur.parts.resize(mark);
+    }
+  };
+  rec(0, base.num_pipelines());
   return too_many;
 }
 
