@@ -129,6 +129,18 @@ std::vector<PureOption> pure_options(const TypeInfo& t, std::int64_t remaining,
   return out;
 }
 
+// Per template: the most samples one pipeline takes within a threshold, as last computed
+// (threshold and bound_stamp then): every mixed base's product holds the same pure templates,
+// so each is worked out once per threshold and tightening rather than once per base.
+struct SampleCache {
+  struct Entry {
+    double tau = std::numeric_limits<double>::quiet_NaN();
+    std::int64_t stamp = 0;
+    std::int64_t samples = 0;
+  };
+  std::vector<Entry> at;  // [template]
+};
+
 // The most samples a set of pipelines can take within the search's threshold, per pure option
 // (and for the base), from the templates' lower-bound options: the same test as the data
 // balance's feasibility, so a combination whose sum falls short of the global batch (or with a
@@ -139,9 +151,9 @@ class SampleBound {
  public:
   SampleBound(std::size_t n_types, const GenerateOptions& opt, const Partition& base,
               const std::vector<std::vector<PureOption>>& options,
-              const std::vector<std::vector<int>>& ids)
-      : opt_(opt), base_(base), options_(options), ids_(ids), samples_(n_types),
-        suffix_(n_types + 1, 0), combos_(n_types + 1, 1) {
+              const std::vector<std::vector<int>>& ids, SampleCache& cache)
+      : opt_(opt), base_(base), options_(options), ids_(ids), cache_(cache), samples_(n_types),
+        stamps_(n_types), suffix_(n_types + 1, 0), combos_(n_types + 1, 1) {
     for (std::size_t x = n_types; x-- > 0;) {
       combos_[x] = saturating_product(combos_[x + 1],
                                       static_cast<std::int64_t>(options[x].size()));
@@ -154,28 +166,50 @@ class SampleBound {
     const double t = opt_.threshold();
     const std::int64_t v = opt_.bound_version ? opt_.bound_version() : 0;
     if (ready_ && t == tau_ && v == version_) return true;
+    // Only bounds changed: recompute the templates they changed (every bound that tightens
+    // anywhere in the search moves the version, so a full pass each time would cost a pass
+    // over every option per tightening).
+    const bool only_changed = ready_ && t == tau_ && opt_.bound_stamp;
     ready_ = true;
     tau_ = t;
     version_ = v;
+    auto stale = [&](int tpl, std::int64_t& stamp) {
+      if (!opt_.bound_stamp) return true;
+      const std::int64_t now = opt_.bound_stamp(tpl);
+      if (only_changed && now == stamp) return false;
+      stamp = now;
+      return true;
+    };
+    const std::size_t P = base_.parts.size();
+    if (!only_changed) {
+      part_samples_.assign(P, 0);
+      base_stamps_.assign(P, 0);
+    }
     base_samples_ = 0;
-    part_samples_.assign(base_.parts.size(), 0);
-    for (std::size_t p = 0; p < base_.parts.size(); ++p) {
-      const std::int64_t b = per_pipeline(base_.parts[p].tpl);
-      if (b == 0) {
+    for (std::size_t p = 0; p < P; ++p) {
+      if (stale(base_.parts[p].tpl, base_stamps_[p])) {
+        const std::int64_t b = per_pipeline(base_.parts[p].tpl);
+        part_samples_[p] = b == 0 ? -1 : base_.parts[p].count * b;
+      }
+      if (part_samples_[p] < 0) {
         base_samples_ = -1;
         break;
       }
-      part_samples_[p] = base_.parts[p].count * b;
       base_samples_ += part_samples_[p];
     }
     for (std::size_t x = samples_.size(); x-- > 0;) {
-      samples_[x].assign(options_[x].size(), 0);
+      if (!only_changed) {
+        samples_[x].assign(options_[x].size(), 0);
+        stamps_[x].assign(options_[x].size(), 0);
+      }
       std::int64_t most = 0;
       for (std::size_t k = 0; k < options_[x].size(); ++k) {
         const PureOption& o = options_[x][k];
         if (o.count == 0) continue;
-        const std::int64_t b = per_pipeline(ids_[x][k]);
-        samples_[x][k] = b == 0 ? -1 : o.count * b;
+        if (stale(ids_[x][k], stamps_[x][k])) {
+          const std::int64_t b = per_pipeline(ids_[x][k]);
+          samples_[x][k] = b == 0 ? -1 : o.count * b;
+        }
         most = std::max(most, samples_[x][k]);
       }
       suffix_[x] = suffix_[x + 1] + most;
@@ -210,23 +244,31 @@ class SampleBound {
 
  private:
   static constexpr double kInfinity = std::numeric_limits<double>::infinity();
-  std::int64_t per_pipeline(int tpl) const {
+  std::int64_t per_pipeline(int tpl) {
+    const auto t = static_cast<std::size_t>(tpl);
+    if (cache_.at.size() <= t) cache_.at.resize(t + 1);
+    SampleCache::Entry& e = cache_.at[t];
+    const std::int64_t stamp = opt_.bound_stamp ? opt_.bound_stamp(tpl) : 0;
+    if (opt_.bound_stamp && e.tau == tau_ && e.stamp == stamp) return e.samples;
     std::int64_t b = 0;
     for (const auto& o : opt_.bound_options(tpl)) {
       b = std::max(b, option_max_batch(o, tau_, opt_.gbs));
     }
+    e = SampleCache::Entry{tau_, stamp, b};
     return b;
   }
   const GenerateOptions& opt_;
   const Partition& base_;
   const std::vector<std::vector<PureOption>>& options_;
   const std::vector<std::vector<int>>& ids_;
+  SampleCache& cache_;
   bool ready_ = false;
   double tau_ = kInfinity;
   std::int64_t version_ = 0;
   std::int64_t base_samples_ = 0;
-  std::vector<std::int64_t> part_samples_;
+  std::vector<std::int64_t> part_samples_, base_stamps_;
   std::vector<std::vector<std::int64_t>> samples_;
+  std::vector<std::vector<std::int64_t>> stamps_;  // bound_stamp when samples_ was computed
   std::vector<std::int64_t> suffix_, combos_;
 };
 
@@ -265,7 +307,7 @@ using PureCache = std::map<std::pair<std::size_t, std::int64_t>, PureEntry>;
 std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
                                const std::vector<std::int64_t>& remaining,
                                const GenerateOptions& opt, const Partition& base,
-                               TemplateSet& templates, PureCache& cache,
+                               TemplateSet& templates, PureCache& cache, SampleCache& samples,
                                std::vector<Partition>& out) {
   std::vector<PureEntry*> entries;
   for (std::size_t x = 0; x < types.size(); ++x) {
@@ -337,7 +379,7 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       if (w == 0) return 0;
     }
   }
-  SampleBound bound(types.size(), opt, base, options, ids);
+  SampleBound bound(types.size(), opt, base, options, ids, samples);
   std::int64_t too_many = 0;
   if (opt.probe && bound.refresh() && !bound.finite()) {
     for (const auto& part : base.parts) opt.probe(part.tpl);
@@ -377,6 +419,47 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
     const std::int64_t t = taken(x);
     return t < 0 || !bound.reachable(x, t);
   };
+  // The last type's options end partitions: tested in place, in the leaf's order (uncounted,
+  // too many pipelines, pruned, appended). Nothing but a probe or an append (which may run a
+  // batch) changes the threshold or a bound here, so the samples are re-read only after one.
+  auto last_type = [&](std::size_t x, std::int64_t pipes) {
+    bool fresh = false, applies = false;
+    std::int64_t before = 0;
+    for (std::size_t k = 0; k < options[x].size(); ++k) {
+      if (opt.stopped && *opt.stopped) return;
+      const PureOption& o = options[x][k];
+      if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
+        opt.probe(ids[x][k]);
+        fresh = false;
+      }
+      if (!fresh) {
+        applies = bound.refresh();
+        before = applies ? taken(x) : 0;
+        fresh = true;
+      }
+      const std::int64_t own = bound.samples(x, k);
+      if (own < 0) {
+        *opt.pruned = saturating_sum(*opt.pruned, 1);
+        continue;
+      }
+      cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
+      if (cur.parts.empty() && o.count == 0) continue;
+      if (opt.allow_idle && opt.skip_busy && cur.num_idle() == 0) continue;
+      if (pipes + o.count > opt.max_pipelines) {
+        ++too_many;
+        continue;
+      }
+      if (applies && (before < 0 || !bound.reachable(x + 1, saturating_sum(before, own)))) {
+        *opt.pruned = saturating_sum(*opt.pruned, 1);
+        continue;
+      }
+      const std::size_t mark = cur.parts.size();
+      if (o.count > 0) cur.parts.push_back(PartitionPart{ids[x][k], o.count});
+      append(opt, cur, out);
+      cur.parts.resize(mark);
+      fresh = false;
+    }
+  };
   std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t x, std::int64_t pipes) {
     if (opt.stopped && *opt.stopped) return;
     if (x == types.size()) {
@@ -397,6 +480,10 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x));
       return;
     }
+    if (x + 1 == types.size()) {
+      last_type(x, pipes);
+      return;
+    }
     for (std::size_t k = 0; k < options[x].size(); ++k) {
       const PureOption& o = options[x][k];
       if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
@@ -406,9 +493,27 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       if (opt.tighten && o.count > 0 && bound.combinations(x + 1) >= kTightenAt) {
         tighten_pure(opt, bound, x, k, o.count, ids[x][k], [&] { return taken(x); });
       }
-      if (bound.samples(x, k) < 0) {  // its pipelines cannot take a sample within the threshold
+      const std::int64_t own = bound.samples(x, k);
+      if (own < 0) {  // its pipelines cannot take a sample within the threshold
         *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x + 1));
         continue;
+      }
+      // The test the sub-product's first would make, before descending into it: most options
+      // of a type fall short, and the call per option is what a product's visit costs.
+      if (bound.refresh()) {
+        const std::int64_t before = taken(x);
+        if (before < 0) {  // an earlier choice no longer takes a sample: none of the rest can
+          std::int64_t rest = 0;
+          for (std::size_t r = k; r < options[x].size(); ++r) {
+            rest = saturating_sum(rest, bound.combinations(x + 1));
+          }
+          *opt.pruned = saturating_sum(*opt.pruned, rest);
+          return;
+        }
+        if (!bound.reachable(x + 1, saturating_sum(before, own))) {
+          *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x + 1));
+          continue;
+        }
       }
       chosen[x] = k;
       const std::size_t mark = cur.parts.size();
@@ -430,8 +535,9 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
   for (const auto& t : types) all.push_back(t.devices);
   std::int64_t too_many = 0;
   PureCache cache;
+  SampleCache samples;
   // Pure family: each type on its own.
-  too_many += add_pure_products(types, all, opt, Partition{}, templates, cache, out);
+  too_many += add_pure_products(types, all, opt, Partition{}, templates, cache, samples, out);
   // Mixed family: c copies of (a stages of X at tp1, then b stages of Y at tp2) using every
   // device of X or every device of Y; the rest as pure pipelines.
   for (std::size_t x = 0; x < types.size() && opt.mixed; ++x) {
@@ -465,7 +571,7 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
                 std::vector<std::int64_t> rem = all;
                 rem[x] -= c * a * t1;
                 rem[y] -= c * b * t2;
-                too_many += add_pure_products(types, rem, opt, base, templates, cache, out);
+                too_many += add_pure_products(types, rem, opt, base, templates, cache, samples, out);
               }
             }
           }
