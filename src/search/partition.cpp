@@ -304,16 +304,18 @@ struct PureEntry {
 using PureCache = std::map<std::pair<std::size_t, std::int64_t>, PureEntry>;
 
 // Every combination of one pure option per type, on top of `base` (the mixed part, if any).
-std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
-                               const std::vector<std::int64_t>& remaining,
-                               const GenerateOptions& opt, const Partition& base,
-                               TemplateSet& templates, PureCache& cache, SampleCache& samples,
-                               std::vector<Partition>& out) {
+// Each type's pure options for its remainder and their templates, left with the usable ones
+// (the memory floor): the combinations holding an unusable template are counted in
+// *opt.unusable, never visited. False when no combination is left to visit.
+bool usable_options(const std::vector<TypeInfo>& types, const std::vector<std::int64_t>& remaining,
+                    const GenerateOptions& opt, const Partition& base, TemplateSet& templates,
+                    PureCache& cache, std::vector<std::vector<PureOption>>& options,
+                    std::vector<std::vector<int>>& ids) {
   std::vector<PureEntry*> entries;
   for (std::size_t x = 0; x < types.size(); ++x) {
     auto [it, inserted] = cache.try_emplace({x, remaining[x]});
     if (inserted) it->second.options = pure_options(types[x], remaining[x], opt);
-    if (it->second.options.empty()) return 0;  // this remainder has no cover at all
+    if (it->second.options.empty()) return false;  // this remainder has no cover at all
     entries.push_back(&it->second);
   }
   // Each option's template, interned once (in type order, as first met); whether it is usable.
@@ -332,8 +334,8 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       e.ok.push_back(id < 0 || !opt.usable || opt.usable(id) ? 1 : 0);
     }
   }
-  std::vector<std::vector<PureOption>> options(types.size());
-  std::vector<std::vector<int>> ids(types.size());
+  options.assign(types.size(), {});
+  ids.assign(types.size(), {});
   std::vector<std::vector<char>> ok(types.size());
   for (std::size_t x = 0; x < types.size(); ++x) {
     options[x] = entries[x]->options;
@@ -363,7 +365,7 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
     }
     const std::int64_t bad = all - good, bad_busy = all_busy - good_busy;
     *opt.unusable = saturating_sum(*opt.unusable, opt.allow_idle ? bad - bad_busy : bad);
-    if (!base_ok) return 0;
+    if (!base_ok) return false;
     for (std::size_t x = 0; x < types.size(); ++x) {
       std::size_t w = 0;
       for (std::size_t k = 0; k < options[x].size(); ++k) {
@@ -376,9 +378,20 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       ids[x].resize(w);
       // A type without a usable option leaves no combination to visit (all were counted
       // above): return before probing or tightening templates none of them would use.
-      if (w == 0) return 0;
+      if (w == 0) return false;
     }
   }
+  return true;
+}
+
+std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
+                               const std::vector<std::int64_t>& remaining,
+                               const GenerateOptions& opt, const Partition& base,
+                               TemplateSet& templates, PureCache& cache, SampleCache& samples,
+                               std::vector<Partition>& out) {
+  std::vector<std::vector<PureOption>> options;
+  std::vector<std::vector<int>> ids;
+  if (!usable_options(types, remaining, opt, base, templates, cache, options, ids)) return 0;
   SampleBound bound(types.size(), opt, base, options, ids, samples);
   std::int64_t too_many = 0;
   if (opt.probe && bound.refresh() && !bound.finite()) {
@@ -571,7 +584,8 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
                 std::vector<std::int64_t> rem = all;
                 rem[x] -= c * a * t1;
                 rem[y] -= c * b * t2;
-                too_many += add_pure_products(types, rem, opt, base, templates, cache, samples, out);
+                too_many +=
+                    add_pure_products(types, rem, opt, base, templates, cache, samples, out);
               }
             }
           }
