@@ -342,12 +342,10 @@ bool usable_options(const std::vector<TypeInfo>& types, const std::vector<std::i
     ids[x] = entries[x]->ids;
     ok[x] = entries[x]->ok;
   }
-  bool base_ok = true;
-  for (const auto& part : base.parts) base_ok = base_ok && (!opt.usable || opt.usable(part.tpl));
   // Combinations holding an unusable template are counted, not visited: all of them, and those
   // leaving no device idle (which the idle round does not count: the exact round did).
   if (opt.usable) {
-    std::int64_t all = 1, all_busy = 1, good = base_ok ? 1 : 0, good_busy = good;
+    std::int64_t all = 1, all_busy = 1, good = 1, good_busy = 1;
     for (std::size_t x = 0; x < types.size(); ++x) {
       std::int64_t n = 0, n_busy = 0, g = 0, g_busy = 0;
       for (std::size_t k = 0; k < options[x].size(); ++k) {
@@ -363,6 +361,12 @@ bool usable_options(const std::vector<TypeInfo>& types, const std::vector<std::i
       good = saturating_product(good, g);
       good_busy = saturating_product(good_busy, g_busy);
     }
+    // The base's memory floor is a bound of its own (a mixed template's, worked out once it is
+    // asked for): asked only when some type's options leave a combination, as they rarely do
+    // where no exact cover fits (four types at 10,000 devices: 49,000 mixed templates).
+    bool base_ok = good > 0;
+    for (const auto& part : base.parts) base_ok = base_ok && opt.usable(part.tpl);
+    if (!base_ok) good = good_busy = 0;
     const std::int64_t bad = all - good, bad_busy = all_busy - good_busy;
     *opt.unusable = saturating_sum(*opt.unusable, opt.allow_idle ? bad - bad_busy : bad);
     if (!base_ok) return false;
