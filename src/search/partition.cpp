@@ -701,11 +701,27 @@ std::int64_t layer_partitions(const std::vector<TypeInfo>& types, const Generate
 bool pack_feasible(const ClusterSpec& cluster, const std::vector<TypeInfo>& types,
                    const TemplateSet& templates, const Partition& partition,
                    std::vector<std::int64_t>& scratch) {
-  std::vector<std::int64_t>& free = scratch;
-  free.resize(cluster.nodes.size());
-  for (std::size_t n = 0; n < cluster.nodes.size(); ++n) free[n] = cluster.nodes[n].devices;
+  // Per type, its nodes' free devices in first-fit order as runs (free, nodes): nodes of one
+  // size come in runs, so a 100,000-device cluster is a few runs, not 12,500 nodes, and each
+  // tp degree splits a run at most twice (so `scratch`, a per-node array before, is unused).
+  struct Run {
+    std::int64_t free, nodes;
+  };
+  std::vector<std::vector<Run>> runs(types.size());
+  scratch.clear();
+  for (std::size_t x = 0; x < types.size(); ++x) {
+    for (std::int64_t n : types[x].nodes) {
+      const std::int64_t d = cluster.nodes[static_cast<std::size_t>(n)].devices;
+      if (!runs[x].empty() && runs[x].back().free == d) {
+        ++runs[x].back().nodes;
+      } else {
+        runs[x].push_back(Run{d, 1});
+      }
+    }
+  }
   // Distinct tp degrees, largest first (the order pack_devices places stages in).
   std::int64_t tp = std::numeric_limits<std::int64_t>::max();
+  std::vector<Run> next_runs;
   for (;;) {
     std::int64_t next = 0;
     for (const auto& part : partition.parts) {
@@ -722,14 +738,28 @@ bool pack_feasible(const ClusterSpec& cluster, const std::vector<TypeInfo>& type
           if (g.tp == tp && g.type == static_cast<int>(x)) stages += part.count * g.count;
         }
       }
-      for (std::int64_t n : types[x].nodes) {
-        if (stages == 0) break;
-        const auto ni = static_cast<std::size_t>(n);
-        const std::int64_t take = std::min(stages, free[ni] / tp);
-        free[ni] -= take * tp;
-        stages -= take;
+      if (stages == 0) continue;
+      // First fit: each node in order takes as many stages as fit, min(stages, free / tp).
+      next_runs.clear();
+      for (const Run& r : runs[x]) {
+        const std::int64_t q = r.free / tp;
+        if (stages == 0 || q == 0) {
+          next_runs.push_back(r);
+          continue;
+        }
+        const std::int64_t full = std::min(r.nodes, stages / q);
+        if (full > 0) next_runs.push_back(Run{r.free - q * tp, full});
+        stages -= full * q;
+        std::int64_t left = r.nodes - full;
+        if (left > 0 && stages > 0) {  // stages < q: one node takes the rest
+          next_runs.push_back(Run{r.free - stages * tp, 1});
+          stages = 0;
+          --left;
+        }
+        if (left > 0) next_runs.push_back(Run{r.free, left});
       }
       if (stages > 0) return false;
+      runs[x].swap(next_runs);
     }
   }
 }
