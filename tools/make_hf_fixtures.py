@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Makes the Hugging Face GPT-2 fixtures of tests/hf (tests/data/hf/) with an implementation
-independent of ETH: PyPI's transformers, torch and safetensors.
+"""Makes the Hugging Face GPT-2 and Llama fixtures of tests/hf (tests/data/hf/) with an
+implementation independent of ETH: PyPI's transformers, torch and safetensors.
 
 A small random GPT2LMHeadModel (2 layers, hidden 32, 4 heads, vocabulary 300, 64 positions)
 whose every parameter, layer norms and biases included, is drawn at a scale that makes the
@@ -13,6 +13,18 @@ plus batch.bin, a token file in llm.c's format (ETH's `eth data` format) of B*T+
 expected.json: for each model the loss transformers computes on the batch (rows b are tokens
 [b*T, b*T+T+1), labels = the inputs, so the loss is the mean over B*T next-token predictions),
 evaluated in fp32 on the stored weights, and a summary of the logits.
+
+Llama (--only llama makes just these): a small random LlamaForCausalLM (2 layers, hidden 32,
+4 query heads of size 8, SwiGLU inner size 64, vocabulary 128, 64 positions), every parameter drawn at a scale that makes the output depend on it, saved by
+save_pretrained:
+  llama_f32/          fp32, one model.safetensors, 2 key/value heads (grouped-query
+                      attention), untied (its own lm_head.weight), rms_norm_eps 1e-6, RoPE
+                      base 10000
+  llama_f32_sharded/  the same weights, sharded (several shards + index)
+  llama_bf16_tied/    other weights rounded to bf16, 4 key/value heads (multi-head),
+                      tie_word_embeddings true, rms_norm_eps 1e-5, RoPE base 500000
+plus llama_batch.bin (B*T+1 tokens below 128) and llama_expected.json, the same measures as
+expected.json (the bf16 weights evaluated in fp32).
 
 With --check DIR it instead loads an exported folder (eth convert --to-hf) with transformers and
 prints its loss on batch.bin, for comparing with the fixture by hand.
@@ -27,10 +39,12 @@ import shutil
 import struct
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                          LlamaForCausalLM)
 
 B, T = 4, 32
 VOCAB, LAYERS, HIDDEN, HEADS, POSITIONS = 300, 2, 32, 4, 64
+LLAMA_VOCAB, LLAMA_KV_HEADS, LLAMA_FFN = 128, 2, 64
 
 
 def write_token_file(path, tokens):
@@ -124,8 +138,50 @@ def make(out):
     print(json.dumps(expected, indent=1))
 
 
+def random_llama(seed, tied, eps, theta, kv_heads):
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=LLAMA_VOCAB, hidden_size=HIDDEN, intermediate_size=LLAMA_FFN,
+                      num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                      num_key_value_heads=kv_heads, max_position_embeddings=POSITIONS,
+                      rms_norm_eps=eps, tie_word_embeddings=tied,
+                      rope_parameters={"rope_type": "default", "rope_theta": theta})
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.3 * torch.randn_like(p))
+            else:
+                p.copy_(0.2 * torch.randn_like(p))
+    if tied:
+        assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    return model
+
+
+def make_llama(out):
+    os.makedirs(out, exist_ok=True)
+    g = torch.Generator().manual_seed(11)
+    tokens = torch.randint(0, LLAMA_VOCAB, (B * T + 1,), generator=g).tolist()
+    write_token_file(os.path.join(out, "llama_batch.bin"), tokens)
+    rows = batch_rows(tokens)
+    expected = {"batch": B, "seq_len": T, "transformers": __import__("transformers").__version__,
+                "torch": torch.__version__, "models": {}}
+    untied = lambda: random_llama(3, tied=False, eps=1e-6, theta=10000.0,
+                                  kv_heads=LLAMA_KV_HEADS)
+    expected["models"]["llama_f32"] = evaluate(untied(), rows)
+    expected["models"]["llama_f32_sharded"] = expected["models"]["llama_f32"]
+    save(untied(), os.path.join(out, "llama_f32"), torch.float32)
+    save(untied(), os.path.join(out, "llama_f32_sharded"), torch.float32, max_shard_size="30KB")
+    tied = lambda: random_llama(4, tied=True, eps=1e-5, theta=500000.0, kv_heads=HEADS)
+    expected["models"]["llama_bf16_tied"] = evaluate(tied().to(torch.bfloat16).float(), rows)
+    save(tied(), os.path.join(out, "llama_bf16_tied"), torch.bfloat16)
+    with open(os.path.join(out, "llama_expected.json"), "w") as f:
+        json.dump(expected, f, indent=1)
+        f.write("\n")
+    print(json.dumps(expected, indent=1))
+
+
 def check(folder, batch):
-    model = GPT2LMHeadModel.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder)
     print(json.dumps({"folder": folder, **evaluate(model, batch_rows(read_token_file(batch)))}))
 
 
@@ -135,11 +191,15 @@ def main():
                                                   "data", "hf"))
     ap.add_argument("--check", help="an exported folder to load with transformers")
     ap.add_argument("--batch", help="token file for --check (default OUT/batch.bin)")
+    ap.add_argument("--only", choices=["gpt2", "llama"], help="make one family's fixtures")
     a = ap.parse_args()
     if a.check:
         check(a.check, a.batch or os.path.join(a.out, "batch.bin"))
-    else:
+        return
+    if a.only != "llama":
         make(a.out)
+    if a.only != "gpt2":
+        make_llama(a.out)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-// `eth convert`: a Hugging Face GPT-2 folder (config.json + model.safetensors or a sharded
-// index) to an ETH checkpoint, and an ETH checkpoint back to such a folder. The model
+// `eth convert`: a Hugging Face GPT-2 or Llama folder (config.json + model.safetensors or a
+// sharded index) to an ETH checkpoint, and an ETH checkpoint back to such a folder. The model
 // description comes from config.json; what ETH cannot compute exactly is refused before any
 // file is written (docs/convert.md).
 #include <iostream>
@@ -7,7 +7,8 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
-#include "hf/gpt2_convert.h"
+#include "hf/convert.h"
+#include "hf/llama_config.h"
 
 namespace eth::cli {
 
@@ -32,6 +33,7 @@ Json paths_json(const std::vector<std::filesystem::path>& ps) {
 int report(const ConvertArgs& a, const hf::ConvertReport& r) {
   if (a.format == Format::Json) {
     print_json(Json{{"direction", a.to_hf ? "to-hf" : "from-hf"},
+                    {"family", hf::is_llama_family(r.model) ? "llama" : "gpt2"},
                     {"model", model_to_json(r.model)},
                     {"tied_embeddings", r.tied},
                     {"dtype", r.dtype},
@@ -41,8 +43,12 @@ int report(const ConvertArgs& a, const hf::ConvertReport& r) {
                     {"outputs", paths_json(r.outputs)}});
     return kExitOk;
   }
-  std::cout << (a.to_hf ? "exported " : "imported ") << "GPT-2: " << r.model.layers
-            << " layers, hidden " << r.model.hidden << ", " << r.model.heads << " heads, ffn "
+  const bool llama = hf::is_llama_family(r.model);
+  std::cout << (a.to_hf ? "exported " : "imported ") << (llama ? "Llama: " : "GPT-2: ")
+            << r.model.layers << " layers, hidden " << r.model.hidden << ", " << r.model.heads
+            << " heads";
+  if (llama) std::cout << " (" << r.model.num_kv_heads() << " key/value)";
+  std::cout << ", ffn "
             << r.model.ffn << ", vocab " << r.model.vocab << ", " << r.model.seq_len
             << " positions, " << r.params << " parameters (the LM head counted apart), "
             << r.tensors << " tensors (" << r.dtype << ", "
@@ -56,11 +62,12 @@ int report(const ConvertArgs& a, const hf::ConvertReport& r) {
 void add_convert_command(CLI::App& app, Registry& r) {
   auto* sub = app.add_subcommand(
       "convert",
-      "Convert a Hugging Face GPT-2 folder to an ETH checkpoint (--from-hf DIR --out CKPT) or "
-      "back (--to-hf --checkpoint CKPT --out DIR); the model comes from config.json");
+      "Convert a Hugging Face GPT-2 or Llama folder to an ETH checkpoint (--from-hf DIR --out "
+      "CKPT) or back (--to-hf --checkpoint CKPT --out DIR); the model comes from config.json");
   auto a = std::make_shared<ConvertArgs>();
   auto* from = sub->add_option("--from-hf", a->from_hf,
-                               "Hugging Face model folder: config.json (GPT2LMHeadModel) and "
+                               "Hugging Face model folder: config.json (GPT2LMHeadModel or "
+                               "LlamaForCausalLM) and "
                                "model.safetensors or model.safetensors.index.json + shards "
                                "(F32, BF16 or F16)");
   auto* to = sub->add_flag("--to-hf", a->to_hf,
@@ -83,11 +90,11 @@ void add_convert_command(CLI::App& app, Registry& r) {
   r.on(sub, [a] {
     if (a->to_hf) {
       if (a->checkpoint.empty()) throw UsageError("--checkpoint", "--to-hf needs a checkpoint");
-      return report(*a, hf::convert_to_hf(a->checkpoint, a->out, a->dtype, a->force));
+      return report(*a, hf::convert_any_to_hf(a->checkpoint, a->out, a->dtype, a->force));
     }
     if (a->from_hf.empty()) throw UsageError("--from-hf", "give --from-hf DIR or --to-hf");
     if (a->dtype != "auto") throw UsageError("--dtype", "applies to --to-hf only");
-    return report(*a, hf::convert_from_hf(a->from_hf, a->out, a->force));
+    return report(*a, hf::convert_any_from_hf(a->from_hf, a->out, a->force));
   });
 }
 

@@ -1,0 +1,68 @@
+// `eth convert` of a Llama folder as a user runs it: converted and evaluated, it gives
+// transformers' loss in the JSON output and the way back writes the same tensors; bad input
+// exits 2 naming the file and the field, and writes nothing.
+#include <gtest/gtest.h>
+
+#include "cli/cli_run.h"
+#include "core/json_file.h"
+#include "test_util.h"
+
+namespace eth {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kData = fs::path(ETH_TEST_DATA_DIR) / "hf";
+
+// DISABLED until the Llama stage (helper llt: ModelState's Llama tensors, the forward) is on
+// main; re-enable by dropping the DISABLED_ prefix.
+TEST(DISABLED_LlamaCli, ConvertThenEvalGivesTransformersLoss) {
+  const fs::path dir = test::scratch("hf_llama_cli", "roundtrip");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string ckpt = (dir / "llama.safetensors").string();
+  auto r = test::eth_cli("convert --from-hf '" + (kData / "llama_bf16_tied").string() +
+                             "' --out '" + ckpt + "' --format json",
+                         dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json conv = Json::parse(r.out);
+  EXPECT_EQ(conv["family"], "llama");
+  EXPECT_EQ(conv["model"]["norm"], "rmsnorm");
+  EXPECT_EQ(conv["tied_embeddings"], true);
+  EXPECT_EQ(conv["dtype"], "BF16");
+  r = test::eth_cli("eval --checkpoint '" + ckpt + "' --data '" +
+                        (kData / "llama_batch.bin").string() +
+                        "' --seq-len 32 --batch 4 --format json",
+                    dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json want = read_json_file(kData / "llama_expected.json", "test");
+  EXPECT_NEAR(Json::parse(r.out)["loss"].get<double>(),
+              want["models"]["llama_bf16_tied"]["loss"].get<double>(), 1e-5);
+  r = test::eth_cli("convert --to-hf --checkpoint '" + ckpt + "' --out '" +
+                        (dir / "back").string() + "' --format json",
+                    dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Json::parse(r.out)["tensors"], 20);  // no lm_head.weight: tied
+  EXPECT_EQ(read_json_file(dir / "back" / "config.json", "test"),
+            read_json_file(kData / "llama_bf16_tied" / "config.json", "test"));
+}
+
+TEST(LlamaCli, BadInputExitsTwoNamingFileAndField) {
+  const fs::path dir = test::scratch("hf_llama_cli", "bad");
+  fs::remove_all(dir / "m");
+  fs::create_directories(dir / "m");
+  fs::copy_file(kData / "llama_f32" / "model.safetensors", dir / "m" / "model.safetensors");
+  Json cfg = read_json_file(kData / "llama_f32" / "config.json", "test");
+  cfg["rope_parameters"] = {{"rope_type", "dynamic"}, {"rope_theta", 1e4}, {"factor", 2.0}};
+  test::write(dir / "m" / "config.json", cfg.dump());
+  auto r = test::eth_cli("convert --from-hf '" + (dir / "m").string() + "' --out '" +
+                             (dir / "x.safetensors").string() + "'",
+                         dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find((dir / "m" / "config.json").string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rope_parameters"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\"dynamic\""), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "x.safetensors"));
+}
+
+}  // namespace
+}  // namespace eth
