@@ -133,6 +133,13 @@ double max_rel(const Vec& got, const Vec& want) {
   return worst;
 }
 
+template <typename X>
+std::vector<std::uint8_t> bytes(const std::vector<X>& v) {
+  std::vector<std::uint8_t> b(v.size() * sizeof(X));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
 class GqaAttention : public ::testing::Test {
  protected:
   std::mt19937_64 gen{60};
@@ -273,13 +280,6 @@ TEST_F(GqaAttention, KvHeadRangeIsAContiguousShard) {
   check(0.0f, 4 * T * kFloatEps);
 }
 
-template <typename X>
-std::vector<std::uint8_t> bytes(const std::vector<X>& v) {
-  std::vector<std::uint8_t> b(v.size() * sizeof(X));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
 TEST_F(GqaAttention, ThreadInvariant) {
   auto run = [&] {
     const auto [P, out, d] = chain<float>(qkv, dout, NKV);
@@ -297,6 +297,48 @@ TEST_F(GqaAttention, ThreadInvariant) {
     }
   }
   omp_set_num_threads(saved);
+}
+
+// A micro-batch of one has fewer (batch, kv head) tasks than threads, so the backward kernels
+// split them by row blocks too: the bytes stay those of one thread, and those of the same
+// sample inside a batch of two.
+TEST_F(GqaAttention, RowBlockSplitKeepsTheBytes) {
+  const Vec q1(qkv.begin(), qkv.begin() + T * W), d1(dout.begin(), dout.begin() + T * C);
+  auto run = [&](std::int64_t b, const Vec& q, const Vec& d) {
+    const std::int64_t np = b * NH * T * T;
+    const VecF qf = test::to_float(q), df = test::to_float(d);
+    VecF P(sz(np)), out(sz(b * T * C)), dP(sz(np)), dq(q.size());
+    cpu::attention_scores_forward(P.data(), qf.data(), b, T, C, NH, NKV);
+    cpu::attention_softmax_forward(P.data(), P.data(), b, NH, T);
+    cpu::attention_av_forward(out.data(), P.data(), qf.data(), b, T, C, NH, NKV);
+    cpu::attention_av_backward(dP.data(), dq.data(), df.data(), P.data(), qf.data(), b, T, C, NH,
+                               NKV);
+    cpu::attention_softmax_backward(dP.data(), dP.data(), P.data(), b, NH, T);
+    cpu::attention_scores_backward(dq.data(), dP.data(), qf.data(), b, T, C, NH, NKV);
+    const auto L = QkvLayout::head_interleaved(C, NH, NKV);
+    const VecB qb = to_bf16(q), db = to_bf16(d);
+    VecB Pb(sz(np)), dPb(sz(np)), dqb(q.size());
+    cpu::bf16::attention_probs_forward(Pb.data(), qb.data(), L, b, T, C, NH, NKV);
+    cpu::bf16::attention_av_backward(dPb.data(), dqb.data(), db.data(), Pb.data(), qb.data(), L, b,
+                                     T, C, NH, NKV);
+    cpu::bf16::attention_softmax_backward(dPb.data(), dPb.data(), Pb.data(), b, NH, T);
+    cpu::bf16::attention_scores_backward(dqb.data(), dPb.data(), qb.data(), L, b, T, C, NH, NKV);
+    // The first sample's dqkv and dP, as bytes.
+    dq.resize(sz(T * W)), dqb.resize(sz(T * W)), dP.resize(sz(NH * T * T)),
+        dPb.resize(sz(NH * T * T));
+    return std::vector{bytes(dq), bytes(dP), bytes(dqb), bytes(dPb)};
+  };
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto whole = run(B, qkv, dout);
+  const auto one = run(1, q1, d1);
+  omp_set_num_threads(3);  // 2 tasks < 3 threads: split by row blocks
+  const auto split = run(1, q1, d1);
+  omp_set_num_threads(saved);
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    EXPECT_TRUE(one[i] == split[i]) << "output " << i << ": split by row blocks";
+    EXPECT_TRUE(one[i] == whole[i]) << "output " << i << ": the batch's first sample";
+  }
 }
 
 // The bf16 set reads a GQA qkv as the fp32 set does (one checkpoint, either precision): their

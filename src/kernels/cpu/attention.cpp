@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace eth::cpu {
@@ -38,6 +39,28 @@ struct Gqa {
 // Zeroes the strict upper triangle of a T x T matrix.
 void zero_upper(float* m, std::int64_t T) {
   for (std::int64_t t = 0; t + 1 < T; ++t) std::fill(m + t * T + t + 1, m + (t + 1) * T, 0.0f);
+}
+
+// Runs body(b, g, r0) over every (batch, kv head) task and its row blocks r0 in order: one
+// OpenMP task per (batch, kv head) when there are at least as many as threads, else one per
+// row block too (a micro-batch of one under grouped-query attention has only NKV tasks). The
+// row blocks of dK, dV and dPd are independent and each GEMM runs on one thread, so the bytes
+// do not depend on the split.
+template <typename Body>
+void for_kv_row_blocks(std::int64_t B, std::int64_t NKV, std::int64_t T, const Body& body) {
+  const std::int64_t tasks = B * NKV, blocks = (T + kRowBlock - 1) / kRowBlock;
+  if (tasks >= max_threads() || blocks == 1) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t bg = 0; bg < tasks; ++bg) {
+      for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) body(bg / NKV, bg % NKV, r0);
+    }
+    return;
+  }
+#pragma omp parallel for schedule(dynamic)
+  for (std::int64_t i = 0; i < tasks * blocks; ++i) {
+    const std::int64_t bg = i / blocks;
+    body(bg / NKV, bg % NKV, i % blocks * kRowBlock);
+  }
 }
 
 }  // namespace
@@ -68,27 +91,23 @@ void attention_scores_backward(float* dqkv, const float* dscores, const float* q
   const Gqa L(C, NH, NKV);
   const std::int64_t hs = L.hs, ld = L.ld;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-#pragma omp parallel for schedule(static)
-  for (std::int64_t bg = 0; bg < B * L.NKV; ++bg) {
-    const std::int64_t b = bg / L.NKV, g = bg % L.NKV;
+  for_kv_row_blocks(B, L.NKV, T, [&](std::int64_t b, std::int64_t g, std::int64_t r0) {
+    const std::int64_t r1 = std::min(T, r0 + kRowBlock);
     const float* k = qkv + b * T * ld + L.k(g);
     float* dk = dqkv + b * T * ld + L.k(g);
-    for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
-      const std::int64_t r1 = std::min(T, r0 + kRowBlock);
-      for (std::int64_t j = 0; j < L.G; ++j) {
-        const std::int64_t h = g * L.G + j;
-        const float* q = qkv + b * T * ld + L.q(h);
-        float* dq = dqkv + b * T * ld + L.q(h);
-        const float* ds = dscores + (b * NH + h) * T * T;
-        // dQ[r0:r1] = dS[r0:r1, 0:r1] K[0:r1]
-        sgemm(Trans::No, Trans::No, r1 - r0, hs, r1, scale, ds + r0 * T, T, k, ld, 0.0f,
-              dq + r0 * ld, ld);
-        // dK[r0:r1] (+)= dS[r0:T, r0:r1]^T Q[r0:T], summed over the group's query heads
-        sgemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, scale, ds + r0 * T + r0, T,
-              q + r0 * ld, ld, j == 0 ? 0.0f : 1.0f, dk + r0 * ld, ld);
-      }
+    for (std::int64_t j = 0; j < L.G; ++j) {
+      const std::int64_t h = g * L.G + j;
+      const float* q = qkv + b * T * ld + L.q(h);
+      float* dq = dqkv + b * T * ld + L.q(h);
+      const float* ds = dscores + (b * NH + h) * T * T;
+      // dQ[r0:r1] = dS[r0:r1, 0:r1] K[0:r1]
+      sgemm(Trans::No, Trans::No, r1 - r0, hs, r1, scale, ds + r0 * T, T, k, ld, 0.0f,
+            dq + r0 * ld, ld);
+      // dK[r0:r1] (+)= dS[r0:T, r0:r1]^T Q[r0:T], summed over the group's query heads
+      sgemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, scale, ds + r0 * T + r0, T, q + r0 * ld,
+            ld, j == 0 ? 0.0f : 1.0f, dk + r0 * ld, ld);
     }
-  }
+  });
 }
 
 void attention_softmax_forward(float* P, const float* scores, std::int64_t B, std::int64_t NH,
@@ -155,27 +174,24 @@ void attention_av_backward(float* dPd, float* dqkv, const float* dout, const flo
                            std::int64_t NH, std::int64_t NKV) {
   const Gqa L(C, NH, NKV);
   const std::int64_t hs = L.hs, ld = L.ld;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t bg = 0; bg < B * L.NKV; ++bg) {
-    const std::int64_t b = bg / L.NKV, g = bg % L.NKV;
+  for_kv_row_blocks(B, L.NKV, T, [&](std::int64_t b, std::int64_t g, std::int64_t r0) {
+    const std::int64_t r1 = std::min(T, r0 + kRowBlock);
     const float* v = qkv + b * T * ld + L.v(g);
     float* dv = dqkv + b * T * ld + L.v(g);
-    for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
-      const std::int64_t r1 = std::min(T, r0 + kRowBlock);
-      for (std::int64_t j = 0; j < L.G; ++j) {
-        const std::int64_t bh = b * NH + g * L.G + j;
-        const float* p = Pd + bh * T * T;
-        const float* dy = dout + b * T * C + (g * L.G + j) * hs;
-        // dPd[r0:r1, 0:r1] = dout[r0:r1] V[0:r1]^T
-        sgemm(Trans::No, Trans::Yes, r1 - r0, r1, hs, 1.0f, dy + r0 * C, C, v, ld, 0.0f,
-              dPd + bh * T * T + r0 * T, T);
-        // dV[r0:r1] (+)= Pd[r0:T, r0:r1]^T dout[r0:T], summed over the group's query heads
-        sgemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, 1.0f, p + r0 * T + r0, T, dy + r0 * C,
-              C, j == 0 ? 0.0f : 1.0f, dv + r0 * ld, ld);
-      }
+    for (std::int64_t j = 0; j < L.G; ++j) {
+      const std::int64_t bh = b * NH + g * L.G + j;
+      const float* p = Pd + bh * T * T;
+      const float* dy = dout + b * T * C + (g * L.G + j) * hs;
+      float* dp = dPd + bh * T * T;
+      // dPd[r0:r1, 0:r1] = dout[r0:r1] V[0:r1]^T, 0 above the diagonal
+      sgemm(Trans::No, Trans::Yes, r1 - r0, r1, hs, 1.0f, dy + r0 * C, C, v, ld, 0.0f,
+            dp + r0 * T, T);
+      for (std::int64_t t = r0; t < r1; ++t) std::fill(dp + t * T + t + 1, dp + (t + 1) * T, 0.0f);
+      // dV[r0:r1] (+)= Pd[r0:T, r0:r1]^T dout[r0:T], summed over the group's query heads
+      sgemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, 1.0f, p + r0 * T + r0, T, dy + r0 * C, C,
+            j == 0 ? 0.0f : 1.0f, dv + r0 * ld, ld);
     }
-    for (std::int64_t j = 0; j < L.G; ++j) zero_upper(dPd + (b * NH + g * L.G + j) * T * T, T);
-  }
+  });
 }
 
 }  // namespace eth::cpu

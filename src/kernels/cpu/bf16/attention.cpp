@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/bf16/gemm.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace eth::cpu::bf16 {
@@ -45,10 +46,23 @@ struct Heads {
   std::int64_t v(std::int64_t g) const { return g * (L.kv_head != 0 ? L.kv_head : L.head) + L.v; }
 };
 
-// Zeroes the strict upper triangle of a T x T matrix.
-void zero_upper(Bf16* m, std::int64_t T) {
-  for (std::int64_t t = 0; t + 1 < T; ++t) {
-    std::fill(m + t * T + t + 1, m + (t + 1) * T, Bf16{0});
+// Runs body(b, g, r0) over every (batch, kv head) task and its row blocks r0 in order: one
+// OpenMP task per (batch, kv head) when there are at least as many as threads, else one per
+// row block too (as cpu/attention.cpp; the bytes do not depend on the split).
+template <typename Body>
+void for_kv_row_blocks(std::int64_t B, std::int64_t NKV, std::int64_t T, const Body& body) {
+  const std::int64_t tasks = B * NKV, blocks = (T + kRowBlock - 1) / kRowBlock;
+  if (tasks >= max_threads() || blocks == 1) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t bg = 0; bg < tasks; ++bg) {
+      for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) body(bg / NKV, bg % NKV, r0);
+    }
+    return;
+  }
+#pragma omp parallel for schedule(dynamic)
+  for (std::int64_t i = 0; i < tasks * blocks; ++i) {
+    const std::int64_t bg = i / blocks;
+    body(bg / NKV, bg % NKV, i % blocks * kRowBlock);
   }
 }
 
@@ -156,34 +170,30 @@ void attention_scores_backward(Bf16* dqkv, const Bf16* dscores, const Bf16* qkv,
   const Heads H(L, C, NH, NKV);
   const std::int64_t hs = H.hs, ld = L.row, G = H.G;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-#pragma omp parallel for schedule(static)
-  for (std::int64_t bg = 0; bg < B * H.NKV; ++bg) {
-    const std::int64_t b = bg / H.NKV, g = bg % H.NKV;
+  for_kv_row_blocks(B, H.NKV, T, [&](std::int64_t b, std::int64_t g, std::int64_t r0) {
+    const std::int64_t r1 = std::min(T, r0 + kRowBlock);
     const Bf16* k = qkv + b * T * ld + H.k(g);
     Bf16* dk = dqkv + b * T * ld + H.k(g);
     float* acc = G > 1 ? kv_tile(hs) : nullptr;
-    for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
-      const std::int64_t r1 = std::min(T, r0 + kRowBlock);
-      for (std::int64_t j = 0; j < G; ++j) {
-        const std::int64_t h = g * G + j;
-        const Bf16* q = qkv + b * T * ld + H.q(h);
-        Bf16* dq = dqkv + b * T * ld + H.q(h);
-        const Bf16* ds = dscores + (b * NH + h) * T * T;
-        // dQ[r0:r1] = dS[r0:r1, 0:r1] K[0:r1] / sqrt(hs)
-        gemm(Trans::No, Trans::No, r1 - r0, hs, r1, scale, ds + r0 * T, T, k, ld, nullptr,
-             dq + r0 * ld, ld);
-        // dK[r0:r1] = dS[r0:T, r0:r1]^T Q[r0:T] / sqrt(hs), summed over the group in fp32
-        if (G == 1) {
-          gemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, scale, ds + r0 * T + r0, T,
-               q + r0 * ld, ld, nullptr, dk + r0 * ld, ld);
-        } else {
-          gemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, scale, ds + r0 * T + r0, T,
-               q + r0 * ld, ld, j == 0 ? 0.0f : 1.0f, acc, hs);
-        }
+    for (std::int64_t j = 0; j < G; ++j) {
+      const std::int64_t h = g * G + j;
+      const Bf16* q = qkv + b * T * ld + H.q(h);
+      Bf16* dq = dqkv + b * T * ld + H.q(h);
+      const Bf16* ds = dscores + (b * NH + h) * T * T;
+      // dQ[r0:r1] = dS[r0:r1, 0:r1] K[0:r1] / sqrt(hs)
+      gemm(Trans::No, Trans::No, r1 - r0, hs, r1, scale, ds + r0 * T, T, k, ld, nullptr,
+           dq + r0 * ld, ld);
+      // dK[r0:r1] = dS[r0:T, r0:r1]^T Q[r0:T] / sqrt(hs), summed over the group in fp32
+      if (G == 1) {
+        gemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, scale, ds + r0 * T + r0, T, q + r0 * ld,
+             ld, nullptr, dk + r0 * ld, ld);
+      } else {
+        gemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, scale, ds + r0 * T + r0, T, q + r0 * ld,
+             ld, j == 0 ? 0.0f : 1.0f, acc, hs);
       }
-      if (G > 1) store_tile(dk + r0 * ld, ld, acc, r1 - r0, hs);
     }
-  }
+    if (G > 1) store_tile(dk + r0 * ld, ld, acc, r1 - r0, hs);
+  });
 }
 
 void attention_av_forward(Bf16* out, const Bf16* Pd, const Bf16* qkv, const QkvLayout& L,
@@ -211,34 +221,33 @@ void attention_av_backward(Bf16* dPd, Bf16* dqkv, const Bf16* dout, const Bf16* 
                            std::int64_t C, std::int64_t NH, std::int64_t NKV) {
   const Heads H(L, C, NH, NKV);
   const std::int64_t hs = H.hs, ld = L.row, G = H.G;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t bg = 0; bg < B * H.NKV; ++bg) {
-    const std::int64_t b = bg / H.NKV, g = bg % H.NKV;
+  for_kv_row_blocks(B, H.NKV, T, [&](std::int64_t b, std::int64_t g, std::int64_t r0) {
+    const std::int64_t r1 = std::min(T, r0 + kRowBlock);
     const Bf16* v = qkv + b * T * ld + H.v(g);
     Bf16* dv = dqkv + b * T * ld + H.v(g);
     float* acc = G > 1 ? kv_tile(hs) : nullptr;
-    for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
-      const std::int64_t r1 = std::min(T, r0 + kRowBlock);
-      for (std::int64_t j = 0; j < G; ++j) {
-        const std::int64_t h = g * G + j;
-        const Bf16* p = Pd + (b * NH + h) * T * T;
-        const Bf16* dy = dout + b * T * C + h * hs;
-        // dPd[r0:r1, 0:r1] = dout[r0:r1] V[0:r1]^T
-        gemm(Trans::No, Trans::Yes, r1 - r0, r1, hs, 1.0f, dy + r0 * C, C, v, ld, nullptr,
-             dPd + (b * NH + h) * T * T + r0 * T, T);
-        // dV[r0:r1] = Pd[r0:T, r0:r1]^T dout[r0:T], summed over the group in fp32
-        if (G == 1) {
-          gemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, 1.0f, p + r0 * T + r0, T,
-               dy + r0 * C, C, nullptr, dv + r0 * ld, ld);
-        } else {
-          gemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, 1.0f, p + r0 * T + r0, T,
-               dy + r0 * C, C, j == 0 ? 0.0f : 1.0f, acc, hs);
-        }
+    for (std::int64_t j = 0; j < G; ++j) {
+      const std::int64_t h = g * G + j;
+      const Bf16* p = Pd + (b * NH + h) * T * T;
+      const Bf16* dy = dout + b * T * C + h * hs;
+      Bf16* dp = dPd + (b * NH + h) * T * T;
+      // dPd[r0:r1, 0:r1] = dout[r0:r1] V[0:r1]^T, 0 above the diagonal
+      gemm(Trans::No, Trans::Yes, r1 - r0, r1, hs, 1.0f, dy + r0 * C, C, v, ld, nullptr,
+           dp + r0 * T, T);
+      for (std::int64_t t = r0; t < r1; ++t) {
+        std::fill(dp + t * T + t + 1, dp + (t + 1) * T, Bf16{0});
       }
-      if (G > 1) store_tile(dv + r0 * ld, ld, acc, r1 - r0, hs);
+      // dV[r0:r1] = Pd[r0:T, r0:r1]^T dout[r0:T], summed over the group in fp32
+      if (G == 1) {
+        gemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, 1.0f, p + r0 * T + r0, T, dy + r0 * C, C,
+             nullptr, dv + r0 * ld, ld);
+      } else {
+        gemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, 1.0f, p + r0 * T + r0, T, dy + r0 * C, C,
+             j == 0 ? 0.0f : 1.0f, acc, hs);
+      }
     }
-    for (std::int64_t j = 0; j < G; ++j) zero_upper(dPd + (b * NH + g * G + j) * T * T, T);
-  }
+    if (G > 1) store_tile(dv + r0 * ld, ld, acc, r1 - r0, hs);
+  });
 }
 
 }  // namespace eth::cpu::bf16
