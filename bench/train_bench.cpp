@@ -154,9 +154,25 @@ double load_average() {
   return ::getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
+// The Llama family's own flags of tools/torch_llama_step.py (empty for GPT, whose script is
+// tools/torch_gpt2_step.py).
+std::string llama_flags(const eth::ModelSpec& m) {
+  const bool llama = m.norm == eth::NormKind::RmsNorm || m.positions == eth::PositionKind::Rope ||
+                     m.mlp == eth::MlpKind::Swiglu;
+  if (!llama) return "";
+  char eps[32], theta[32];
+  std::snprintf(eps, sizeof eps, "%.9g", m.norm_eps);
+  std::snprintf(theta, sizeof theta, "%.9g", m.rope_theta);
+  return " --kv-heads " + std::to_string(m.num_kv_heads()) + " --norm-eps " + eps +
+         " --rope-theta " + theta + (m.tied_embeddings ? " --tied" : "");
+}
+
 std::string torch_command(const std::string& python, const eth::ModelSpec& m, std::int64_t batch,
                           std::int64_t seq, int threads, int warmup) {
-  const std::string script = std::string(ETH_SOURCE_DIR) + "/tools/torch_gpt2_step.py";
+  const std::string llama = llama_flags(m);
+  const std::string script =
+      std::string(ETH_SOURCE_DIR) +
+      (llama.empty() ? "/tools/torch_gpt2_step.py" : "/tools/torch_llama_step.py");
   // The tuning guide's settings: threads = the cores used, a huge-page-friendly allocator.
   std::string env = "OMP_NUM_THREADS=" + std::to_string(threads) +
                     " GLIBC_TUNABLES=glibc.malloc.hugetlb=1";
@@ -166,7 +182,7 @@ std::string torch_command(const std::string& python, const eth::ModelSpec& m, st
          std::to_string(m.vocab) + " --max-seq " + std::to_string(m.seq_len) + " --batch " +
          std::to_string(batch) + " --seq " + std::to_string(seq) + " --threads " +
          std::to_string(threads) + " --warmup " + std::to_string(warmup) +
-         " --precisions fp32,bf16 --serve";
+         " --precisions fp32,bf16 --serve" + llama;
 }
 
 double best(const std::vector<double>& v) {
@@ -211,7 +227,9 @@ int main(int argc, char** argv) {
   std::int64_t batch = 4, seq = 256;
   int threads = 2, steps = 3, warmup = 1, rounds = 2;
   bool no_torch = false, gemm_baseline = false, json = false;
-  app.add_option("--model", model_name, "Model preset or JSON file")->capture_default_str();
+  app.add_option("--model", model_name,
+                 "Model preset or JSON file; a Llama-family one runs tools/torch_llama_step.py")
+      ->capture_default_str();
   app.add_option("--batch", batch, "Micro-batch = batch (one micro-batch per step)")
       ->capture_default_str();
   app.add_option("--seq", seq, "Sequence length")->capture_default_str();
@@ -447,6 +465,11 @@ int main(int argc, char** argv) {
                   torch_result.value("attention", std::string("?")).c_str(),
                   torch_result.value("adamw", std::string("?")).c_str(),
                   torch_result.value("peak_rss_bytes", 0.0) / 1e9);
+      if (torch_result.contains("implementation")) {
+        std::printf("  PyTorch model: %s, %.1fM parameters\n",
+                    torch_result.value("implementation", std::string("?")).c_str(),
+                    torch_result.value("parameters", 0.0) / 1e6);
+      }
     } else {
       std::printf("  PyTorch: %s\n", torch_result.dump().c_str());
     }
