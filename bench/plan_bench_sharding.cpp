@@ -2,15 +2,18 @@
 // on A100/RTX3090): for each planner (eth, layer, uniform) its best plan with the optimizer state
 // whole, the same plan with the state sharded by free memory (cost/sharding_memory.h: shares in
 // proportion to each holder's free memory, the all-gather priced after the step), and that
-// sharded plan after the freed memory is spent on less recompute (use_freed_memory). Predicted
+// sharded plan after the freed memory is spent on larger micro-batches or less recompute
+// (use_freed_memory). Predicted
 // figures (analytic profile), each with its worst device's peak over its memory and whether every
 // device fits; "why" lists the changes the freed memory bought.
 #include "plan_bench_sharding.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "cost/sharding_memory.h"
 #include "plan/sharding.h"
 #include "profile/analytic.h"
@@ -81,7 +84,8 @@ void print_sharding(const Json& rows) {
   std::printf(
       "== Optimizer state sharded by free memory (issue 28; analytic profile, gbs 1024): each "
       "planner's best plan with the state whole, the same plan sharded, and sharded with the "
-      "freed memory spent on less recompute (predicted iteration ms; peak/mem: worst device)\n");
+      "freed memory spent on larger micro-batches or less recompute (predicted iteration ms; "
+      "peak/mem: worst device)\n");
   std::printf("%-10s %-17s %-8s %12s %9s %12s %9s %12s %9s %8s  %s\n", "model", "cluster",
               "method", "whole ms", "peak/mem", "sharded ms", "peak/mem", "spent ms", "peak/mem",
               "speedup", "why");

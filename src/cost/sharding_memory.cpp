@@ -61,6 +61,24 @@ Plan use_freed_memory(const Plan& plan, const ClusterSpec& cluster, const Profil
   for (bool improved = true; improved;) {
     improved = false;
     for (std::size_t p = 0; p < best.pipelines.size(); ++p) {
+      // A larger micro-batch (twice, within the local batch; dp <= micro-batch still holds).
+      const std::int64_t mbs = best.pipelines[p].micro_batch_size;
+      if (2 * mbs <= best.pipelines[p].local_batch) {
+        Plan trial = best;
+        trial.pipelines[p].micro_batch_size = 2 * mbs;
+        const Prediction pr = predict(trial, cluster, profile);
+        if (pr.fits && pr.iteration_ms < best_ms) {
+          best = std::move(trial);
+          best_ms = pr.iteration_ms;
+          improved = true;
+          if (changes) {
+            changes->push_back("pipelines[" + std::to_string(p) + "].micro_batch_size: " +
+                               std::to_string(mbs) + " -> " + std::to_string(2 * mbs));
+          }
+        }
+      }
+    }
+    for (std::size_t p = 0; p < best.pipelines.size(); ++p) {
       for (std::size_t s = 0; s < best.pipelines[p].stages.size(); ++s) {
         const RecomputeSet was = best.pipelines[p].stages[s].recompute;
         for (const RecomputeSet& smaller : smaller_sets(was)) {

@@ -27,11 +27,12 @@ std::map<std::int64_t, double> free_besides_optimizer(const Prediction& p);
 Plan shard_optimizer_state(const Plan& plan, OptimizerSharding mode, const ClusterSpec& cluster,
                            const ProfileDb& profile, const PredictOptions& options = {});
 
-// What the memory sharding frees, spent: starting from `plan` (sharded), each stage in turn
-// tries a smaller recompute set (none, then each set with one operator fewer, lowest bits
+// What the memory sharding frees, spent: starting from `plan` (sharded), each pipeline tries
+// twice its micro-batch (within its local batch), and each stage in turn a smaller recompute set (none, then each set with one operator fewer, lowest bits
 // first), keeping the first that still fits every device and lowers the predicted iteration;
 // repeated until nothing improves. Deterministic. `changes` (if given) receives one line per
-// accepted change ("pipelines[0].stages[1].recompute: attn_score+mlp_act -> -").
+// accepted change ("pipelines[0].micro_batch_size: 1 -> 2",
+// "pipelines[0].stages[1].recompute: attn_score+mlp_act -> -").
 Plan use_freed_memory(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
                       std::vector<std::string>* changes = nullptr);
 
