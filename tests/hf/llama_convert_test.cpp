@@ -201,15 +201,77 @@ double eval_loss(const fs::path& ckpt) {
   return evaluate(state, TokenFile::open(kData / "llama_batch.bin"), cfg).loss;
 }
 
+// fp16 out and back in: the export rounds each fp32 value to nearest fp16, and re-importing
+// that folder and exporting it again writes the same bits (every fp16 value is exact in fp32).
+TEST(DISABLED_LlamaCheckpoint, Fp16ExportRoundsOnceAndRoundTrips) {
+  const fs::path ckpt = converted("llama_f32");
+  const fs::path a = test::scratch("hf_llama", "f16_a"), b = test::scratch("hf_llama", "f16_b");
+  fs::remove_all(a);
+  fs::remove_all(b);
+  convert_any_to_hf(ckpt, a, "fp16", false);
+  const fs::path again = test::scratch("hf_llama", "convert") / "f16.safetensors";
+  convert_any_from_hf(a, again, true);
+  EXPECT_EQ(read_checkpoint_meta(again).run["hf"]["dtype"], "F16");
+  convert_any_to_hf(again, b, "auto", false);
+  expect_same_tensors(a, b);
+  const SafetensorsModel src(kData / "llama_f32"), half(a);
+  std::vector<float> x(128 * 32), y(x.size());
+  src.read_f32("lm_head.weight", x.data());
+  half.read_f32("lm_head.weight", y.data());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(y[i], f32_from_f16(f16_from_f32(x[i]))) << i;
+  }
+}
+
+// A Llama model ETH trained from scratch (no recorded config): the export's config reads back
+// to the same model, and importing the export gives the same parameters bit for bit.
+TEST(DISABLED_LlamaCheckpoint, FromScratchModelExportsAndReimports) {
+  ModelSpec m = model_preset("llama-tiny");
+  m.kv_heads = 0;  // multi-head: the CPU stage's attention today
+  m.tied_embeddings = true;
+  ModelState state(m, 0, m.num_units() - 1);
+  state.init(5);
+  const fs::path dir = test::scratch("hf_llama", "scratch");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  CheckpointMeta meta;
+  meta.model = m;
+  meta.step = 7;
+  meta.schedule = Json::object();
+  meta.data = Json::object();
+  meta.run = Json::object();
+  write_checkpoint(dir / "ckpt.safetensors", state, meta);
+  const ConvertReport r = convert_any_to_hf(dir / "ckpt.safetensors", dir / "hf", "auto", false);
+  EXPECT_EQ(r.dtype, "F32");
+  EXPECT_TRUE(r.tied);
+  ModelSpec back = read_llama_config(dir / "hf" / "config.json").model;
+  EXPECT_EQ(back.name, "hf-llama");
+  back.name = m.name;
+  EXPECT_EQ(back, m);
+  convert_any_from_hf(dir / "hf", dir / "again.safetensors", false);
+  ModelState again(read_checkpoint_meta(dir / "again.safetensors").model, 0, m.num_units() - 1);
+  load_checkpoint(dir / "again.safetensors", again);
+  ASSERT_EQ(again.numel(), state.numel());
+  const auto bytes = static_cast<std::size_t>(state.numel()) * 4;
+  EXPECT_EQ(std::memcmp(again.params(), state.params(), bytes), 0);
+}
+
 // ETH's forward on the converted weights against transformers' loss on the same batch: holds
 // only if every tensor, the q/k/v grouping, the transposes, RMSNorm's epsilon and the rotary
-// base land right.
-TEST(DISABLED_LlamaCheckpoint, Fp32LossEqualsTransformers) {
-  for (const std::string model : {"llama_f32", "llama_bf16_tied"}) {
-    const double want = expected()["models"][model]["loss"].get<double>();
-    EXPECT_GT(std::fabs(want - std::log(128.0)), 0.3) << model;  // far from uniform
-    EXPECT_NEAR(eval_loss(converted(model)), want, 1e-5) << model;
-  }
+// base land right. The multi-head tied fixture (bf16 values, evaluated in fp32 by both).
+TEST(DISABLED_LlamaCheckpoint, Fp32LossEqualsTransformersMultiHeadTied) {
+  const double want = expected()["models"]["llama_bf16_tied"]["loss"].get<double>();
+  EXPECT_GT(std::fabs(want - std::log(128.0)), 0.3);  // far from uniform: every tensor matters
+  EXPECT_NEAR(eval_loss(converted("llama_bf16_tied")), want, 1e-5);
+}
+
+// The grouped-query fixture (2 kv heads, untied). DISABLED beyond the Llama stage: the CPU
+// attention does not take grouped kv heads yet (StageCompute ETH_CHECKs kv_heads == heads on
+// the CPU sets); re-enable when it does.
+TEST(DISABLED_LlamaGqaLoss, Fp32LossEqualsTransformersGroupedQuery) {
+  const double want = expected()["models"]["llama_f32"]["loss"].get<double>();
+  EXPECT_GT(std::fabs(want - std::log(128.0)), 0.3);
+  EXPECT_NEAR(eval_loss(converted("llama_f32")), want, 1e-5);
 }
 
 // A copy of a fixture folder with config.json edited and the weights rewritten by `edit`.
@@ -254,7 +316,8 @@ TEST(LlamaConvert, BadFoldersAreRefusedByNameBeforeAnythingIsWritten) {
        "model.layers.0.self_attn.q_proj.bias", "unexpected tensor"},
       {edited_copy("untied_no_head", [](Json&) {},
                    [](std::vector<TensorOut>& o) {
-                     std::erase_if(o, [](const TensorOut& t) { return t.name == "lm_head.weight"; });
+                     std::erase_if(o,
+                                   [](const TensorOut& t) { return t.name == "lm_head.weight"; });
                    }),
        "lm_head.weight", "tie_word_embeddings false"},
       {edited_copy("scaled", [](Json& j) { j["rope_parameters"]["rope_type"] = "yarn"; }, none),
