@@ -3,7 +3,9 @@
 // dweight of qkv, proj, fc, fcproj and the LM head) through sgemm, through the bf16 GEMM on
 // oneDNN's bf16 matmul (where the CPU can) and through the bf16 fp32-compute fallback; then one
 // transformer block's forward + backward built from the fp32 kernels and from the bf16 kernel
-// set, with the activation bytes each keeps. Prints the CPU model, its extensions and the load
+// set, with the activation bytes each keeps; then the Llama kernels (RMSNorm, RoPE, SwiGLU: the
+// double reference beside the fp32 and bf16 kernels; attention with grouped kv heads beside
+// multi-head attention). Prints the CPU model, its extensions and the load
 // average beside the figures: the machines are shared and vary between Zen 5 and Zen 3. Each
 // figure is the best of --repeats rounds, fp32 and bf16 alternating within a round. Not a test.
 #include <CLI/CLI.hpp>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,6 +26,9 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/threads.h"
+#include "kernels/reference/rmsnorm.h"
+#include "kernels/reference/rope.h"
+#include "kernels/reference/swiglu.h"
 #include "train/kernel_set.h"
 #include "train/kernel_set_bf16.h"
 
@@ -244,12 +250,12 @@ struct Block {
                          ln1b.data(), N, C);
     K::matmul_nt_forward(qkv.data(), ln1.data(), qkvw.data(), qkvb.data(), N, C, 3 * C);
     if constexpr (requires { K::attention_probs_forward; }) {
-      K::attention_probs_forward(P.data(), qkv.data(), B, T, C, NH);
+      K::attention_probs_forward(P.data(), qkv.data(), B, T, C, NH, NH);
     } else {
-      K::attention_scores_forward(P.data(), qkv.data(), B, T, C, NH);
+      K::attention_scores_forward(P.data(), qkv.data(), B, T, C, NH, NH);
       K::attention_softmax_forward(P.data(), P.data(), B, NH, T);
     }
-    K::attention_av_forward(atty.data(), P.data(), qkv.data(), B, T, C, NH);
+    K::attention_av_forward(atty.data(), P.data(), qkv.data(), B, T, C, NH, NH);
     K::matmul_nn_forward(attproj.data(), atty.data(), projw.data(), projb.data(), N, C, C);
     K::residual_forward(x2.data(), x.data(), attproj.data(), N * C);
     K::layernorm_forward(ln2.data(), ln2_mean.data(), ln2_rstd.data(), x2.data(), ln2w.data(),
@@ -275,9 +281,9 @@ struct Block {
     K::matmul_nn_backward(dln.data(), g_projw.data(), g_projb.data(), dbranch.data(), atty.data(),
                           projw.data(), N, C, C);
     K::attention_av_backward(dTT.data(), dqkv.data(), dln.data(), P.data(), qkv.data(), B, T, C,
-                             NH);
+                             NH, NH);
     K::attention_softmax_backward(dTT.data(), dTT.data(), P.data(), B, NH, T);
-    K::attention_scores_backward(dqkv.data(), dTT.data(), qkv.data(), B, T, C, NH);
+    K::attention_scores_backward(dqkv.data(), dTT.data(), qkv.data(), B, T, C, NH, NH);
     K::matmul_nt_backward(dln.data(), g_qkvw.data(), g_qkvb.data(), dqkv.data(), ln1.data(),
                           qkvw.data(), N, C, 3 * C);
     K::layernorm_backward(dx.data(), g_ln1w.data(), g_ln1b.data(), dln.data(), x.data(),
@@ -293,6 +299,116 @@ struct Block {
     return 3 * (mm + att);
   }
 };
+
+// The Llama family's row-wise kernels on a ~125M Llama's shapes (C 768, 12 query heads over 4
+// kv heads of 64, SwiGLU width 2048): the double reference (the kernels' obviously-correct twin,
+// serial), the fp32 and the bf16 kernels, forward and backward each; then the attention chain
+// (probabilities, P V and their backward) under grouped-query attention beside multi-head
+// attention of the same query heads, fp32 and bf16.
+void bench_llama(std::int64_t B, std::int64_t T, int repeats) {
+  const std::int64_t C = 768, NH = 12, NKV = 4, hd = 64, F = 2048, N = B * T;
+  const std::int64_t W = C + 2 * NKV * hd;
+  const float eps = 1e-5f, theta = 10000.0f;
+  std::mt19937 gen(3);
+  const auto z = [](std::int64_t n) { return static_cast<std::size_t>(n); };
+  const auto f = [&](std::int64_t n) { return filled<float>(z(n), gen, 1.0f); };
+  const std::vector<float> x = f(N * C), w = f(C), dy = f(N * C), q = f(N * W), g = f(N * F);
+  const std::vector<float> u = f(N * F);
+  const auto dbl = [](const std::vector<float>& v) {
+    return std::vector<double>(v.begin(), v.end());
+  };
+  const auto b16 = [](const std::vector<float>& v) {
+    std::vector<Bf16> o(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) o[i] = eth::bf16_from_float(v[i]);
+    return o;
+  };
+  const auto xd = dbl(x), wd = dbl(w), dyd = dbl(dy), qd = dbl(q), gd = dbl(g), ud = dbl(u);
+  const auto xb = b16(x), wb = b16(w), dyb = b16(dy), qb = b16(q), gb = b16(g), ub = b16(u);
+  std::vector<double> od(z(N * F)), od2(z(N * F)), rd(z(N)), dwd(z(C)), qdw = qd;
+  std::vector<float> of(z(N * F)), of2(z(N * F)), rf(z(N)), dwf(z(C)), qfw = q;
+  std::vector<Bf16> ob(z(N * F)), ob2(z(N * F)), qbw = qb;
+  struct Row {
+    const char* what;
+    std::function<void()> ref, fp32, bf16;
+  };
+  const std::vector<Row> rows{
+      {"rmsnorm_forward",
+       [&] { eth::ref::rmsnorm_forward(od.data(), rd.data(), xd.data(), wd.data(), eps, N, C); },
+       [&] { eth::cpu::rmsnorm_forward(of.data(), rf.data(), x.data(), w.data(), eps, N, C); },
+       [&] { bf16::rmsnorm_forward(ob.data(), rf.data(), xb.data(), wb.data(), eps, N, C); }},
+      {"rmsnorm_backward",
+       [&] {
+         eth::ref::rmsnorm_backward(od.data(), dwd.data(), dyd.data(), xd.data(), wd.data(),
+                                    rd.data(), N, C);
+       },
+       [&] {
+         eth::cpu::rmsnorm_backward(of.data(), dwf.data(), dy.data(), x.data(), w.data(), rf.data(),
+                                    N, C);
+       },
+       [&] {
+         bf16::rmsnorm_backward(ob.data(), dwf.data(), dyb.data(), xb.data(), wb.data(), rf.data(),
+                                N, C);
+       }},
+      {"rope_forward", [&] { eth::ref::rope_forward(qdw.data(), B, T, NH, NKV, hd, theta); },
+       [&] { eth::cpu::rope_forward(qfw.data(), B, T, NH, NKV, hd, theta); },
+       [&] { bf16::rope_forward(qbw.data(), B, T, NH, NKV, hd, theta); }},
+      {"rope_backward", [&] { eth::ref::rope_backward(qdw.data(), B, T, NH, NKV, hd, theta); },
+       [&] { eth::cpu::rope_backward(qfw.data(), B, T, NH, NKV, hd, theta); },
+       [&] { bf16::rope_backward(qbw.data(), B, T, NH, NKV, hd, theta); }},
+      {"swiglu_forward", [&] { eth::ref::swiglu_forward(od.data(), gd.data(), ud.data(), N, F); },
+       [&] { eth::cpu::swiglu_forward(of.data(), g.data(), u.data(), N, F); },
+       [&] { bf16::swiglu_forward(ob.data(), gb.data(), ub.data(), N, F); }},
+      {"swiglu_backward",
+       [&] {
+         eth::ref::swiglu_backward(od.data(), od2.data(), gd.data(), gd.data(), ud.data(), N, F);
+       },
+       [&] {
+         eth::cpu::swiglu_backward(of.data(), of2.data(), g.data(), g.data(), u.data(), N, F);
+       },
+       [&] {
+         bf16::swiglu_backward(ob.data(), ob2.data(), gb.data(), gb.data(), ub.data(), N, F);
+       }},
+  };
+  std::printf("\nLlama row-wise kernels, N=%lld (B=%lld T=%lld), C=%lld, %lld/%lld heads of "
+              "%lld, F=%lld, best of %d\n",
+              static_cast<long long>(N), static_cast<long long>(B), static_cast<long long>(T),
+              static_cast<long long>(C), static_cast<long long>(NH), static_cast<long long>(NKV),
+              static_cast<long long>(hd), static_cast<long long>(F), repeats);
+  std::printf("%-18s %12s %10s %10s %12s\n", "kernel", "ref ms", "fp32 ms", "bf16 ms",
+              "ref / fp32");
+  for (const auto& r : rows) {
+    const auto best = best_of(repeats, {r.ref, r.fp32, r.bf16});
+    std::printf("%-18s %12.3f %10.3f %10.3f %11.1fx\n", r.what, best[0] * 1e3, best[1] * 1e3,
+                best[2] * 1e3, best[0] / best[1]);
+  }
+
+  // Attention: GQA (NKV kv heads) beside MHA (NH), same query heads and T.
+  const auto chain = [&](auto tag, std::int64_t nkv) {
+    using K = decltype(tag);
+    using A = typename K::Act;
+    const std::int64_t width = C + 2 * nkv * hd, nP = B * NH * T * T;
+    auto qkv = std::make_shared<std::vector<A>>(filled<A>(z(N * width), gen, 1.0f));
+    auto d = std::make_shared<std::vector<A>>(filled<A>(z(N * C), gen, 1e-3f));
+    auto P = std::make_shared<std::vector<A>>(z(nP)), dP = std::make_shared<std::vector<A>>(z(nP));
+    auto out = std::make_shared<std::vector<A>>(z(N * C));
+    auto dq = std::make_shared<std::vector<A>>(z(N * width));
+    return std::function<void()>([=] {
+      K::attention_probs_forward(P->data(), qkv->data(), B, T, C, NH, nkv);
+      K::attention_av_forward(out->data(), P->data(), qkv->data(), B, T, C, NH, nkv);
+      K::attention_av_backward(dP->data(), dq->data(), d->data(), P->data(), qkv->data(), B, T, C,
+                               NH, nkv);
+      K::attention_softmax_backward(dP->data(), dP->data(), P->data(), B, NH, T);
+      K::attention_scores_backward(dq->data(), dP->data(), qkv->data(), B, T, C, NH, nkv);
+    });
+  };
+  const auto best =
+      best_of(repeats, {chain(eth::CpuKernels{}, NKV), chain(eth::CpuKernels{}, NH),
+                        chain(eth::CpuBf16Kernels{}, NKV), chain(eth::CpuBf16Kernels{}, NH)});
+  std::printf("attention fwd+bwd (ms): fp32 GQA %.2f, MHA %.2f; bf16 (%s) GQA %.2f, MHA %.2f\n",
+              best[0] * 1e3, best[1] * 1e3,
+              std::string(bf16::gemm_path_name(bf16::gemm_path())).c_str(), best[2] * 1e3,
+              best[3] * 1e3);
+}
 
 void bench_block(std::int64_t B, std::int64_t T, int repeats) {
   // The same (bf16-representable) weights and inputs in both.
@@ -347,14 +463,15 @@ int main(int argc, char** argv) {
   CLI::App app{"fp32 vs bf16 kernels on gpt2-small shapes (GEMMs and one block)"};
   int threads = 2, repeats = 5;
   std::int64_t batch = 4, seq = 256;
-  bool skip_gemms = false, skip_block = false;
+  bool skip_gemms = false, skip_block = false, skip_llama = false;
   app.add_option("--threads", threads, "OpenMP threads")->check(CLI::PositiveNumber);
   app.add_option("--repeats", repeats, "rounds; the best of each is reported")
       ->check(CLI::PositiveNumber);
   app.add_option("--batch", batch, "micro-batch size B")->check(CLI::PositiveNumber);
   app.add_option("--seq", seq, "sequence length T")->check(CLI::PositiveNumber);
-  app.add_flag("--skip-gemms", skip_gemms, "only the block");
-  app.add_flag("--skip-block", skip_block, "only the GEMMs");
+  app.add_flag("--skip-gemms", skip_gemms, "skip the GEMMs");
+  app.add_flag("--skip-block", skip_block, "skip the gpt2-small block");
+  app.add_flag("--skip-llama", skip_llama, "skip the Llama kernels (RMSNorm, RoPE, SwiGLU, GQA)");
   CLI11_PARSE(app, argc, argv);
 
   eth::cpu::set_max_threads(threads);
@@ -370,6 +487,7 @@ int main(int argc, char** argv) {
   std::printf("load average before: %.2f\n", load_average());
   if (!skip_gemms) bench_gemms(batch * seq, repeats);
   if (!skip_block) bench_block(batch, seq, repeats);
+  if (!skip_llama) bench_llama(batch, seq, repeats);
   std::printf("\nload average after: %.2f (figures taken above ~1 on 2 cores are suspect)\n",
               load_average());
   return 0;

@@ -15,6 +15,10 @@
 // The model is gpt2-small-shaped but smaller (6 blocks of 512, GPT-2's vocabulary, sequence
 // 128), so a rank holds a few hundred MB.
 //
+// Issue 28: the HPP and the dp plan again with the optimizer state sharded by free memory
+// (`optimizer_sharding: memory`): each rank's optimizer bytes are then its shards', and the
+// "optimizer" column shows measured beside the predictor's charge of that device's shards.
+//
 // Usage: memory_bench [--steps N] [--format json]. One command; prints the CPU and the load.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,7 +40,10 @@
 #include "core/precision.h"
 #include "data/token_file.h"
 #include "data/tokenize.h"
+#include "cost/sharding_memory.h"
 #include "plan/plan.h"
+#include "plan/sharding.h"
+#include "profile/profile_io.h"
 #include "model/model_spec.h"
 
 namespace {
@@ -88,9 +95,10 @@ Plan make_plan(const std::vector<PipeSpec>& pipes) {
 struct NamedPlan {
   std::string name;
   Plan plan;
+  bool sharded = false;  // optimizer_sharding memory, shares from the measured profile
 };
 std::vector<NamedPlan> plans() {
-  return {
+  std::vector<NamedPlan> out = {
       {"1F1B, 2 stages, mbs 2 x 4", make_plan({{2, 8, {{0, 3, 1, {}}, {4, 7, 1, {}}}}})},
       {"HPP: 2 stages mbs 2 x 3 | 1 stage mbs 1 x 2, unit recompute",
        make_plan({{2, 6, {{0, 3, 1, {}}, {4, 7, 1, {}}}}, {1, 2, {{0, 7, 1, {RecomputeOp::Unit}}}}})},
@@ -100,6 +108,10 @@ std::vector<NamedPlan> plans() {
                     {3, 5, 2, {RecomputeOp::AttnSoftmax, RecomputeOp::MlpAct}},
                     {6, 7, 1, {}}}}})},
   };
+  for (std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+    out.push_back({out[i].name + ", optimizer sharded by memory", out[i].plan, true});
+  }
+  return out;
 }
 
 double mb(double bytes) { return bytes / 1e6; }
@@ -114,17 +126,18 @@ std::string pair(double measured, double predicted) {
 double num(const Json& j, const char* key) { return j[key].get<double>(); }
 
 void print_rows(const Json& rows) {
-  std::printf("%4s %15s %15s %15s %15s %15s %15s %15s %15s %8s  %s\n", "rank", "weights",
-              "gradients", "optimizer", "activations", "messages", "baseline", "rest",
+  std::printf("%4s %15s %15s %15s %8s %15s %15s %15s %15s %15s %8s  %s\n", "rank", "weights",
+              "gradients", "optimizer", "opt/pred", "activations", "messages", "baseline", "rest",
               "peak RSS", "RSS/pred", "within 15%");
   for (const Json& r : rows) {
     const Json& p = r["predicted"];
     std::printf(
-        "%4lld %15s %15s %15s %15s %15s %15s %15s %15s %8.2f  %s\n",
+        "%4lld %15s %15s %15s %8.4f %15s %15s %15s %15s %15s %8.2f  %s\n",
         static_cast<long long>(r["rank"].get<std::int64_t>()),
         pair(num(r, "weights_bytes"), num(p, "weights_bytes")).c_str(),
         pair(num(r, "gradients_bytes"), num(p, "gradients_bytes")).c_str(),
         pair(num(r, "optimizer_state_bytes"), num(p, "optimizer_state_bytes")).c_str(),
+        num(r, "optimizer_measured_over_predicted"),
         pair(num(r, "activations_bytes"),
              num(p, "activations_bytes") + num(p, "workspace_bytes")).c_str(),
         pair(num(r, "buffers_bytes"), num(p, "message_buffers_bytes")).c_str(),
@@ -162,6 +175,7 @@ int main(int argc, char** argv) {
     s.vocab = model.vocab;
     write_token_file(dir / "data.bin", synthetic_tokens(s));
   }
+  const ClusterSpec cluster = load_cluster((dir / "cluster.json").string());
   const Json machine = machine_info();
   if (!json) {
     std::printf("memory per rank: runtime (eth launch, one process per rank) vs predictor, %s, "
@@ -184,8 +198,12 @@ int main(int argc, char** argv) {
       continue;
     }
     int index = 0;
-    for (const NamedPlan& np : plans()) {
+    for (NamedPlan np : plans()) {
       const fs::path plan_file = dir / ("plan" + std::to_string(index++) + ".json");
+      if (np.sharded) {
+        np.plan = shard_optimizer_state(np.plan, OptimizerSharding::Memory, cluster,
+                                        read_profile_dir(prof, model));
+      }
       save_plan(np.plan, plan_file.string());
       const std::string cmd = std::string(ETH_BINARY_PATH) + " launch --plan " +
                               plan_file.string() + " -- --cluster " +
@@ -210,6 +228,8 @@ int main(int argc, char** argv) {
         row["rest_bytes"] = rss - arenas - num(r, "buffers_bytes") - num(r, "baseline_rss_bytes");
         row["rss_over_predicted"] = rss / predicted;
         row["within_15_percent"] = std::abs(rss / predicted - 1) <= 0.15;
+        row["optimizer_measured_over_predicted"] =
+            num(r, "optimizer_state_bytes") / num(r["predicted"], "optimizer_state_bytes");
         rows.push_back(row);
       }
       runs.push_back(Json{{"precision", pname}, {"plan", np.name}, {"ranks", rows}});

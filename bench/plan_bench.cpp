@@ -6,11 +6,12 @@
 // batch and sequence length (Fig. 11a-c), eth against its pure family (TypeSplit-HPP, Fig. 11d),
 // memory with and without operator-level recompute (Fig. 12a), the 13B plans in Table 3's
 // layout, and eth on Metis's own inputs beside Metis's recorded figures (bench/data/). Also
-// clusters that are not Table 2's symmetric shapes (`uneven`). Everything is predicted (analytic
+// clusters that are not Table 2's symmetric shapes (`uneven`), and the Llama presets
+// (`llama`). Everything is predicted (analytic
 // or Metis profiles) except the search times, which are measured on this machine.
 // Usage: plan_bench [SECTION ...|all] [--quick] [--format text|json] [--data DIR]
-// (sections: scenarios uneven ablation alpha scale metis pure memory table3). --quick: a few
-// small cases per section (the evaluation's field test). Asserts nothing.
+// (sections: scenarios uneven ablation alpha scale metis pure memory table3 llama sharding).
+// --quick: a few small cases per section (the evaluation's field test). Asserts nothing.
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -28,6 +29,7 @@
 #include "profile/analytic.h"
 #include "profile/metis_format.h"
 #include "search/planner.h"
+#include "plan_bench_sharding.h"
 
 namespace {
 
@@ -481,6 +483,63 @@ void print_scale(const Json& rows) {
   std::printf("\n");
 }
 
+// The Llama presets (issue 25) on the clusters of docs/planner.md's Llama table: eth's search
+// time, predicted iteration, and the fullest stage's predicted peak memory against its device.
+Json run_llama(const Options& opt) {
+  struct Case {
+    const char *model, *cluster;
+    std::int64_t gbs;
+  };
+  std::vector<Case> cases = {{"llama3-70b", "70b-910b2-910b4", 512},
+                             {"llama3-70b", "70b-a100-rtx3090", 512},
+                             {"llama2-7b", "6.7b-a100-rtx3090", 128},
+                             {"llama2-7b", "350m-a100-rtx3090", 32}};
+  if (opt.quick) cases.resize(1);
+  Json rows = Json::array();
+  for (const Case& k : cases) {
+    const ModelSpec model = model_preset(k.model);
+    const ClusterSpec c = load_cluster(k.cluster);
+    const ProfileDb db = analytic_for(model, c, model.seq_len);
+    const Timed eth = timed_plan(PlanMethod::Eth, model, c, db, k.gbs, model.seq_len, {});
+    Json row{{"model", k.model}, {"cluster", k.cluster}, {"devices", c.num_devices()},
+             {"gbs", k.gbs}, {"eth", method_json(eth)}, {"fullest_stage_gb", nullptr},
+             {"fullest_of_capacity", nullptr}};
+    if (eth.result) {
+      double most = 0, ratio = 0;
+      for (const auto& p : eth.result->plan.pipelines) {
+        for (const auto& st : p.stages) {
+          const double bytes = st.predicted_peak_memory_bytes.value_or(0.0);
+          const double r = bytes / c.type(st.device_type).memory_bytes();
+          if (r > ratio) {
+            ratio = r;
+            most = bytes;
+          }
+        }
+      }
+      row["fullest_stage_gb"] = most / 1e9;
+      row["fullest_of_capacity"] = ratio;
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+void print_llama(const Json& rows) {
+  std::printf("== Llama presets (analytic profile, default options)\n");
+  bench::print_rows(rows, {{"model", "model"},
+                           {"cluster", "cluster"},
+                           {"devs", "devices"},
+                           {"gbs", "gbs"},
+                           {"search s", "eth.search_wall_s"},
+                           {"cpu s", "eth.search_cpu_s"},
+                           {"eth ms", "eth.iteration_ms", "%.1f"},
+                           {"pip", "eth.pipelines"},
+                           {"fullest GB", "fullest_stage_gb", "%.1f"},
+                           {"of cap", "fullest_of_capacity", "%.2f"}});
+  std::printf("(fullest: the stage whose predicted peak is the largest share of its device's "
+              "memory)\n\n");
+}
+
 Json run_metis(const Options& opt) {
   Json recorded;
   {
@@ -721,7 +780,8 @@ int main(int argc, char** argv) {
   bool json = false;
   std::vector<std::string> wanted;
   const std::string usage =
-      "usage: plan_bench [scenarios|uneven|ablation|alpha|scale|metis|pure|memory|table3|all ...]"
+      "usage: plan_bench [scenarios|uneven|ablation|alpha|scale|metis|pure|memory|table3|llama|"
+      "sharding|all ...]"
       " [--quick] [--format text|json] [--data DIR]\n";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -751,7 +811,9 @@ int main(int argc, char** argv) {
       {"ablation", run_ablation, print_ablation},    {"alpha", run_alpha, print_alpha},
       {"scale", run_scale, print_scale},             {"metis", run_metis, print_metis},
       {"pure", run_pure, print_pure},                {"memory", run_memory, print_memory},
-      {"table3", run_table3, print_table3}};
+      {"table3", run_table3, print_table3},          {"llama", run_llama, print_llama},
+      {"sharding", [](const Options& o) { return bench::run_sharding(o.quick); },
+       bench::print_sharding}};
   for (const auto& w : wanted) {
     bool known = w == "all";
     for (const auto& s : sections) known = known || w == s.name;

@@ -7,7 +7,7 @@
 // process tree. Each search runs in a child process of its own so its peak memory is its own.
 // Prints the load average and the CPU model beside the figures: the machine is shared, so CPU
 // seconds are the stable figure. Asserts nothing.
-// Usage: plan_scale_bench [--types 2,3,4] [--big] [--no-baseline] [DEVICES...]
+// Usage: plan_scale_bench [--types 2,3,4] [--big] [--no-baseline] [--model NAME] [DEVICES...]
 //   default sizes 100 300 1000 3000 10000; --big adds 30000 and 100000. With ETH_SCALE_STATS
 //   set, each search's statistics (JSON) go to stderr.
 #include <sys/resource.h>
@@ -68,8 +68,8 @@ struct Row {
 };
 
 // Runs in the child: plans and writes "devices wall cpu generated ms|note" to stdout.
-int plan_one(std::int64_t devices, int n_types, bool bound_generation) {
-  const ModelSpec m = model_preset("gpt3-70b");
+int plan_one(const std::string& model, std::int64_t devices, int n_types, bool bound_generation) {
+  const ModelSpec m = model_preset(model);
   const ClusterSpec c = cluster_of(devices, n_types);
   const ProfileDb db = analytic_profile_db(m, c, {1, 2, 4, 8}, {1, 2, 4, 8, 16}, m.seq_len);
   PlannerOptions o;
@@ -99,7 +99,8 @@ int plan_one(std::int64_t devices, int n_types, bool bound_generation) {
   return 0;
 }
 
-Row run_child(std::int64_t devices, int n_types, bool bound_generation) {
+Row run_child(const std::string& model, std::int64_t devices, int n_types,
+              bool bound_generation) {
   Row row;
   int fds[2];
   if (::pipe(fds) != 0) return row;
@@ -109,7 +110,7 @@ Row run_child(std::int64_t devices, int n_types, bool bound_generation) {
     ::dup2(fds[1], 1);
     ::close(fds[0]);
     ::close(fds[1]);
-    std::_Exit(plan_one(devices, n_types, bound_generation));
+    std::_Exit(plan_one(model, devices, n_types, bound_generation));
   }
   ::close(fds[1]);
   std::string text;
@@ -140,20 +141,24 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> sizes;
   std::vector<int> type_counts{2, 3, 4};
   bool big = false, baseline = true;
+  std::string model = "gpt3-70b";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--big") {
       big = true;
     } else if (a == "--no-baseline") {
       baseline = false;
+    } else if (a == "--model" && i + 1 < argc) {
+      model = argv[++i];
     } else if (a == "--types" && i + 1 < argc) {
       type_counts.clear();
       std::istringstream in(argv[++i]);
       for (std::string t; std::getline(in, t, ',');) type_counts.push_back(std::atoi(t.c_str()));
     } else if (a == "--help" || a == "-h" || a.empty() || a[0] == '-') {
-      std::printf("usage: plan_scale_bench [--types 2,3,4] [--big] [--no-baseline] "
+      std::printf("usage: plan_scale_bench [--types 2,3,4] [--big] [--no-baseline] [--model NAME] "
                   "[DEVICES...]\n  default sizes 100 300 1000 3000 10000; --big adds 30000 "
-                  "100000; --no-baseline skips the search before issue 29\n");
+                  "100000; --no-baseline skips the search before issue 29; --model: a preset "
+                  "(default gpt3-70b; llama3-70b, llama2-7b, ...)\n");
       return a == "--help" || a == "-h" ? 0 : 1;
     } else {
       sizes.push_back(std::atoll(a.c_str()));
@@ -170,22 +175,28 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::printf("plan_scale_bench: gpt3-70b, gbs 16384, analytic profile, nodes of 8; types in "
+  try {
+    (void)model_preset(model);
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "plan_scale_bench: --model: %s\n", e.what());
+    return 1;
+  }
+  std::printf("plan_scale_bench: %s, gbs 16384, analytic profile, nodes of 8; types in "
               "order 910B2, 910B4, A100, H100\nCPU: %s, load average (1 min) %.2f at start\n"
               "new = this search; old = bound_generation off (the search before issue 29)\n\n",
-              cpu_model().c_str(), load_average());
+              model.c_str(), cpu_model().c_str(), load_average());
   std::printf("%5s %8s | %7s %7s %8s %11s %11s | %7s %7s %8s %11s %11s | %s\n", "types",
               "devices", "wall s", "CPU s", "peak MB", "partitions", "pred ms", "wall s", "CPU s",
               "peak MB", "partitions", "pred ms", "plan");
   for (const int t : type_counts) {
     for (const std::int64_t n : sizes) {
-      const Row a = run_child(n, t, true);
+      const Row a = run_child(model, n, t, true);
       std::printf("%5d %8lld | %7.2f %7.2f %8.1f %11lld %11.1f | ", t, a.devices, a.wall, a.cpu,
                   a.peak_mb, a.generated, a.ms);
       std::fflush(stdout);
       std::string verdict = a.note;
       if (baseline) {
-        const Row b = run_child(n, t, false);
+        const Row b = run_child(model, n, t, false);
         std::printf("%7.2f %7.2f %8.1f %11lld %11.1f | ", b.wall, b.cpu, b.peak_mb, b.generated,
                     b.ms);
         if (a.ok && b.ok) {

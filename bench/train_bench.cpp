@@ -36,6 +36,7 @@
 #include "kernels/cpu/gemm.h"
 #include "model/arithmetic.h"
 #include "torch_server.h"
+#include "train_bench_device.h"
 #include "train/arena.h"
 #include "train/trainer.h"
 
@@ -153,9 +154,25 @@ double load_average() {
   return ::getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
+// The Llama family's own flags of tools/torch_llama_step.py (empty for GPT, whose script is
+// tools/torch_gpt2_step.py).
+std::string llama_flags(const eth::ModelSpec& m) {
+  const bool llama = m.norm == eth::NormKind::RmsNorm || m.positions == eth::PositionKind::Rope ||
+                     m.mlp == eth::MlpKind::Swiglu;
+  if (!llama) return "";
+  char eps[32], theta[32];
+  std::snprintf(eps, sizeof eps, "%.9g", m.norm_eps);
+  std::snprintf(theta, sizeof theta, "%.9g", m.rope_theta);
+  return " --kv-heads " + std::to_string(m.num_kv_heads()) + " --norm-eps " + eps +
+         " --rope-theta " + theta + (m.tied_embeddings ? " --tied" : "");
+}
+
 std::string torch_command(const std::string& python, const eth::ModelSpec& m, std::int64_t batch,
                           std::int64_t seq, int threads, int warmup) {
-  const std::string script = std::string(ETH_SOURCE_DIR) + "/tools/torch_gpt2_step.py";
+  const std::string llama = llama_flags(m);
+  const std::string script =
+      std::string(ETH_SOURCE_DIR) +
+      (llama.empty() ? "/tools/torch_gpt2_step.py" : "/tools/torch_llama_step.py");
   // The tuning guide's settings: threads = the cores used, a huge-page-friendly allocator.
   std::string env = "OMP_NUM_THREADS=" + std::to_string(threads) +
                     " GLIBC_TUNABLES=glibc.malloc.hugetlb=1";
@@ -165,7 +182,7 @@ std::string torch_command(const std::string& python, const eth::ModelSpec& m, st
          std::to_string(m.vocab) + " --max-seq " + std::to_string(m.seq_len) + " --batch " +
          std::to_string(batch) + " --seq " + std::to_string(seq) + " --threads " +
          std::to_string(threads) + " --warmup " + std::to_string(warmup) +
-         " --precisions fp32,bf16 --serve";
+         " --precisions fp32,bf16 --serve" + llama;
 }
 
 double best(const std::vector<double>& v) {
@@ -210,7 +227,9 @@ int main(int argc, char** argv) {
   std::int64_t batch = 4, seq = 256;
   int threads = 2, steps = 3, warmup = 1, rounds = 2;
   bool no_torch = false, gemm_baseline = false, json = false;
-  app.add_option("--model", model_name, "Model preset or JSON file")->capture_default_str();
+  app.add_option("--model", model_name,
+                 "Model preset or JSON file; a Llama-family one runs tools/torch_llama_step.py")
+      ->capture_default_str();
   app.add_option("--batch", batch, "Micro-batch = batch (one micro-batch per step)")
       ->capture_default_str();
   app.add_option("--seq", seq, "Sequence length")->capture_default_str();
@@ -231,7 +250,21 @@ int main(int argc, char** argv) {
   app.add_flag("--gemm", gemm_baseline,
                "Also time the fp32 GEMM library on the step's matmul shapes (ETH fp32's ceiling)");
   app.add_flag("--json", json, "Print one JSON object");
+  eth::bench::DeviceBenchOptions device;  // --device cuda|emulated: train_bench_device.h
+  eth::bench::add_device_options(app, &device);
   CLI11_PARSE(app, argc, argv);
+  if (device.device != "cpu") {
+    // The device path's own defaults, unless the shared flags were given.
+    if (app.count("--model")) device.model = model_name;
+    if (app.count("--batch")) device.batch = batch;
+    if (app.count("--seq")) device.seq = seq;
+    if (app.count("--steps")) device.steps = steps;
+    if (app.count("--warmup")) device.warmup = warmup;
+    device.python = python;
+    device.no_torch = no_torch;
+    device.json = json;
+    return eth::bench::run_device_bench(device);
+  }
   if (rounds < 1 || steps < 1 || warmup < 0 || threads < 1) {
     std::cerr << "train_bench: need --rounds >= 1, --steps >= 1, --warmup >= 0, --threads >= 1\n";
     return 1;
@@ -432,6 +465,11 @@ int main(int argc, char** argv) {
                   torch_result.value("attention", std::string("?")).c_str(),
                   torch_result.value("adamw", std::string("?")).c_str(),
                   torch_result.value("peak_rss_bytes", 0.0) / 1e9);
+      if (torch_result.contains("implementation")) {
+        std::printf("  PyTorch model: %s, %.1fM parameters\n",
+                    torch_result.value("implementation", std::string("?")).c_str(),
+                    torch_result.value("parameters", 0.0) / 1e6);
+      }
     } else {
       std::printf("  PyTorch: %s\n", torch_result.dump().c_str());
     }

@@ -10,6 +10,18 @@
 #       against an uninterrupted device run from step 4, whose steps 8-11 a device run resumed
 #       from segment 2's checkpoint repeats), and the whole is within the bf16 tolerance of an
 #       all-CPU run.
+#   4c. a two-pipeline heterogeneous plan of tiny (local batches 6 and 2, a partial micro-batch,
+#       tp 2 in one stage) with its ranks as threads sharing DEVICE (eth train --plan --backend
+#       threads --device DEVICE: messages device to device) against single-process DEVICE
+#       training for 20 steps: every loss within 2e-3 relative (the plan reorders fp32 sums only:
+#       tests/runtime/emulated_dist_test.cpp says why);
+#   4d. recompute in the plan's stages (full units, attention, all operator classes) changes no
+#       loss and no gradient norm, bitwise;
+#   4e. a checkpoint moves under the plan: cpu (0-3) -> DEVICE (4-7) -> cpu (8-11): segment 2 is
+#       bitwise an uninterrupted DEVICE plan run from the same checkpoint, the whole within the
+#       bf16 tolerance 2 u L of an all-CPU plan run.
+# Stages 4a-4e run eth on one OpenMP thread (every rank of a plan is): the kernels give the same
+# bits on any count, and two spinning threads each on a loaded 2-core CI machine took minutes.
 # Each stage prints its verdict the moment it ends and has its own timeout; the function's status
 # is 0 when every stage passed, 1 otherwise. Needs bash, awk and timeout only.
 
@@ -60,7 +72,7 @@ gpu_train_stages() {
   for rc in none qkv attn_score attn_softmax attn_dropout mlp_act unit \
             qkv,attn_score,attn_softmax,attn_dropout,mlp_act; do
     local flag=(); [ "$rc" = none ] || flag=(--recompute "$rc")
-    if ! timeout 120 "$eth" train "${common[@]}" --steps 2 --dropout 0.1 --device "$dev" "${flag[@]}" \
+    if ! OMP_NUM_THREADS=1 timeout 120 "$eth" train "${common[@]}" --steps 2 --dropout 0.1 --device "$dev" "${flag[@]}" \
          --log "$out/rc_$rc.jsonl" >"$out/rc_$rc.txt" 2>&1; then
       echo "  recompute $rc: FAILED or timed out"; tail -3 "$out/rc_$rc.txt"; rc_ok=0; continue
     fi
@@ -84,7 +96,7 @@ gpu_train_stages() {
   ck_run() {
     local name=$1 d=$2; shift 2
     local prec=(); [ "$d" = cpu ] && prec=(--precision bf16)
-    timeout 120 "$eth" train "${run12[@]}" --device "$d" "${prec[@]}" "$@" \
+    OMP_NUM_THREADS=1 timeout 120 "$eth" train "${run12[@]}" --device "$d" "${prec[@]}" "$@" \
       --log "$out/ck_$name.jsonl" >"$out/ck_$name.txt" 2>&1 || {
       echo "  $name: FAILED or timed out"; tail -3 "$out/ck_$name.txt"; ck_ok=0; }
   }
@@ -118,5 +130,92 @@ gpu_train_stages() {
   fi
   if [ "$ck_ok" -eq 1 ]; then echo "checkpoint across devices: passed ($(( $(date +%s) - t0 )) s)"
   else echo "checkpoint across devices: FAILED"; status=1; fi
+  gpu_plan_stages "$eth" "$dev" "$out" || status=1
+  return "$status"
+}
+
+# A plan file of tiny on 5 devices; $2 is pipeline A's second stage's recompute list and $3
+# pipeline B's first stage's (JSON arrays).
+gpu_plan_file() {
+  cat >"$1" <<EOF_PLAN
+{"format": "eth-plan", "version": 1, "model": "tiny", "gbs": 8, "seq_len": 16, "pipelines": [
+  {"micro_batch_size": 4, "local_batch": 6, "stages": [
+    {"device_type": "cpu", "devices": [0, 1], "tp": 2, "units": [0, 2]},
+    {"device_type": "cpu", "devices": [2], "units": [3, 5], "recompute": $2}]},
+  {"micro_batch_size": 1, "local_batch": 2, "stages": [
+    {"device_type": "cpu", "devices": [3], "units": [0, 3], "recompute": $3},
+    {"device_type": "cpu", "devices": [4], "units": [4, 5]}]}]}
+EOF_PLAN
+}
+
+# Stages 4c-4e (above): gpu_plan_stages ETH DEVICE OUT (OUT/train already holds data.bin).
+gpu_plan_stages() {
+  local eth=$1 dev=$2 out=$3 status=0 t0 tol=0.03125
+  gpu_plan_file "$out/plan.json" '[]' '[]'
+  gpu_plan_file "$out/plan_rc.json" '["unit"]' \
+    '["qkv", "attn_score", "attn_softmax", "attn_dropout", "mlp_act"]'
+  echo '{"nodes": [{"device_type": "cpu", "devices": 5}]}' >"$out/cluster.json"
+  local common=(--data "$out/data.bin" --lr 3e-3 --lr-min 3e-4 --warmup 2 --seed 5
+                --dropout 0.1 --print-every 0)
+  # prun NAME DEVICE PLAN [flags]: eth train --plan into $out/plan_NAME.jsonl
+  prun() {
+    local name=$1 d=$2 p=$3; shift 3
+    local prec=(); [ "$d" = cpu ] && prec=(--precision bf16)
+    rm -f "$out/plan_$name.jsonl"  # --log appends
+    timeout 180 "$eth" train --plan "$p" --cluster "$out/cluster.json" --backend threads \
+      "${common[@]}" --device "$d" "${prec[@]}" "$@" --log "$out/plan_$name.jsonl" \
+      >"$out/plan_$name.txt" 2>&1 || {
+      echo "  $name: FAILED or timed out"; tail -3 "$out/plan_$name.txt"; return 1; }
+  }
+
+  echo "== 4c. a two-pipeline plan on threads sharing $dev against one $dev process, 20 steps"
+  t0=$(date +%s)
+  # The single process on one OpenMP thread, as each rank of the plan is (the kernels give the
+  # same bits on any count; two spinning threads on a loaded CI machine take minutes).
+  rm -f "$out/plan_single.jsonl"
+  if prun p20 "$dev" "$out/plan.json" --steps 20 &&
+     OMP_NUM_THREADS=1 timeout 180 "$eth" train --model tiny --batch 8 --seq-len 16 "${common[@]}" --steps 20 \
+       --device "$dev" --log "$out/plan_single.jsonl" >"$out/plan_single.txt" 2>&1; then
+    gpu_field "$out/plan_p20.jsonl" loss >"$out/a"; gpu_field "$out/plan_single.jsonl" loss >"$out/b"
+    if [ "$(wc -l <"$out/a")" -eq 20 ] && gpu_within "$out/a" "$out/b" 2e-3 loss plan one; then
+      echo "plan on threads sharing $dev: passed ($(( $(date +%s) - t0 )) s)"
+    else
+      echo "plan on threads sharing $dev: FAILED: outside 2e-3 of one process"; status=1
+    fi
+  else
+    echo "plan on threads sharing $dev: FAILED or timed out"; tail -3 "$out/plan_single.txt"; status=1
+  fi
+
+  echo "== 4d. recompute in the plan's stages changes no loss on $dev"
+  t0=$(date +%s)
+  if prun rc_none "$dev" "$out/plan.json" --steps 3 && prun rc_all "$dev" "$out/plan_rc.json" --steps 3 &&
+     [ "$(gpu_field "$out/plan_rc_all.jsonl" loss; gpu_field "$out/plan_rc_all.jsonl" grad_norm)" = \
+       "$(gpu_field "$out/plan_rc_none.jsonl" loss; gpu_field "$out/plan_rc_none.jsonl" grad_norm)" ]; then
+    echo "recompute in the plan on $dev: passed, bitwise ($(( $(date +%s) - t0 )) s)"
+  else
+    echo "recompute in the plan on $dev: FAILED"; status=1
+  fi
+
+  echo "== 4e. a checkpoint moves under the plan: cpu (0-3) -> $dev (4-7) -> cpu (8-11)"
+  t0=$(date +%s)
+  local ck_ok=1 p=$out/plan.json
+  ck_file() { ls "$1"/step_*.safetensors 2>/dev/null | tail -1; }
+  prun ck_all cpu "$p" --steps 12 || ck_ok=0
+  prun ck_seg1 cpu "$p" --steps 12 --stop-at 4 --checkpoint-dir "$out/pck1" || ck_ok=0
+  prun ck_seg2 "$dev" "$p" --steps 12 --resume "$(ck_file "$out/pck1")" --stop-at 8 \
+    --checkpoint-dir "$out/pck2" || ck_ok=0
+  prun ck_seg3 cpu "$p" --steps 12 --resume "$(ck_file "$out/pck2")" || ck_ok=0
+  prun ck_dev "$dev" "$p" --steps 12 --resume "$(ck_file "$out/pck1")" || ck_ok=0  # 4-11
+  if [ "$ck_ok" -eq 1 ]; then
+    [ "$(gpu_field "$out/plan_ck_seg2.jsonl" loss)" = "$(gpu_field "$out/plan_ck_dev.jsonl" loss | head -4)" ] ||
+      { echo "  segment 2 ($dev) differs from an uninterrupted $dev plan run from step 4"; ck_ok=0; }
+    cat "$out/plan_ck_seg1.jsonl" "$out/plan_ck_seg2.jsonl" "$out/plan_ck_seg3.jsonl" \
+      >"$out/plan_ck_moved.jsonl"
+    gpu_field "$out/plan_ck_moved.jsonl" loss >"$out/a"; gpu_field "$out/plan_ck_all.jsonl" loss >"$out/b"
+    [ "$(wc -l <"$out/a")" -eq 12 ] || { echo "  $(wc -l <"$out/a") steps logged, not 12"; ck_ok=0; }
+    gpu_within "$out/a" "$out/b" "$tol" loss moved all-cpu || ck_ok=0
+  fi
+  if [ "$ck_ok" -eq 1 ]; then echo "checkpoint across devices under the plan: passed ($(( $(date +%s) - t0 )) s)"
+  else echo "checkpoint across devices under the plan: FAILED"; status=1; fi
   return "$status"
 }

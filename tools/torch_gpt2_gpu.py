@@ -1,11 +1,14 @@
 #!/usr/bin/python3
-"""PyTorch GPU baseline of issue 14's speed check (scripts/gpu-check.sh): gpt2-small (the GPT of
-tools/torch_gpt2_step.py: pre-norm blocks, tanh GELU, untied LM head, no dropout), sequence
+"""PyTorch's side of the GPU speed check (issue 24; `train_bench --device cuda` runs it after
+ETH's steps, in the same run, and prints both; scripts/gpu-check.sh stage 6): gpt2-small (the GPT
+of tools/torch_gpt2_step.py: pre-norm blocks, tanh GELU, untied LM head, no dropout), sequence
 1024, bf16 autocast with fp32 weights and the fused AdamW, in eager mode and under
 torch.compile, at the largest micro-batch that fits (tried upwards from --batches until CUDA runs
-out of memory). Prints and writes one JSON object: per mode the micro-batch, the median step
-time, tokens/s and model FLOPs utilization against --peak-tflops (989, the H200/H100 dense bf16
-figure of the device presets).
+out of memory; torch.compile downwards from eager's, as each size costs a compilation). Prints
+and writes one JSON object: per mode the micro-batch, the median step time, tokens/s and model
+FLOPs utilization against --peak-tflops (989, the H200/H100 dense bf16 figure of the device
+presets). With --out the file is rewritten after every mode, so a timeout in torch.compile keeps
+eager's figures. Exits 2 without a CUDA device (nothing measured).
 
 Model FLOPs as ETH counts them (model/arithmetic.h): per token forward
 L (24 C^2 + 4 T C) + 2 C V (matmuls 2 per multiply-add, attention's two products in full, not
@@ -66,6 +69,13 @@ def try_run(mode, b, a):
         r = run(mode, b, a)
     except torch.cuda.OutOfMemoryError:
         print(f"[torch] {mode}: micro-batch {b} does not fit", file=sys.stderr, flush=True)
+        r = None
+    except Exception as e:  # noqa: BLE001  (torch.compile's errors come in many types)
+        if "out of memory" in str(e).lower():
+            print(f"[torch] {mode}: micro-batch {b} does not fit", file=sys.stderr, flush=True)
+        else:
+            print(f"[torch] {mode}: micro-batch {b} failed: {type(e).__name__}: {e}",
+                  file=sys.stderr, flush=True)
         r = None
     finally:
         torch.cuda.empty_cache()

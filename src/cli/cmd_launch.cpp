@@ -14,6 +14,7 @@
 #include "cli/launch_hosts.h"
 #include "cli/train_args.h"
 #include "comm/mpirun.h"
+#include "comm/nccl_comm.h"
 #include "core/error.h"
 #include "plan/plan.h"
 
@@ -79,11 +80,13 @@ void add_launch_command(CLI::App& app, Registry& r) {
       ->check(CLI::IsMember({"auto", "cma", "none"}))
       ->capture_default_str();
   sub->add_option("train_args", a->train_args, "Arguments of eth train, after --");
-  // Checked before the plan is read or any rank starts (each rank would refuse it later). Not
-  // passed on to eth train: emulated and cuda are refused for it today (device_choice.h), and
-  // cpu is its default.
-  auto device = std::make_shared<std::string>("cpu");
-  sub->add_option("--device", *device, kDeviceHelp)
+  // Checked before the plan is read or any rank starts (each rank would refuse it later), then
+  // passed on to every rank's eth train. cuda: one GPU per rank over NCCL, bootstrapped over
+  // MPI; emulated: every rank its own emulated device, messages staged through host copies.
+  sub->add_option("--device", a->device,
+                  std::string(kDeviceHelp) +
+                      ". Under eth launch every rank is a process: cuda takes one GPU per rank "
+                      "(NCCL between them), emulated gives each rank its own emulated device")
       ->check(CLI::IsMember(kDeviceNames))
       ->capture_default_str();
   auto e = std::make_shared<ElasticArgs>();
@@ -101,8 +104,14 @@ void add_launch_command(CLI::App& app, Registry& r) {
       "(the last checkpoint is whole: bring devices back and run the same command again).\n"
       "  eth launch --plan P --elastic --checkpoint-dir C --checkpoint-every 50 -- --data D "
       "--steps N");
-  r.on(sub, [a, e, device] {
-    choose_cpu_device(*device, "--device", "eth launch");
+  r.on(sub, [a, e] {
+    const Device device = choose_device(a->device, "--device");
+    if (device == Device::Cuda && !nccl_compiled()) {
+      throw InputError("launch", "--device", "",
+                       "cuda under eth launch needs the NCCL communicator, and this build has "
+                       "none (rebuild with NCCL next to the CUDA toolkit); eth train --plan P "
+                       "--backend threads --device cuda runs a plan on one GPU");
+    }
     for (const std::string& s : a->train_args) {
       if (s == "--device" || s.rfind("--device=", 0) == 0) {
         throw InputError("launch", "--device", "", "give the device to eth launch, not after --");

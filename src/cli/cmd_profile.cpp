@@ -1,6 +1,7 @@
 // `eth profile`: writes the analytic profile of every device type of a cluster (ETH's format or
-// Metis's), measures the CPU runtime's own profile (device type `cpu`), or shows a profile
-// directory of either format. The profile library (profile/) and the trainer's measurement
+// Metis's), measures the training kernels' own profile on a compute device (--device cpu: device
+// type `cpu`; cuda: the GPU's preset, e.g. H200; emulated: device type `emulated`), or shows a
+// profile directory of either format. The profile library (profile/) and the trainer's measurement
 // (train/measure_profile.h) do the work; this file only parses, checks memory and prints.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,6 +53,7 @@ struct ProfileOptions {
   double dropout = 0;    // --measure: dropout probability (masks held and measured)
   std::string precision;  // --measure: fp32 | bf16; empty: the CPU's default
   std::string device;   // --measure: cpu | emulated | cuda (device_choice.h); empty: cpu
+  std::string device_type;  // --measure: the entries' device type; empty: the device's own
   std::string cache = "cold";  // --measure: caches flushed before each timed op, or warm
   int optimizer_neighbours = -1;  // -1: every other core (available_cores() / threads - 1)
 };
@@ -172,21 +174,59 @@ double training_process_baseline_bytes() {
   return got && added > 0 ? here + added : here;
 }
 
+// The device type a measured profile is written under: --device-type as given, else cpu's
+// "cpu", the emulated device's "emulated" (its times are the host CPU's: no GPU's type), and on
+// cuda the GPU's preset (H200 on the GPU machine of docs/gpu.md).
+std::string measured_device_type(const ProfileOptions& o, Device d) {
+  if (!o.device_type.empty()) {
+    if (!valid_device_type_name(o.device_type)) {
+      throw UsageError("--device-type", device_type_name_rule() + ", got " + o.device_type);
+    }
+    return o.device_type;
+  }
+  if (d == Device::Cpu) return "cpu";
+  if (d == Device::Emulated) return "emulated";
+  const DeviceMemoryInfo gpu = device_memory(ComputeDevice::Cuda);
+  const std::string preset = gpu_device_type_preset(gpu.name);
+  if (preset.empty()) {
+    throw UsageError("--device-type", "missing: this GPU (" + gpu.name +
+                                          ") has no device type preset; name the type its "
+                                          "profile is for (and define it in the cluster file)");
+  }
+  return preset;
+}
+
+// The memory a measurement may use: the host's on the CPU, the GPU's free memory on cuda, and
+// on the emulated device the lesser of its free memory and the host's (its pages are host
+// pages).
+double measure_memory_limit(Device d) {
+  if (d == Device::Cpu) return available_memory_bytes();
+  const DeviceMemoryInfo dev = device_memory(compute_device(d));
+  if (d == Device::Emulated) return std::min(dev.free_bytes, available_memory_bytes());
+  return dev.free_bytes;
+}
+
 int run_measure(const ProfileOptions& o) {
   // Every check before any work: measuring gpt2-small takes minutes.
-  choose_cpu_device(o.device, "--device", "eth profile --measure");
+  const Device device = choose_device(o.device, "--device");
+  const bool gpu = device != Device::Cpu;
   if (o.out.empty())
     throw UsageError("--out", "missing: the folder to write the profile to");
   if (!o.cluster.empty()) {
-    throw UsageError("--cluster", "not used with --measure (it measures this machine, device "
-                                  "type cpu)");
+    throw UsageError("--cluster", "not used with --measure (it measures this machine's device; "
+                                  "name the entries' type with --device-type)");
   }
+  if (gpu && o.optimizer_neighbours > 0) {
+    throw UsageError("--optimizer-neighbours",
+                     "only with --device cpu (a GPU's optimizer step streams its own memory)");
+  }
+  const std::string device_type = measured_device_type(o, device);
   if (!o.tps.empty()) throw UsageError("--tp", "--measure measures tp 1 only (one process)");
   const std::string format = o.format.empty() ? "text" : o.format;
   if (format != "text" && format != "json") {
     throw UsageError("--format", "with --measure expected text or json, got " + format);
   }
-  const PrecisionChoice precision = choose_precision(o.precision, "--precision");
+  const PrecisionChoice precision = choose_device_precision(device, o.precision, "--precision");
   std::set<std::int64_t> seen;
   for (std::int64_t b : o.mbss) {
     if (!seen.insert(b).second) {
@@ -196,7 +236,7 @@ int run_measure(const ProfileOptions& o) {
   const ModelSpec m = load_model(o.model);
   require_trainable(m);
   std::vector<MeasureOptions> runs;
-  const double memory = available_memory_bytes();
+  const double memory = measure_memory_limit(device);
   for (std::int64_t b : seen) {  // ascending
     MeasureOptions mo;
     mo.model = m;
@@ -206,17 +246,25 @@ int run_measure(const ProfileOptions& o) {
     mo.repeats = o.repeats;
     mo.dropout = static_cast<float>(o.dropout);
     mo.precision = precision.precision;
-    mo.cold_cache = o.cache == "cold";
-    mo.optimizer_neighbours = o.optimizer_neighbours >= 0
-                                  ? o.optimizer_neighbours
-                                  : std::max(0, available_cores() / std::max(1, o.threads) - 1);
+    mo.cold_cache = !gpu && o.cache == "cold";
+    mo.device = compute_device(device);
+    mo.device_type = device_type;
+    mo.optimizer_neighbours =
+        gpu ? 0
+            : o.optimizer_neighbours >= 0
+                  ? o.optimizer_neighbours
+                  : std::max(0, available_cores() / std::max(1, o.threads) - 1);
     check_measure_options(mo, memory);
     runs.push_back(mo);
   }
   const std::int64_t seq = o.seq == 0 ? m.seq_len : o.seq;
   prepare_output_dir(o.out, "profile");  // before measuring: that takes minutes
-  const double baseline = training_process_baseline_bytes();
+  // On a GPU the baseline is device memory, which each measurement reads itself.
+  const double baseline = gpu ? -1 : training_process_baseline_bytes();
   for (MeasureOptions& mo : runs) mo.process_baseline_bytes = baseline;
+  const std::string on = gpu ? "device " + std::string(o.device) + " (" +
+                                   device_memory(compute_device(device)).name + ")"
+                             : std::string("this CPU");
 
   std::cerr << precision.line << "\n" << std::flush;
   ProfileDb db(m);
@@ -224,8 +272,8 @@ int run_measure(const ProfileOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     std::cerr << "[profile] " << m.name << " mbs " << runs[i].micro_batch << " (" << i + 1 << "/"
               << runs.size() << ", seq " << seq << ", " << o.threads << " thread"
-              << (o.threads == 1 ? "" : "s") << "): measuring " << m.num_units() << " units..."
-              << std::flush;
+              << (o.threads == 1 ? "" : "s") << ", on " << on << "): measuring "
+              << m.num_units() << " units..." << std::flush;
     ProfileEntry e = measure_profile(runs[i]);
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -249,11 +297,13 @@ int run_measure(const ProfileOptions& o) {
                              {"profile", j}});
     }
     print_json(Json{{"model", m.name},
+                    {"device", gpu ? o.device : std::string("cpu")},
+                    {"device_type", device_type},
                     {"precision", std::string(precision_name(precision.precision))},
                     {"seq", seq},
                     {"threads", o.threads},
                     {"dropout", o.dropout},
-                    {"cache", o.cache},
+                    {"cache", gpu ? std::string("-") : o.cache},
                     {"out", o.out},
                     {"files", files},
                     {"entries", entries}});
@@ -270,11 +320,17 @@ int run_measure(const ProfileOptions& o) {
            ms_cell(head.forward_ms + head.backward_ms), ms_cell(e.optimizer_ms), ms_cell(step),
            fmt_num(static_cast<double>(key.mbs * seq) / step * 1e3, 0)});
   }
-  std::cout << "measured profile of " << m.name << " (" << precision_name(precision.precision)
-            << ", seq " << seq << ", " << o.threads << " thread" << (o.threads == 1 ? "" : "s")
-            << ", caches " << o.cache << ", dropout " << o.dropout
-            << ", device type cpu, tp 1; block = unit 1, median of " << o.repeats << "):\n\n"
+  std::cout << "measured profile of " << m.name << " on " << on << " ("
+            << precision_name(precision.precision) << ", seq " << seq << ", " << o.threads
+            << " thread" << (o.threads == 1 ? "" : "s")
+            << (gpu ? std::string() : ", caches " + o.cache) << ", dropout " << o.dropout
+            << ", device type " << device_type << ", tp 1; block = unit 1, median of "
+            << o.repeats << "):\n\n"
             << t.render() << "\nwrote " << files << " files (eth format) to " << o.out << "\n";
+  if (device == Device::Emulated) {
+    std::cout << "(the emulated device runs the GPU kernel set on this CPU: its times are the "
+                 "host's, not a GPU's)\n";
+  }
   return kExitOk;
 }
 
@@ -315,14 +371,14 @@ void add_profile_command(CLI::App& app, Registry& r) {
   auto* sub = app.add_subcommand(
       "profile",
       "Write the analytic profile of a cluster's device types (--analytic), measure this "
-      "machine's (--measure, device type cpu), or show a profile directory in ETH's or Metis's "
-      "format (--show)");
+      "machine's (--measure: device type cpu, or the GPU's with --device cuda), or show a "
+      "profile directory in ETH's or Metis's format (--show)");
   auto o = std::make_shared<ProfileOptions>();
   sub->add_flag("--analytic", o->analytic,
                 "Profile from FLOP counts and device peaks (docs/profile.md)");
   sub->add_flag("--measure", o->measure,
-                "Measure every unit on the CPU training kernels of this machine (device type "
-                "cpu, tp 1) and write an ETH-format profile to --out");
+                "Measure every unit on the training kernels of --device (tp 1) and write an "
+                "ETH-format profile to --out");
   sub->add_option("--show", o->show, "Print the profile directory DIR (ETH or Metis format)");
   sub->add_option("--model", o->model, "Model preset name or model JSON file")->required();
   sub->add_option("--cluster", o->cluster,
@@ -340,7 +396,8 @@ void add_profile_command(CLI::App& app, Registry& r) {
   sub->add_option("--format", o->format,
                   "--analytic: eth (default) or metis; --show, --measure: text (default) or json");
   sub->add_option("--threads", o->threads,
-                  "--measure: OpenMP threads (default 1: the cpu device type is one core)")
+                  "--measure: OpenMP threads (default 1: the cpu device type is one core; on the "
+                  "emulated device the threads its kernels use; cuda: the host side only)")
       ->check(CLI::Range(1, 1024));
   sub->add_option("--repeats", o->repeats, "--measure: timed runs per unit, median kept (3)")
       ->check(CLI::Range(1, 1000));
@@ -352,19 +409,30 @@ void add_profile_command(CLI::App& app, Registry& r) {
   sub->add_option("--dropout", o->dropout,
                   "--measure: dropout probability; > 0 also holds the dropout masks (default 0)")
       ->check(CLI::Range(0.0, 0.95));
-  sub->add_option("--device", o->device, std::string("--measure: ") + kDeviceHelp)
+  sub->add_option("--device", o->device,
+                  "--measure: the kernels measured: cpu (default; device type cpu), cuda (the GPU "
+                  "kernel set in bf16, device memory; device type the GPU's preset, e.g. H200; "
+                  "refused with the reason where there is no CUDA build or no GPU) or emulated "
+                  "(the same set on the host-emulated GPU, device type emulated: its times are "
+                  "this CPU's, for CI)")
       ->check(CLI::IsMember(kDeviceNames));
+  sub->add_option("--device-type", o->device_type,
+                  "--measure: the device type the entries are written under (default: cpu, "
+                  "emulated, or the GPU's preset); a preset, or defined in the cluster file "
+                  "the profile is planned with");
   sub->add_option("--cache", o->cache,
-                  "--measure: cold (default) flushes the caches before each timed op, as a rank "
-                  "sharing its core (emulation) or running a stage larger than the caches finds "
-                  "them; warm times back-to-back repeats (docs/runtime.md)")
+                  "--measure --device cpu: cold (default) flushes the caches before each timed op, "
+                  "as a rank sharing its core (emulation) or running a stage larger than the "
+                  "caches finds them; warm times back-to-back repeats (docs/runtime.md); a GPU's "
+                  "caches are not the host's, so the GPU devices ignore it")
       ->check(CLI::IsMember({"cold", "warm"}))
       ->capture_default_str();
   sub->add_option("--optimizer-neighbours", o->optimizer_neighbours,
-                  "--measure: other cores that take an optimizer step of their own while the "
-                  "optimizer step is timed, as the ranks of a full node do at once after the "
-                  "gradient sync (the step is bound by the memory bandwidth they share); default: "
-                  "every other core this process may use; 0 times it alone")
+                  "--measure --device cpu: other cores that take an optimizer step of their own "
+                  "while the optimizer step is timed, as the ranks of a full node do at once after "
+                  "the gradient sync (the step is bound by the memory bandwidth they share); "
+                  "default: every other core this process may use; 0 times it alone (a GPU "
+                  "device: always 0)")
       ->check(CLI::Range(0, 1024));
   r.on(sub, [o] {
     const int modes = (o->analytic ? 1 : 0) + (o->measure ? 1 : 0) + (o->show.empty() ? 0 : 1);

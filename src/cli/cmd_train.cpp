@@ -25,10 +25,7 @@ namespace {
 
 int run_train(const TrainArgs& a) {
   const Device device = choose_device(a.device, "--device");  // before anything is read
-  if (!a.plan.empty()) {
-    refuse_gpu_device(device, "--device", "eth train --plan");
-    return run_train_plan(a);
-  }
+  if (!a.plan.empty()) return run_train_plan(a);  // chooses the device again, the same way
   if (!a.trace.empty() || !a.trace_steps.empty()) {
     throw InputError("cli", a.trace.empty() ? "--trace-steps" : "--trace", "",
                      "tracing records the distributed runtime: use it with --plan");
@@ -211,7 +208,11 @@ void add_train_options(CLI::App* sub, TrainArgs* a) {
       ->group(dist);
   sub->add_option("--backend", a->backend,
                   "mpi (under mpirun / eth launch) or threads (every rank a thread of this "
-                  "process: no MPI needed, for tests and small demos)")
+                  "process: no MPI needed, for tests and small demos). With --device emulated or "
+                  "cuda, threads share the one device (each rank on its own stream, messages "
+                  "and collectives device to device); under mpi each rank is a process with "
+                  "its own device: cuda one GPU per rank over NCCL, emulated its own emulated "
+                  "device, messages staged through host copies")
       ->check(CLI::IsMember({"mpi", "threads"}))
       ->capture_default_str()
       ->group(dist);

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <csignal>
@@ -20,6 +21,7 @@
 #include <cstring>
 
 #include "cli/command.h"
+#include "cli/device_choice.h"
 #include "cli/fault_injection.h"
 #include "cli/output.h"
 #include "cli/plan_inputs.h"
@@ -27,12 +29,17 @@
 #include "cli/train_args.h"
 #include "comm/local_comm.h"
 #include "comm/mpi_comm.h"
+#include "comm/nccl_comm.h"
+#include "comm/staged_comm.h"
 #include "core/atomic_file.h"
+#include "kernels/cuda/runtime.h"
 #include "core/error.h"
 #include "core/json_file.h"
 #include "cost/predictor.h"
+#include "cost/sharding_memory.h"
 #include "cost/stage_costs.h"
 #include "runtime/dist_trainer.h"
+#include "runtime/device_memory_policy.h"
 #include "runtime/dist_training_run.h"
 #include "runtime/placement.h"
 #include "runtime/trace_recorder.h"
@@ -109,8 +116,13 @@ struct PlanRun {
 
 PlanRun prepare(const TrainArgs& a) {
   PlanRun r;
-  const PrecisionChoice precision = choose_precision(a.precision, "--precision");
+  const Device device = choose_device(a.device, "--device");
+  const PrecisionChoice precision = choose_device_precision(device, a.precision, "--precision");
   r.precision_line = precision.line;
+  if (device != Device::Cpu) {
+    r.precision_line += std::string("; on the ") + compute_device_name(compute_device(device)) +
+                        " device";
+  }
   r.plan = load_plan(a.plan);
   r.cluster = cluster_for_plan(r.plan, a.cluster);
   apply_emulation(r.cluster, a.emulate);
@@ -137,6 +149,7 @@ PlanRun prepare(const TrainArgs& a) {
   r.config.train = make_config(b, r.plan.model);
   r.config.train.seq_len = r.plan.seq_len;
   r.config.train.precision = precision.precision;
+  r.config.train.device = compute_device(device);
   r.config.plan = r.plan;
   r.config.aggregation = *parse_aggregation_mode(a.allreduce);
   for (const auto& [name, type] : r.cluster.device_types) {
@@ -315,7 +328,9 @@ class RankReport final : public TrainReport {
 };
 
 // One rank's whole run; rank 0 reports. Returns the exit code.
-int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
+// `device_world`: the communicator of device buffers (DistributedTrainer), `world` on the CPU.
+int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world,
+             const Communicator& device_world) {
   const bool lead = world.rank() == 0;
   if (lead) std::cerr << r.precision_line << "\n" << std::flush;
   TraceRecorder recorder({});
@@ -324,7 +339,7 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
   // Resident memory before the model's buffers: libraries, MPI, threads (the baseline the
   // predictor charges from the profile's process_baseline_bytes).
   const double baseline_rss = process_resident_bytes();
-  DistributedTrainer t(config, world, r.resume);
+  DistributedTrainer t(config, world, device_world, r.resume);
   const std::vector<RankPlace> places = place_ranks(r.plan);
   AppendFile log;
   if (lead) {
@@ -380,12 +395,8 @@ int run_rank(const PlanRun& r, const TrainArgs& a, const Communicator& world) {
              {"baseline_rss_bytes", i < baselines.size() ? baselines[i] : 0.0},
              {"peak_rss_bytes", m.peak_rss}};
       if (prediction) {
-        // The predictor's memory of this rank's stage (one device of it).
-        const MemoryBreakdown& p =
-            prediction->pipelines[static_cast<std::size_t>(places[i].pipeline)]
-                .stages[static_cast<std::size_t>(places[i].stage)]
-                .memory;
-        j["predicted"] = memory_to_json(p);
+        // The predictor's memory of this rank's device (its stage's, its own optimizer shards).
+        j["predicted"] = memory_to_json(device_memory(*prediction, places[i].device));
       }
       ranks_memory.push_back(j);
     }
@@ -473,6 +484,21 @@ std::exception_ptr root_cause(const std::vector<std::exception_ptr>& errors) {
   return first;
 }
 
+// The communicator of device buffers for a rank process under MPI: the world itself on the
+// CPU; on the emulated device (each process its own) a duplicate of the world staging device
+// buffers through explicit host copies; on CUDA the NCCL communicator over the GPU of this
+// rank's local index, bootstrapped over the world (one GPU per rank: NCCL refuses two ranks on
+// one GPU).
+Communicator mpi_device_world(ComputeDevice device, const Communicator& world) {
+  if (device == ComputeDevice::Cpu) return world;
+  const Communicator host = world.split(0, world.rank());  // its own message order
+  if (device == ComputeDevice::Emulated) {
+    return make_host_staged_communicator(host, *runtime_memory(device).comm_ops());
+  }
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  return make_nccl_communicator(host, local ? std::max(0, std::atoi(local)) : world.rank());
+}
+
 }  // namespace
 
 int run_train_plan(const TrainArgs& a) {
@@ -483,13 +509,19 @@ int run_train_plan(const TrainArgs& a) {
     check_plan_train_memory(r.plan, r.config.train, n,
                             !a.checkpoint_dir.empty() || !a.finetune.val_data.empty());
     LocalWorld world(n, r.comm);
+    // On a GPU set the ranks share the one device: a second world of the same threads carries
+    // the device buffers, device to device (each rank's work on its own thread's stream).
+    const DeviceMemoryOps* ops = runtime_memory(r.config.train.device).comm_ops();
+    std::optional<LocalWorld> device_world;
+    if (ops != nullptr) device_world.emplace(n, r.comm, *ops);
     // The threads share the cores: one OpenMP thread each.
     std::vector<int> codes(static_cast<std::size_t>(n), kExitOk);
     const int threads = a.threads > 0 ? a.threads : 1;
     auto errors = run_on_threads(world, [&](Communicator c) {
       if (a.pin) pin_to_core(c.rank());
       omp_set_num_threads(threads);
-      codes[static_cast<std::size_t>(c.rank())] = run_rank(r, a, c);
+      const Communicator d = device_world ? device_world->comm(c.rank()) : c;
+      codes[static_cast<std::size_t>(c.rank())] = run_rank(r, a, c, d);
     });
     if (auto e = root_cause(errors)) std::rethrow_exception(e);
     return codes[0];
@@ -499,12 +531,21 @@ int run_train_plan(const TrainArgs& a) {
   Communicator world;
   try {
     r = prepare(a);
-    r.config.background_progress = true;  // MpiSession takes calls from a second thread
+    // MpiSession takes calls from a second thread; NCCL's requests stay on the rank's thread
+    // (its GPU is that thread's current device).
+    r.config.background_progress = r.config.train.device != ComputeDevice::Cuda;
     world = mpi.world(r.comm);
     check_runnable(r.plan, r.cluster, world.size(), a.plan, r.config.train.global_batch);
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    check_plan_train_memory(r.plan, r.config.train,
-                            local ? std::max(1, std::atoi(local)) : world.size(),
+    const int ranks_here = local ? std::max(1, std::atoi(local)) : world.size();
+    if (r.config.train.device == ComputeDevice::Cuda && ranks_here > cuda::device_count()) {
+      throw InputError("train", "--device", "",
+                       "cuda under MPI takes one GPU per rank (NCCL refuses two ranks on one "
+                       "GPU): " + std::to_string(ranks_here) + " ranks on this host, " +
+                           std::to_string(cuda::device_count()) +
+                           " GPUs; --backend threads runs every rank on one GPU");
+    }
+    check_plan_train_memory(r.plan, r.config.train, ranks_here,
                             !a.checkpoint_dir.empty() || !a.finetune.val_data.empty());
   } catch (const InputError& e) {
     // Every rank finds the same problem; one message is enough.
@@ -526,7 +567,7 @@ int run_train_plan(const TrainArgs& a) {
     pin_to_core(local ? std::max(0, std::atoi(local)) : world.rank());
   }
   try {
-    return run_rank(r, a, world);
+    return run_rank(r, a, world, mpi_device_world(r.config.train.device, world));
   } catch (const std::exception& e) {
     // This rank cannot go on; the others would only wait for it until their timeout.
     const bool comm = dynamic_cast<const CommError*>(&e) != nullptr;

@@ -11,9 +11,9 @@ const std::vector<std::string> kDeviceNames = {"cpu", "emulated", "cuda"};
 const char* const kDeviceHelp =
     "cpu (default), emulated (the GPU trainer on a host-emulated GPU: device memory the host "
     "cannot touch, bf16 only; for CI), or cuda (the GPU trainer on the CUDA kernels, bf16 only; "
-    "refused with the reason where there is no CUDA build or no GPU). Single-process eth train "
-    "runs all three; --plan, eth launch and eth profile --measure run on cpu only so far "
-    "(docs/gpu.md)";
+    "refused with the reason where there is no CUDA build or no GPU). eth train (with or "
+    "without --plan) and eth launch run all three; eth profile --measure runs on cpu only so "
+    "far (docs/gpu.md)";
 
 Device choose_device(const std::string& flag, const std::string& flag_name) {
   if (flag.empty() || flag == "cpu") return Device::Cpu;

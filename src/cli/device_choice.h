@@ -7,9 +7,9 @@
 //   cuda: the same trainer on the CUDA kernels, bf16 only. Refused, before any file is read or
 //     written, where it cannot run, with the reason in words (a build without CUDA: rebuild with
 //     the toolkit; no GPU: what the driver reported).
-// Single-process `eth train` runs all three; `eth train --plan`, `eth launch` and `eth profile
-// --measure` run on the CPU only so far and refuse emulated and cuda with that reason
-// (docs/gpu.md, "Not built yet").
+// `eth train` (single-process and --plan) and `eth launch` run all three; `eth profile --measure`
+// runs on the CPU only so far and refuses emulated and cuda with that reason (docs/gpu.md, "Not
+// built yet").
 #pragma once
 
 #include <string>

@@ -3,6 +3,8 @@
 // devices that come and go), and the report of each recovery.
 #include "cli/elastic_launch.h"
 
+#include "cost/sharding_memory.h"
+
 #include <sys/stat.h>
 
 #include <chrono>
@@ -259,6 +261,12 @@ CurrentPlan ElasticRun::plan_for(const std::set<std::int64_t>& lost, int index) 
   c.plan = std::move(r.result.plan);
   c.original = r.surviving.original;
   c.predicted_ms = r.result.prediction.iteration_ms;
+  if (user_plan_.optimizer_sharding != OptimizerSharding::None) {
+    // The re-plan shards the optimizer state as the run it replaces did (issue 28).
+    c.plan = shard_optimizer_state(c.plan, user_plan_.optimizer_sharding, r.surviving.cluster,
+                                   *replan_in_.profile);
+    c.predicted_ms = predict(c.plan, r.surviving.cluster, *replan_in_.profile).iteration_ms;
+  }
   // Which devices of the run's cluster the plan's ids stand for, for a person reading it.
   Json search = c.plan.search.is_object() ? c.plan.search : Json::object();
   search["elastic"] = Json{{"full_cluster_device_of", c.original}, {"lost", ids_json(lost)}};

@@ -49,6 +49,10 @@ std::vector<std::string> train_launch_argv(const LaunchArgs& a, const std::strin
     }
     program.push_back(s);
   }
+  if (!a.device.empty() && a.device != "cpu") {
+    program.push_back("--device");
+    program.push_back(a.device);
+  }
   return mpirun_argv(o, program);
 }
 

@@ -20,6 +20,8 @@ struct LaunchArgs {
   // host's kernel may forbid it, and Open MPI would fail the first large message there); cma;
   // none.
   std::string single_copy = "auto";
+  // cpu | emulated | cuda: passed on to every rank's eth train as --device (not cpu).
+  std::string device = "cpu";
   std::vector<std::string> train_args;  // after --
 };
 

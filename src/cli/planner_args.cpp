@@ -5,6 +5,8 @@
 #include "cli/plan_inputs.h"
 #include "core/error.h"
 #include "core/limits.h"
+#include "cost/sharding_memory.h"
+#include "plan/sharding.h"
 #include "profile/analytic.h"
 #include "profile/metis_format.h"
 
@@ -58,7 +60,26 @@ std::vector<CLI::Option*> add_planner_options(CLI::App* sub, PlannerArgs& a, boo
                             "Let the layer baseline's stages recompute single operators as eth's "
                             "do (by default, as in Metis and HexiScale, only nothing or the whole "
                             "unit)"));
+  o.push_back(sub->add_option("--optimizer-sharding", a.optimizer_sharding,
+                              "Shard each gradient block's fp32 masters and Adam moments across "
+                              "its holders: none (default: every holder keeps them whole), even, "
+                              "or memory (in proportion to what each holder's memory leaves "
+                              "free); the shares are recorded in the plan file")
+                  ->check(CLI::IsMember({"none", "even", "memory"})));
   return o;
+}
+
+Plan apply_optimizer_sharding(const PlannerArgs& a, Plan plan, const ClusterSpec& cluster,
+                              const ProfileDb& profile, Prediction& prediction) {
+  const OptimizerSharding mode = *parse_optimizer_sharding(a.optimizer_sharding);
+  if (mode == OptimizerSharding::None) return plan;
+  plan = shard_optimizer_state(plan, mode, cluster, profile);
+  prediction = predict(plan, cluster, profile);
+  if (plan.predicted.is_object()) {
+    plan.predicted["optimizer_sharding"] = a.optimizer_sharding;
+    plan.predicted["iteration_ms"] = prediction.iteration_ms;
+  }
+  return plan;
 }
 
 PlannerOptions planner_options(const PlannerArgs& a) {

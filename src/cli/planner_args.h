@@ -29,6 +29,7 @@ struct PlannerArgs {
   std::optional<double> v_inter, v_intra;
   bool no_cpc = false, no_ses = false, no_oso = false, no_dpo = false;
   bool layer_operator_recompute = false;
+  std::string optimizer_sharding = "none";  // none | even | memory (plan/sharding.h)
 };
 
 // Declares the flags on `sub` (--method too when `with_method`; `eth compare` runs every
@@ -38,6 +39,12 @@ std::vector<CLI::Option*> add_planner_options(CLI::App* sub, PlannerArgs& a, boo
 PlannerOptions planner_options(const PlannerArgs& a);
 // --method as a PlanMethod; UsageError for an unknown name.
 PlanMethod planner_method(const PlannerArgs& a);
+
+// The planner's plan with --optimizer-sharding applied (cost/sharding_memory.h: memory splits
+// each block's state by what each holder's memory leaves free) and `prediction` re-priced for
+// it; unchanged for none.
+Plan apply_optimizer_sharding(const PlannerArgs& a, Plan plan, const ClusterSpec& cluster,
+                              const ProfileDb& profile, Prediction& prediction);
 
 struct PlannerProfile {
   ProfileDb db;

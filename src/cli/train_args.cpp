@@ -9,10 +9,12 @@
 #include "cli/resources.h"
 #include "core/error.h"
 #include "data/sampler.h"
+#include "kernels/constants.h"
 #include "model/arithmetic.h"
 #include "train/checkpoint.h"
 #include "train/init_from.h"
 #include "train/precision_stage.h"
+#include "train/train_memory.h"
 
 namespace eth::cli {
 
@@ -67,13 +69,16 @@ std::optional<std::filesystem::path> resolve_resume(const std::string& arg) {
 }
 
 void require_trainable(const ModelSpec& m) {
-  ModelSpec untied = m;  // GPT with a tied LM head trains too
-  untied.tied_embeddings = false;
-  if (untied.is_gpt()) return;
-  throw InputError("cli", "--model", "",
-                   "model \"" + message_text(m.name, 64) +
-                       "\": llama architectures plan and simulate; training them is not built "
-                       "yet (issue 25)");
+  // Every architecture a model file describes plans and simulates; these few have no kernels
+  // yet.
+  std::string why;
+  if (m.norm == NormKind::LayerNorm && !m.bias) {
+    why = "bias: layer norm without biases has no kernels (use \"norm\": \"rmsnorm\")";
+  } else if (m.norm == NormKind::LayerNorm && m.norm_eps != kLayerNormEps) {
+    why = "norm_eps: the layer-norm kernels use 1e-5";
+  }
+  if (why.empty()) return;
+  throw InputError("cli", "--model", "", "model \"" + message_text(m.name, 64) + "\": " + why);
 }
 
 TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& model) {
@@ -187,30 +192,34 @@ void check_train_memory(const TrainConfig& cfg) {
   // Out-of-range values are the trainer's to name; only a valid run is sized here.
   if (T < 1 || T > m.seq_len || cfg.micro_batch < 1 || cfg.global_batch < 1) return;
   const std::int64_t mb = std::min(cfg.micro_batch, cfg.global_batch);
-  StageComputeConfig sc;
-  sc.first_unit = 0;
-  sc.last_unit = m.num_units() - 1;
-  sc.max_micro_batch = mb;
-  sc.seq_len = T;
-  sc.num_slots = 1;
-  sc.recompute = cfg.recompute;
-  sc.dropout = cfg.dropout;
-  sc.seed = cfg.seed;
-  const double state = state_bytes(m, 0, m.num_units() - 1, cfg.precision);
-  const double arena = arena_bytes(m, sc, cfg.precision);
-  const double tokens = 2.0 * static_cast<double>(mb) * static_cast<double>(T) * 4;
-  const double samples =
-      static_cast<double>(cfg.global_batch) * static_cast<double>(sizeof(SampleRef));
+  const TrainMemory need = train_memory(cfg);
   const std::string flag = cfg.micro_batch < cfg.global_batch ? "--micro-batch-size" : "--batch";
-  check_memory(state + arena + tokens + samples,
-               "model " + m.name + ": parameters, gradients and AdamW state " +
-                   fmt_bytes(state) + ", activations of a micro-batch of " + std::to_string(mb) +
-                   " x " + std::to_string(T) + " tokens " + fmt_bytes(arena) +
-                   ", sample list of a batch of " + std::to_string(cfg.global_batch) + " " +
-                   fmt_bytes(samples),
-               flag,
-               "use a smaller --micro-batch-size (the batch is accumulated over micro-batches), "
-               "--batch, --seq-len or model");
+  const std::string what =
+      "model " + m.name + ": parameters, gradients and AdamW state " +
+      fmt_bytes(need.state_bytes) + ", activations of a micro-batch of " + std::to_string(mb) +
+      " x " + std::to_string(T) + " tokens " + fmt_bytes(need.arena_bytes);
+  const std::string advice =
+      "use a smaller --micro-batch-size (the batch is accumulated over micro-batches), "
+      "--batch, --seq-len or model";
+  if (need.on_device) {
+    // The state and the stage live in device memory: the device's free memory is the limit
+    // (the emulated device's pages are also the host's, so they count there too).
+    const DeviceMemoryInfo dev = device_memory(cfg.device);
+    if (need.device_bytes() > dev.free_bytes) {
+      throw InputError("cli", flag, "",
+                       "needs " + fmt_bytes(need.device_bytes()) + " of device memory (" + what +
+                           ") on --device " + compute_device_name(cfg.device) + ", " + dev.name +
+                           " has " + fmt_bytes(dev.free_bytes) + " free; " + advice);
+    }
+  }
+  const double host = need.total_host_bytes() +
+                      (cfg.device == ComputeDevice::Emulated ? need.device_bytes() : 0.0);
+  check_memory(host,
+               what + ", sample list and token staging " + fmt_bytes(need.host_bytes) +
+                   (cfg.device == ComputeDevice::Emulated ? " (the emulated device's memory is "
+                                                            "this host's)"
+                                                          : ""),
+               flag, advice);
 }
 
 void check_plan_train_memory(const Plan& plan, const TrainConfig& cfg, int ranks_here,

@@ -75,8 +75,9 @@ RecomputeSet parse_recompute_list(const std::string& text);
 std::string fmt_sci(double v);
 std::string fmt_duration(double seconds);
 std::optional<std::filesystem::path> resolve_resume(const std::string& arg);
-// Throws an InputError naming --model unless the kernels and the runtime train `m`'s
-// architecture (today: GPT only; the Llama family plans and simulates, issue 25).
+// Throws an InputError naming --model and the model field unless the kernels and the runtime
+// train `m`'s architecture: GPT and the Llama family do, tied or not; layer norm without biases
+// or with another epsilon than 1e-5 does not.
 void require_trainable(const ModelSpec& m);
 // The run's configuration; `model` replaces --model when given (the plan's model).
 TrainConfig make_config(const TrainArgs& a, const std::optional<ModelSpec>& model = std::nullopt);

@@ -26,6 +26,8 @@ struct World {
   std::mutex mu;
   std::condition_variable cv;
   CommOptions options;
+  // Set: every message, all-reduce and broadcast buffer is this device's memory.
+  const DeviceMemoryOps* device = nullptr;
 };
 
 // Completion of one posted operation; guarded by World::mu.
@@ -76,13 +78,15 @@ struct Group {
   P2pQueues recvs;  // posted receives not yet matched
 };
 
-void deliver(P2pOp& send, P2pOp& recv, const P2pKey& key) {
+void deliver(const World& world, P2pOp& send, P2pOp& recv, const P2pKey& key) {
   if (send.size != recv.size) {
     recv.state.error = "[comm] rank " + std::to_string(std::get<1>(key)) + ": receive of " +
                        std::to_string(recv.size) + " bytes from rank " +
                        std::to_string(std::get<0>(key)) + " (tag " +
                        std::to_string(std::get<2>(key)) + ") matched a message of " +
                        std::to_string(send.size) + " bytes";
+  } else if (send.size > 0 && world.device != nullptr) {
+    world.device->copy(recv.recv_data, send.send_data, send.size);
   } else if (send.size > 0) {
     std::memcpy(recv.recv_data, send.send_data, send.size);
   }
@@ -104,6 +108,20 @@ void reduce_in_rank_order(Round& round, std::size_t count, ReduceOp op) {
     }
   }
   for (Contribution& c : round.parts) std::copy(acc.begin(), acc.end(), static_cast<T*>(c.data));
+}
+
+// The same on device buffers: rank 0's buffer becomes the sum (rank 0's value, plus rank 1's,
+// ... in the element type, the host form's order), then every other rank's gets its bytes.
+void reduce_on_device(const DeviceMemoryOps& device, Round& round, std::size_t count, DType type,
+                      ReduceOp op) {
+  if (count == 0) return;
+  void* acc = round.parts[0].data;
+  for (std::size_t p = 1; p < round.parts.size(); ++p) {
+    device.reduce(acc, round.parts[p].data, count, type, op);
+  }
+  for (std::size_t p = 1; p < round.parts.size(); ++p) {
+    if (round.parts[p].data != acc) device.copy(round.parts[p].data, acc, count * dtype_size(type));
+  }
 }
 
 class LocalImpl;
@@ -201,6 +219,7 @@ class LocalImpl : public CommImpl, public std::enable_shared_from_this<LocalImpl
   }
 
   Request isend(std::span<const std::byte> data, int dest, int tag) override {
+    hand_over();
     auto op = std::make_shared<P2pOp>();
     op->send_data = data.data();
     op->size = data.size();
@@ -213,6 +232,7 @@ class LocalImpl : public CommImpl, public std::enable_shared_from_this<LocalImpl
   }
 
   Request irecv(std::span<std::byte> data, int src, int tag) override {
+    hand_over();
     auto op = std::make_shared<P2pOp>();
     op->recv_data = data.data();
     op->size = data.size();
@@ -230,7 +250,11 @@ class LocalImpl : public CommImpl, public std::enable_shared_from_this<LocalImpl
     c.signature = "allreduce_" + std::string(reduce_op_name(op)) + " " +
                   std::string(dtype_name(type)) + " x" + std::to_string(count);
     c.data = data;
-    auto round = join_round(std::move(c), [count, type, op](Round& r) {
+    hand_over();
+    const DeviceMemoryOps* device = world_->device;
+    ETH_CHECK(device == nullptr || type != DType::I64, "an i64 all-reduce on device memory");
+    auto round = join_round(std::move(c), [count, type, op, device](Round& r) {
+      if (device != nullptr) return reduce_on_device(*device, r, count, type, op);
       if (type == DType::F32) reduce_in_rank_order<float>(r, count, op);
       if (type == DType::F64) reduce_in_rank_order<double>(r, count, op);
       if (type == DType::I64) reduce_in_rank_order<std::int64_t>(r, count, op);
@@ -245,10 +269,17 @@ class LocalImpl : public CommImpl, public std::enable_shared_from_this<LocalImpl
                   std::to_string(root);
     c.data = data.data();
     const std::size_t n = data.size();
-    auto round = join_round(std::move(c), [n, root](Round& r) {
+    hand_over();
+    const DeviceMemoryOps* device = world_->device;
+    auto round = join_round(std::move(c), [n, root, device](Round& r) {
       const void* src = r.parts[static_cast<std::size_t>(root)].data;
       for (Contribution& part : r.parts) {
-        if (part.data != src && n > 0) std::memcpy(part.data, src, n);
+        if (part.data == src || n == 0) continue;
+        if (device != nullptr) {
+          device->copy(part.data, src, n);
+        } else {
+          std::memcpy(part.data, src, n);
+        }
       }
     });
     return Request(std::make_shared<RoundRequest>(shared_from_this(), round, std::vector<int>{},
@@ -301,6 +332,12 @@ class LocalImpl : public CommImpl, public std::enable_shared_from_this<LocalImpl
   }
 
  private:
+  // On a device world, the work this thread queued on its stream (the buffer it hands over, or
+  // the one it will read after a receive) is done before another thread's copy touches it.
+  void hand_over() const {
+    if (world_->device != nullptr) world_->device->synchronize();
+  }
+
   // Joins the next collective round of this group; the last arrival runs `execute`.
   template <class Execute>
   std::shared_ptr<Round> join_round(Contribution c, Execute execute) {
@@ -369,9 +406,9 @@ class LocalImpl : public CommImpl, public std::enable_shared_from_this<LocalImpl
     it->second.pop_front();
     if (it->second.empty()) counterparts.erase(it);
     if (is_send) {
-      deliver(*op, *other, key);
+      deliver(*world_, *op, *other, key);
     } else {
-      deliver(*other, *op, key);
+      deliver(*world_, *other, *op, key);
     }
     world_->cv.notify_all();
   }
@@ -451,20 +488,33 @@ void P2pRequest::wait() {
   throw CommTimeout(message, what_, {peer_}, {peer_world});
 }
 
-}  // namespace
-
-LocalWorld::LocalWorld(int num_ranks, CommOptions options) {
+std::vector<Communicator> make_world(int num_ranks, const CommOptions& options,
+                                     const DeviceMemoryOps* device) {
   if (num_ranks < 1) {
     throw InputError("comm", "", "num_ranks", "must be >= 1, got " + std::to_string(num_ranks));
   }
   validate(options);
   auto world = std::make_shared<World>();
   world->options = options;
+  world->device = device;
   auto group = std::make_shared<Group>();
   for (int r = 0; r < num_ranks; ++r) group->members.push_back(r);
+  std::vector<Communicator> comms;
   for (int r = 0; r < num_ranks; ++r) {
-    comms_.emplace_back(std::make_shared<LocalImpl>(world, group, r));
+    comms.emplace_back(std::make_shared<LocalImpl>(world, group, r));
   }
+  return comms;
+}
+
+}  // namespace
+
+LocalWorld::LocalWorld(int num_ranks, CommOptions options)
+    : comms_(make_world(num_ranks, options, nullptr)) {}
+
+LocalWorld::LocalWorld(int num_ranks, CommOptions options, const DeviceMemoryOps& device)
+    : comms_(make_world(num_ranks, options, &device)) {
+  ETH_CHECK(device.copy != nullptr && device.reduce != nullptr && device.synchronize != nullptr,
+            "LocalWorld: incomplete device memory operations");
 }
 
 Communicator LocalWorld::comm(int rank) const {

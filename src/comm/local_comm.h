@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/device_memory.h"
 
 namespace eth {
 
@@ -24,6 +25,12 @@ class LocalWorld {
  public:
   // Throws InputError for num_ranks < 1 or invalid options.
   explicit LocalWorld(int num_ranks, CommOptions options = {});
+  // Ranks as threads sharing one device: every buffer of this world's (and its groups')
+  // messages, all-reduces and broadcasts is memory of that device, moved by `device.copy` and
+  // reduced by `device.reduce` (same order: rank 0's value, plus rank 1's, ...), never read by
+  // the host; each rank synchronizes its own stream before it hands a buffer over. Gathers are
+  // host memory. `device` must outlive the world.
+  LocalWorld(int num_ranks, CommOptions options, const DeviceMemoryOps& device);
 
   int size() const { return static_cast<int>(comms_.size()); }
   // The world communicator of `rank`; every call returns a handle on the same one.

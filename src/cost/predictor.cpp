@@ -3,6 +3,8 @@
 // synchronization (ring model, in-order list schedule) and the ideal bound. No simulation here.
 #include "cost/predictor.h"
 
+#include "cost/sharding_memory.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -418,12 +420,33 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
     d.dp_rank = seat.dp_rank;
     d.tp_rank = seat.tp_rank;
     d.peak_bytes = sp.memory.total();
+    d.optimizer_state_bytes = sp.memory.optimizer_state;
+    d.collective_buffer_bytes = sp.memory.collective_buffers;
+    if (plan.optimizer_sharding != OptimizerSharding::None) {
+      // Each holder keeps its shards of the state; block-wise, the ring's buffer replaces the
+      // all-reduce temporaries.
+      d.optimizer_state_bytes = sharded_optimizer_bytes(plan, d.device, out.precision);
+      d.shard_buffer_bytes = shard_buffer_bytes(plan, d.device, options.aggregation);
+      if (options.aggregation == AggregationMode::Block) d.collective_buffer_bytes = 0;
+      d.peak_bytes = device_memory(out, sp.memory, d).total();
+    }
     d.capacity_bytes = index.type_of(d.device).memory_bytes();
     d.fits = d.peak_bytes <= d.capacity_bytes;
     if (!d.fits) out.oversubscribed.push_back(d.device);
     out.devices.push_back(d);
   }
   out.fits = out.oversubscribed.empty();
+  if (plan.optimizer_sharding != OptimizerSharding::None) {
+    // A stage fits when each of its devices does (their shards differ).
+    for (PipelinePrediction& pp : out.pipelines) {
+      for (StagePrediction& sp : pp.stages) sp.fits = true;
+    }
+    for (const DevicePrediction& d : out.devices) {
+      StagePrediction& sp = out.pipelines[static_cast<std::size_t>(d.pipeline)]
+                                .stages[static_cast<std::size_t>(d.stage)];
+      sp.fits = sp.fits && d.fits;
+    }
+  }
 
   for (auto mode : {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
     if (!options.all_modes && mode != options.aggregation) continue;
@@ -433,7 +456,10 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
     if (mode == options.aggregation) out.sync = out.sync_all_modes.back();
   }
 
-  out.iteration_ms = out.pipeline_ms + out.sync.exposed_ms + out.optimizer_ms;
+  if (plan.optimizer_sharding != OptimizerSharding::None) {
+    out.shard_gather_ms = shard_gather_ms(plan, index, out.precision, options);
+  }
+  out.iteration_ms = out.pipeline_ms + out.sync.exposed_ms + out.optimizer_ms + out.shard_gather_ms;
   const double tokens = static_cast<double>(plan.gbs) * static_cast<double>(plan.seq_len);
   out.tokens_per_s = tokens / (out.iteration_ms * 1e-3);
   out.model_flops = 3.0 * model_forward_flops(plan.model, plan.gbs, plan.seq_len);
@@ -452,6 +478,7 @@ Json prediction_to_json(const Prediction& p) {
   j["activation_element_bytes"] = p.activation_element_bytes;
   j["gradient_element_bytes"] = p.gradient_element_bytes;
   j["iteration_ms"] = p.iteration_ms;
+  j["shard_gather_ms"] = p.shard_gather_ms;
   j["ideal_iteration_ms"] = p.ideal_iteration_ms;
   j["pipeline_ms"] = p.pipeline_ms;
   j["sync_exposed_ms"] = p.sync.exposed_ms;
@@ -501,6 +528,9 @@ Json prediction_to_json(const Prediction& p) {
                                 {"dp_rank", d.dp_rank},
                                 {"tp_rank", d.tp_rank},
                                 {"peak_bytes", d.peak_bytes},
+                                {"optimizer_state_bytes", d.optimizer_state_bytes},
+                                {"shard_buffer_bytes", d.shard_buffer_bytes},
+                                {"collective_buffer_bytes", d.collective_buffer_bytes},
                                 {"capacity_bytes", d.capacity_bytes},
                                 {"fits", d.fits}});
   }

@@ -132,6 +132,11 @@ struct PipelinePrediction {
 struct DevicePrediction {
   std::int64_t device = 0, pipeline = 0, stage = 0, dp_rank = 0, tp_rank = 0;
   double peak_bytes = 0, capacity_bytes = 0;
+  // Part of peak_bytes: the stage's optimizer state, or under optimizer sharding this device's
+  // shards of it (cost/sharding_memory.h); and the reduce-scatter's receive buffer (sharded
+  // block-wise aggregation, which then posts no all-reduce temporaries).
+  double optimizer_state_bytes = 0, shard_buffer_bytes = 0;
+  double collective_buffer_bytes = 0;  // the stage's collective temporaries (0 when scattered)
   bool fits = true;
 };
 
@@ -156,7 +161,10 @@ struct Prediction {
   std::vector<SyncPrediction> sync_all_modes;  // block, tensor, device (all_modes)
   double pipeline_ms = 0;   // max_p T_p
   double optimizer_ms = 0;  // max over devices
-  double iteration_ms = 0;  // pipeline_ms + sync.exposed_ms + optimizer_ms
+  // Optimizer sharding: the all-gather of the updated weights after the step, before the next
+  // forward (cost/sharding_memory.h shard_gather_ms); 0 unsharded.
+  double shard_gather_ms = 0;
+  double iteration_ms = 0;  // pipeline_ms + sync.exposed_ms + optimizer_ms + shard_gather_ms
   double tokens_per_s = 0;
   double model_flops = 0;   // 3 x forward FLOPs of the global batch, recompute not counted
   double mfu = 0;           // model_flops / iteration / aggregate peak of the cluster

@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 #include "core/json_file.h"
@@ -101,7 +102,7 @@ PipelinePlan parse_pipeline(const JsonCursor& c, const ModelSpec& model, Budget&
 Plan parse_plan(const JsonCursor& c) {
   c.require_object();
   c.allow_only({"format", "version", "model", "gbs", "seq_len", "pipelines", "cluster",
-                "schedule", "predicted", "search"});
+                "schedule", "predicted", "search", "optimizer_sharding", "optimizer_shards"});
   if (auto f = c.find("format"); f && f->as_string() != kPlanFormat) f->fail("\"eth-plan\"");
   if (auto v = c.find("version")) v->as_int(kPlanVersion, kPlanVersion);
   Plan p;
@@ -120,6 +121,42 @@ Plan parse_plan(const JsonCursor& c) {
   if (auto s = c.find("schedule")) {
     p.schedule = s->as_string();
     if (p.schedule != "1f1b" && p.schedule != "gpipe") s->fail("\"1f1b\" or \"gpipe\"");
+  }
+  if (auto os = c.find("optimizer_sharding")) {
+    const std::string name = os->as_string();
+    if (name == "none") {
+      p.optimizer_sharding = OptimizerSharding::None;
+    } else if (name == "even") {
+      p.optimizer_sharding = OptimizerSharding::Even;
+    } else if (name == "memory") {
+      p.optimizer_sharding = OptimizerSharding::Memory;
+    } else {
+      os->fail("\"none\", \"even\" or \"memory\"");
+    }
+  }
+  if (auto sh = c.find("optimizer_shards")) {
+    // One entry per gradient block; each lists its holders, so the device budget bounds both.
+    if (sh->size() > static_cast<std::size_t>(limits::kMaxClusterDevices)) {
+      sh->fail("at most " + std::to_string(limits::kMaxClusterDevices) + " blocks");
+    }
+    std::int64_t entries = 0;
+    for (std::size_t i = 0; i < sh->size(); ++i) {
+      JsonCursor b = (*sh)[i];
+      b.require_object();
+      b.allow_only({"holders", "elements"});
+      BlockShards shards;
+      JsonCursor holders = b.at("holders"), elements = b.at("elements");
+      if (holders.size() == 0) holders.fail("a non-empty array of device ids");
+      entries += static_cast<std::int64_t>(holders.size());
+      if (entries > limits::kMaxClusterDevices * 64) holders.fail_detail("too many holders");
+      for (std::size_t k = 0; k < holders.size(); ++k) {
+        shards.holders.push_back(holders[k].as_int(0, limits::kMaxClusterDevices - 1));
+      }
+      for (std::size_t k = 0; k < elements.size(); ++k) {
+        shards.elements.push_back(elements[k].as_int(0, std::numeric_limits<std::int64_t>::max() / 2));
+      }
+      p.optimizer_shards.push_back(std::move(shards));
+    }
   }
   if (auto pr = c.find("predicted")) p.predicted = pr->value();
   if (auto se = c.find("search")) p.search = se->value();
@@ -156,6 +193,15 @@ Json plan_to_json(const Plan& p) {
       jp["stages"].push_back(js);
     }
     j["pipelines"].push_back(jp);
+  }
+  if (p.optimizer_sharding != OptimizerSharding::None) {
+    j["optimizer_sharding"] = p.optimizer_sharding == OptimizerSharding::Even ? "even" : "memory";
+  }
+  if (!p.optimizer_shards.empty()) {
+    j["optimizer_shards"] = Json::array();
+    for (const BlockShards& b : p.optimizer_shards) {
+      j["optimizer_shards"].push_back(Json{{"holders", b.holders}, {"elements", b.elements}});
+    }
   }
   if (!p.predicted.is_null()) j["predicted"] = p.predicted;
   if (!p.search.is_null()) j["search"] = p.search;

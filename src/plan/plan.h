@@ -50,6 +50,19 @@ struct PipelinePlan {
   bool operator==(const PipelinePlan&) const = default;
 };
 
+// Optimizer-state sharding (plan/sharding.h): none (every holder of a gradient block keeps the
+// whole block's fp32 masters and Adam moments), even, or by each holder's free memory.
+enum class OptimizerSharding : std::uint8_t { None, Even, Memory };
+
+// The shard sizes of one block-wise gradient block (plan/blocks.h, aggregation_collectives in
+// Block mode, same global order): holder i keeps elements [sum_{j<i} elements[j], + elements[i])
+// of the block's element order.
+struct BlockShards {
+  std::vector<std::int64_t> holders;   // global device ids, ascending: the block's holders
+  std::vector<std::int64_t> elements;  // one per holder, summing to the block's elements
+  bool operator==(const BlockShards&) const = default;
+};
+
 struct Plan {
   ModelSpec model;
   bool model_is_preset = true;  // written back as the preset name when true
@@ -58,6 +71,8 @@ struct Plan {
   std::vector<PipelinePlan> pipelines;
   std::optional<ClusterSpec> cluster;  // optional: `--cluster` may supply it instead
   std::string schedule = "1f1b";
+  OptimizerSharding optimizer_sharding = OptimizerSharding::None;  // absent in the file: None
+  std::vector<BlockShards> optimizer_shards;  // one per block-wise block; empty for None
   Json predicted;  // optional free-form predictions (null when absent)
   Json search;     // optional search statistics from the planner (null when absent)
 

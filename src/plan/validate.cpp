@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "plan/sharding.h"
 
 namespace eth {
 
@@ -55,6 +56,11 @@ class Validator {
         check_stage_recompute(p, s);
       }
       check_coverage(p);
+    }
+    // The shares name the gradient blocks, which exist only once every pipeline covers the
+    // model: checked after every other rule holds.
+    if (out_.empty()) {
+      for (PlanViolation& v : sharding_violations(plan_)) add(v.path, std::move(v.message));
     }
     for (const auto& [pattern, kind] : kinds_) {
       if (kind.elided == 0) continue;

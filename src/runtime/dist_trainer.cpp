@@ -12,6 +12,7 @@
 #include "train/checkpoint.h"
 #include "train/init_from.h"
 #include "train/optimizer.h"
+#include "train/state_backend.h"
 
 namespace eth {
 
@@ -40,14 +41,29 @@ const StagePlan& stage_of(const Plan& plan, const RankPlace& p) {
       .stages[static_cast<std::size_t>(p.stage)];
 }
 
-// One unit's parameters (or Adam moments) of `buf`, laid out by `layout`, in the unit-major
-// order of ParamLayout(model, u, u, tp, tp_rank): what the checkpoint gather sends.
-std::vector<float> unit_major(const ParamLayout& layout, const float* buf, std::int64_t u) {
-  std::vector<float> out;
-  for (const TensorSlot& t : layout.unit(u).tensors) {
-    out.insert(out.end(), buf + t.offset, buf + t.offset + t.desc.numel());
+// One unit's parameters (or Adam moments) of `buf`, a buffer of `state` laid out by its layout,
+// in the unit-major order of ParamLayout(model, u, u, tp, tp_rank): what the checkpoint gather
+// sends. Read through the state's backend (a download on a GPU set).
+std::vector<float> unit_major(const ModelState& state, const float* buf, std::int64_t u) {
+  const UnitSlot& unit = state.layout().unit(u);
+  std::vector<float> out(static_cast<std::size_t>(unit.numel));
+  float* at = out.data();
+  for (const TensorSlot& t : unit.tensors) {
+    state.backend().download(at, buf + t.offset, t.desc.numel());
+    at += t.desc.numel();
   }
+  ETH_CHECK(at == out.data() + out.size(), "a unit's tensors do not add up to its size");
   return out;
+}
+
+// The state's backend on the run's device, refused (InputError) before anything is allocated.
+MakeStateBackend checked_state_backend(const TrainConfig& t) {
+  const std::string why = compute_device_refusal(t.device, t.precision);
+  if (!why.empty()) {
+    const bool precision = is_gpu_device(t.device) && t.precision != Precision::Bf16;
+    throw InputError("train", precision ? "--precision" : "--device", "", why);
+  }
+  return state_backend_maker(t.device);
 }
 
 // The runs of block `b` that `device` (an owner holding it) counts in the gradient norm: all of
@@ -76,24 +92,49 @@ std::vector<PackRun> norm_runs(const Plan& plan, const ParamLayout& layout, std:
 
 DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communicator& world,
                                        const std::optional<std::filesystem::path>& resume)
+    : DistributedTrainer(cfg, world, world, resume) {}
+
+DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communicator& world,
+                                       const Communicator& device_world,
+                                       const std::optional<std::filesystem::path>& resume)
     : cfg_([&] {
         DistTrainConfig c = cfg;
         c.train = with_plan_shape(cfg.train, cfg.plan);
         return c;
       }()),
       world_(world),
+      device_world_(device_world),
       place_(place_ranks(cfg_.plan)[static_cast<std::size_t>(world.rank())]),
       seq_len_(resolve_seq_len(cfg_.train)),
       data_(open_training_data(cfg_.train)),
       sampler_(training_sampler_config(cfg_.train, seq_len_, data_.size())),
-      state_(cfg_.plan.model, plan_layout(cfg_.plan, place_.device, cfg_.aggregation),
-             cfg_.train.precision) {
+      state_([&] {
+        ParamLayout layout = plan_layout(cfg_.plan, place_.device, cfg_.aggregation);
+        const MakeStateBackend backend = checked_state_backend(cfg_.train);
+        if (cfg_.plan.optimizer_sharding == OptimizerSharding::None) {
+          return ModelState(cfg_.plan.model, std::move(layout), cfg_.train.precision, backend);
+        }
+        check_sharding_runnable(cfg_.plan, "--plan");
+        // The sharded optimizer's collectives and shards are host buffers so far.
+        if (is_gpu_device(cfg_.train.device)) {
+          throw InputError("train", "--device", "",
+                           "a plan with optimizer_sharding trains on --device cpu only so far");
+        }
+        return ModelState(cfg_.plan.model, std::move(layout), cfg_.train.precision,
+                          OptimizerShard{shard_numel(cfg_.plan, place_.device)}, backend);
+      }()) {
   if (cfg_.train.steps < 1) throw InputError("train", "--steps", "", "expected >= 1");
+  const RuntimeMemory& memory = runtime_memory(cfg_.train.device);
+  ETH_CHECK(!device_world_.is_null() && device_world_.size() == world_.size() &&
+                device_world_.rank() == world_.rank(),
+            "the device communicator must hold the world's ranks");
+  ETH_CHECK(!memory.on_device() || !device_world_.same_as(world_),
+            "training on a GPU set needs a communicator of device buffers");
   const StagePlan& st = stage_of(cfg_.plan, place_);
   // The tp group of this rank's stage replica, created once, before the gradient groups, by
   // every rank (a split of the world; tp 1 ranks join none). Its colour is the group's first
   // device id, unique in the plan.
-  const Communicator tp_comm = world_.split(
+  const Communicator tp_comm = device_world_.split(
       st.tp > 1 ? static_cast<int>(stage_device(st, place_.dp_rank, 0)) : -1,
       static_cast<int>(place_.tp_rank));
   if (!tp_comm.is_null()) tp_group_ = std::make_unique<CommTpGroup>(tp_comm);
@@ -109,15 +150,20 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   rc.layout = &state_.layout();
   rc.trace = cfg_.trace;
   rc.background_progress = cfg_.background_progress;
+  rc.device = cfg_.train.device;
   if (slowdown_ > 1.0 && !cfg_.nominal.empty()) {
     rc.nominal = cfg_.nominal.at(static_cast<std::size_t>(place_.pipeline))
                      .at(static_cast<std::size_t>(place_.stage));
     optimizer_nominal_ns_ = nominal_ns(rc.nominal->optimizer_ms);
   }
-  runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, world_, rc, tp_group_.get());
-  sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, world_, state_.layout(),
-                                     tp_comm);
+  runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, device_world_, rc, tp_group_.get());
+  sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, device_world_, state_.layout(),
+                                     tp_comm, memory);
   sync_->set_trace(cfg_.trace);
+  if (state_.sharded()) {
+    sharded_ = std::make_unique<ShardedOptimizer>(cfg_.plan, cfg_.aggregation, world_,
+                                                  state_.layout());
+  }
   for (const StagePlan& other : cfg_.plan.pipelines.front().stages) {
     for (std::int64_t u = other.first_unit; u <= other.last_unit; ++u) {
       owner_stages_.push_back(&other);
@@ -129,24 +175,34 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   // its stage) count their blocks, each a range of the gradient buffer, in the global order.
   // The blocks hold the same elements in the same order in every mode, so every mode adds the
   // same numbers in the same way.
-  if (place_.pipeline == 0 && place_.dp_rank == 0) {
+  if (!sharded_ && place_.pipeline == 0 && place_.dp_rank == 0) {
     for (const GradBlock& b : aggregation_collectives(cfg_.plan, AggregationMode::Block)) {
       if (!std::binary_search(b.holders.begin(), b.holders.end(), place_.device)) continue;
       norm_runs_.push_back(norm_runs(cfg_.plan, state_.layout(), place_.device, b));
     }
   }
   check_init_not_resume(cfg_.train.init_from, resume.has_value());
+  // A sharded state loads through a whole one of its layout (for the moment of the load), whose
+  // shard it then keeps.
+  std::optional<ModelState> loaded;
+  if (sharded_ && (resume || !cfg_.train.init_from.empty())) {
+    loaded.emplace(cfg_.plan.model, ParamLayout(state_.layout()), Precision::Fp32);
+  }
+  ModelState& target = loaded ? *loaded : state_;
   if (resume) {
-    const CheckpointMeta meta = load_checkpoint(*resume, state_);
+    const CheckpointMeta meta = load_checkpoint(*resume, target);
     CheckpointMeta want = make_meta();
     check_resume(*resume, meta, want);
     next_step_ = meta.step;
   } else if (!cfg_.train.init_from.empty()) {
     // Like a resume, every rank reads just its units (its tp rows) from the one file.
-    init_from_checkpoint(cfg_.train.init_from, state_);
+    init_from_checkpoint(cfg_.train.init_from, target);
+  } else if (sharded_) {
+    sharded_->init(state_, cfg_.train.seed);
   } else {
     state_.init(cfg_.train.seed);
   }
+  if (loaded) sharded_->take_whole(state_, *loaded);
 }
 
 DistributedTrainer::~DistributedTrainer() = default;
@@ -175,13 +231,20 @@ StepStats DistributedTrainer::step() {
   in.loss_scale = 1.0 / static_cast<double>(cfg_.plan.gbs * seq_len_);
   state_.zero_grads();
   if (tp_group_) tp_group_->reset();
-  double loss = runner_->run(state_, in, times_, sync_.get());
+  // Block-wise with a sharded optimizer the blocks are reduce-scattered after the backward
+  // instead of all-reduced during it.
+  const bool scatter = sharded_ && sharded_->reduces_gradients();
+  double loss = runner_->run(state_, in, times_, scatter ? nullptr : sync_.get());
   if (tp_group_) tp_stats_ = tp_group_->stats();
 
   const auto t_sync = Clock::now();
   TraceScope sync_trace(cfg_.trace, TraceKind::Sync);
-  sync_->start(state_.grads());  // what the last backward did not post (or all, without one)
-  sync_->finish(state_.grads());
+  if (scatter) {
+    sharded_->reduce_scatter(state_.grads());
+  } else {
+    sync_->start(state_.grads());  // what the last backward did not post (or all, without one)
+    sync_->finish(state_.grads());
+  }
   sync_trace.end();
   times_.sync_s = since(t_sync);
 
@@ -197,6 +260,7 @@ StepStats DistributedTrainer::step() {
   for (const std::vector<PackRun>& block : norm_runs_) {
     for (const PackRun& r : block) mine += grad_sum_squares(state_, r.offset, r.count);
   }
+  if (sharded_) mine = sharded_->sum_squares(state_);  // each element in one holder's shard
   sums[W] = place_.tp_rank == 0 ? loss : 0.0;
   norm_trace.end();
   const auto t_reduce = Clock::now();  // waits for every rank: counted as sync, not optimizer
@@ -213,8 +277,12 @@ StepStats DistributedTrainer::step() {
   TraceScope update_trace(cfg_.trace, TraceKind::Optimizer);
   // Emulation stretches the optimizer as every op.
   EmulatedOp update(slowdown_, cfg_.trace, optimizer_nominal_ns_);
-  adamw_update(state_, cfg_.train.adamw, s.lr, next_step_,
-               clip_factor(s.grad_norm, cfg_.train.adamw.grad_clip));
+  const double clip = clip_factor(s.grad_norm, cfg_.train.adamw.grad_clip);
+  if (sharded_) {
+    sharded_->update(state_, cfg_.train.adamw, s.lr, next_step_, clip);  // and all-gathers
+  } else {
+    adamw_update(state_, cfg_.train.adamw, s.lr, next_step_, clip);
+  }
   update.finish();
   times_.optimizer_s = since(t_opt) - reduce_s;
   ++next_step_;
@@ -245,7 +313,8 @@ RankMemory DistributedTrainer::memory() const {
   // What the gradient aggregation allocated: with the placed layout nothing in block- and
   // tensor-wise (the collectives run in the gradient buffer), a packed buffer per collective
   // that is not one range otherwise.
-  m.buffers = runner_->message_buffer_bytes() + sync_->buffer_bytes();
+  m.buffers = runner_->message_buffer_bytes() + sync_->buffer_bytes() +
+              (sharded_ ? sharded_->buffer_bytes() : 0.0);
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
   m.peak_rss = static_cast<double>(ru.ru_maxrss) * 1024.0;
@@ -269,6 +338,7 @@ CheckpointMeta DistributedTrainer::make_meta() const {
 }
 
 std::optional<ModelState> DistributedTrainer::gather_whole(bool moments, Precision precision) {
+  if (sharded_) return sharded_->gather_whole(state_, moments, precision);
   const std::int64_t U = cfg_.plan.model.num_units();
   ETH_CHECK(kCheckpointTagBase + 3 * U <= Communicator::kMaxTag, "too many units for the tags");
   const int me = world_.rank();
@@ -281,7 +351,7 @@ std::optional<ModelState> DistributedTrainer::gather_whole(bool moments, Precisi
   for (const UnitSlot& u : layout.units()) {
     if (me == 0 || !owns(u.unit)) continue;
     const int tag = kCheckpointTagBase + 3 * static_cast<int>(u.unit);
-    for (int p = 0; p < parts; ++p) outgoing.push_back(unit_major(layout, mine[p], u.unit));
+    for (int p = 0; p < parts; ++p) outgoing.push_back(unit_major(state_, mine[p], u.unit));
     for (int p = 0; p < parts; ++p) {
       const std::vector<float>& v =
           outgoing[outgoing.size() - static_cast<std::size_t>(parts - p)];
@@ -305,7 +375,7 @@ std::optional<ModelState> DistributedTrainer::gather_whole(bool moments, Precisi
         for (int p = 0; p < parts; ++p) {
           shard[p].resize(n);
           if (owner == 0) {
-            shard[p] = unit_major(layout, mine[p], u.unit);
+            shard[p] = unit_major(state_, mine[p], u.unit);
           } else {
             world_.recv(std::span<float>(shard[p]), owner, tag + p);
           }

@@ -5,6 +5,14 @@
 // norm and checkpoints are those of the whole model and the whole global batch: the numbers
 // single-process training (train/trainer.h) computes, up to float rounding, whatever the plan. A library: it never prints; `eth train --plan` drives it.
 //
+// On a GPU set (cfg.train.device emulated or cuda, bf16): the model state, the stage's buffers,
+// the activation messages and the gradient aggregation's buffers are device memory
+// (runtime/device_memory_policy.h); pipeline messages, tp all-reduces and gradient collectives
+// go over `device_world`, a communicator of device buffers over the same ranks (LocalWorld on
+// the device for ranks as threads sharing it, the host-staged communicator for the emulated
+// device under MPI, NCCL for a GPU per rank); loss and norm sums, timings and checkpoints go
+// over `world` in host memory, the units downloaded through the state's backend.
+//
 // How to use (every rank of the world):
 //   DistributedTrainer t(cfg, world);            // collective: creates the tp and gradient groups
 //   while (!t.done()) StepStats s = t.step();    // collective
@@ -27,6 +35,7 @@
 #include "runtime/grad_layout.h"
 #include "runtime/grad_sync.h"
 #include "runtime/placement.h"
+#include "runtime/sharded_optimizer.h"
 #include "runtime/stage_runner.h"
 #include "runtime/tp_comm.h"
 #include "runtime/trace_recorder.h"
@@ -73,12 +82,19 @@ class DistributedTrainer {
   // and starts at step 0 with zero moments (train/init_from.h).
   DistributedTrainer(const DistTrainConfig& cfg, const Communicator& world,
                      const std::optional<std::filesystem::path>& resume = std::nullopt);
+  // The same with the communicator of device buffers (above): rank r of `device_world` is rank
+  // r of `world`. On the CPU it may be `world` itself (what the constructor above passes).
+  DistributedTrainer(const DistTrainConfig& cfg, const Communicator& world,
+                     const Communicator& device_world,
+                     const std::optional<std::filesystem::path>& resume = std::nullopt);
   ~DistributedTrainer();
 
   const DistTrainConfig& config() const { return cfg_; }
   const RankPlace& place() const { return place_; }
   const ModelState& state() const { return state_; }
   const GradSync& grad_sync() const { return *sync_; }
+  // The sharded optimizer (null when the plan's optimizer_sharding is none).
+  const ShardedOptimizer* sharded_optimizer() const { return sharded_.get(); }
   // This rank's tp group (null at tp 1) and its communication in the last step.
   const CommTpGroup* tp_group() const { return tp_group_.get(); }
   const TpCommStats& last_tp_stats() const { return tp_stats_; }
@@ -125,6 +141,7 @@ class DistributedTrainer {
 
   DistTrainConfig cfg_;
   Communicator world_;
+  Communicator device_world_;
   RankPlace place_;
   std::int64_t seq_len_ = 0;
   double slowdown_ = 1.0;
@@ -136,6 +153,7 @@ class DistributedTrainer {
   TpCommStats tp_stats_;
   std::unique_ptr<StageRunner> runner_;
   std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<ShardedOptimizer> sharded_;
   std::int64_t next_step_ = 0;
   RankTimes times_;
 };

@@ -16,42 +16,51 @@ std::int64_t GradSync::Job::elements() const {
   return n;
 }
 
+// Fills, packs and unpacks through the gradients' memory (host memcpy, or the device's copies).
 std::span<float> GradSync::Job::data(float* grads) {
-  for (const PackRun& g : gaps) std::fill(grads + g.offset, grads + g.offset + g.count, 0.0f);
+  const auto bytes = [](std::int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); };
+  for (const PackRun& g : gaps) memory->zero(grads + g.offset, bytes(g.count));
   if (in_place()) {
     return {grads + runs.front().offset, static_cast<std::size_t>(runs.front().count)};
   }
-  float* out = buffer.data();
+  auto* const first = reinterpret_cast<float*>(buffer.data());
+  float* out = first;
   for (const PackRun& r : runs) {
     if (r.offset < 0) {
-      std::fill(out, out + r.count, 0.0f);
+      memory->zero(out, bytes(r.count));
     } else {
-      std::copy(grads + r.offset, grads + r.offset + r.count, out);
+      memory->copy(out, grads + r.offset, bytes(r.count));
     }
     out += r.count;
   }
-  return {buffer};
+  return {first, static_cast<std::size_t>(elements())};
 }
 
 void GradSync::Job::unpack(float* grads) const {
   if (in_place()) return;
-  const float* in = buffer.data();
+  const auto* in = reinterpret_cast<const float*>(buffer.data());
   for (const PackRun& r : runs) {
-    if (r.offset >= 0) std::copy(in, in + r.count, grads + r.offset);
+    if (r.offset >= 0) {
+      memory->copy(grads + r.offset, in, static_cast<std::size_t>(r.count) * sizeof(float));
+    }
     in += r.count;
   }
 }
 
-GradSync::Job GradSync::make_job(std::vector<PackRun> runs) {
+GradSync::Job GradSync::make_job(std::vector<PackRun> runs, const RuntimeMemory& memory) {
   Job job;
+  job.memory = &memory;
   job.runs = std::move(runs);
-  if (!job.in_place()) job.buffer.resize(static_cast<std::size_t>(job.elements()));
+  if (!job.in_place()) {
+    job.buffer = RuntimeBuffer(memory, static_cast<std::size_t>(job.elements()) * sizeof(float));
+  }
   return job;
 }
 
 GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& world,
-                   const ParamLayout& layout, const Communicator& tp_comm)
-    : mode_(mode), tp_comm_(tp_comm), queue_(world.options().window_bytes) {
+                   const ParamLayout& layout, const Communicator& tp_comm,
+                   const RuntimeMemory& memory)
+    : mode_(mode), memory_(&memory), tp_comm_(tp_comm), queue_(world.options().window_bytes) {
   const std::int64_t my_device = plan.device_ids()[static_cast<std::size_t>(world.rank())];
   std::map<std::vector<std::int64_t>, Communicator> groups;
   std::int64_t index = -1;
@@ -71,7 +80,7 @@ GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& w
       }
       it = groups.emplace(b.holders, c).first;
     }
-    Job job = make_job(collective_runs(plan, layout, my_device, b));
+    Job job = make_job(collective_runs(plan, layout, my_device, b), *memory_);
     ETH_CHECK(job.elements() == b.elements, "a collective's runs disagree with its size");
     if (job.in_place() && mode == AggregationMode::Device) {
       job.gaps = device_gaps(plan, layout, my_device);
@@ -89,7 +98,7 @@ GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& w
     // Every tp rank of the group lists the same pieces (same units), tp rank 0's inside its
     // blocks, the others' in their own range after the blocks.
     for (const GradPiece& p : replicated_pieces(plan, layout)) {
-      broadcasts_.push_back(make_job(piece_runs(plan.model, layout, p)));
+      broadcasts_.push_back(make_job(piece_runs(plan.model, layout, p), *memory_));
     }
   }
 }
@@ -137,7 +146,7 @@ double GradSync::buffer_bytes() const {
   for (const auto* list : {&jobs_, &broadcasts_}) {
     for (const Job& job : *list) n += static_cast<double>(job.buffer.size());
   }
-  return n * sizeof(float);
+  return n;
 }
 
 double GradSync::bytes_copied() const {

@@ -29,6 +29,7 @@
 #include "comm/communicator.h"
 #include "plan/blocks.h"
 #include "plan/plan.h"
+#include "runtime/device_memory_policy.h"
 #include "runtime/grad_layout.h"
 #include "runtime/trace_recorder.h"
 #include "train/model_state.h"
@@ -40,9 +41,12 @@ class GradSync {
   // Collective over `world`: creates one communicator per distinct holder group this rank is
   // in, in the global collective order. `layout` is this rank's (plan.device_ids()[rank]);
   // `tp_comm` its stage replica's tp group (null at tp 1), over which finish() broadcasts the
-  // replicated tensors' sums from tp rank 0.
+  // replicated tensors' sums from tp rank 0. `memory` is where the gradient buffer lives (the
+  // model state's device): the packing buffers and the padding go there too, and `world` then
+  // carries buffers of that memory.
   GradSync(const Plan& plan, AggregationMode mode, const Communicator& world,
-           const ParamLayout& layout, const Communicator& tp_comm = Communicator());
+           const ParamLayout& layout, const Communicator& tp_comm = Communicator(),
+           const RuntimeMemory& memory = runtime_memory(ComputeDevice::Cpu));
 
   AggregationMode mode() const { return mode_; }
   // eth train --trace: records each collective's post and wait (null: off).
@@ -89,7 +93,8 @@ class GradSync {
     std::int64_t lowest_unit = 0;  // of the pieces this rank feeds (device-wise: its range)
     Communicator comm;
     std::vector<PackRun> runs;
-    std::vector<float> buffer;  // empty when in place
+    const RuntimeMemory* memory = nullptr;  // of the gradients and `buffer`
+    RuntimeBuffer buffer;  // empty when in place
     std::vector<PackRun> gaps;  // in place device-wise: padding zeroed before the collective
     std::size_t queued = 0;  // its index in queue_ this step
     bool in_place() const { return runs.size() == 1 && runs.front().offset >= 0; }
@@ -97,9 +102,10 @@ class GradSync {
     std::span<float> data(float* grads);  // packs first unless in place
     void unpack(float* grads) const;      // after the collective, unless in place
   };
-  static Job make_job(std::vector<PackRun> runs);
+  static Job make_job(std::vector<PackRun> runs, const RuntimeMemory& memory);
 
   AggregationMode mode_;
+  const RuntimeMemory* memory_;
   Communicator tp_comm_;
   std::vector<Job> broadcasts_;  // replicated pieces, from tp rank 0 (tp > 1)
   std::vector<Job> jobs_;

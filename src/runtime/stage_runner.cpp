@@ -46,7 +46,8 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
       world_(world),
       cfg_(cfg),
       emulator_(cfg.slowdown, cfg.trace),
-      pipe_(plan.pipelines[static_cast<std::size_t>(place.pipeline)]) {
+      pipe_(plan.pipelines[static_cast<std::size_t>(place.pipeline)]),
+      memory_(&runtime_memory(cfg.device)) {
   for (std::int64_t p = 0; p < place.pipeline; ++p) {
     pipe_begin_ += plan.pipelines[static_cast<std::size_t>(p)].local_batch;
   }
@@ -78,7 +79,7 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   sc.tp_rank = place.tp_rank;
   sc.layout = cfg.layout;
   sc.on_recompute = recompute_hook(st.recompute.empty() ? nullptr : cfg.trace);
-  compute_ = std::make_unique<PrecisionStage>(cfg.precision, plan.model, sc, tp_group);
+  compute_ = std::make_unique<PrecisionStage>(cfg.precision, plan.model, sc, tp_group, cfg.device);
   sample_bytes_ = static_cast<std::size_t>(width_) * compute_->activation_element_bytes();
   cfg_.layout = nullptr;  // copied into compute_; the caller's need not outlive construction
   // Ranks of every tp rank of every replica of every stage of this pipeline, looked up once.
@@ -92,8 +93,8 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
     }
   }
   const auto activations = static_cast<std::size_t>(max_chunk_) * sample_bytes_;
-  if (place.stage > 0) x_in_.resize(activations);
-  if (place.stage + 1 < S) dx_out_.resize(activations);
+  if (place.stage > 0) x_in_ = RuntimeBuffer(*memory_, activations);
+  if (place.stage + 1 < S) dx_out_ = RuntimeBuffer(*memory_, activations);
   // Emulation: while an op sleeps out its stretch, drive the pending sends, so a neighbour
   // waiting for one is not held until this rank's next MPI call (a device's transfers go on
   // while it computes; MPI moves a large message only inside the sender's MPI calls).
@@ -141,7 +142,7 @@ StageRunner::SendBuffer& StageRunner::acquire_send_buffer() {
     }
   }
   auto b = std::make_unique<SendBuffer>();
-  b->data.resize(static_cast<std::size_t>(max_chunk_) * sample_bytes_);
+  b->data = RuntimeBuffer(*memory_, static_cast<std::size_t>(max_chunk_) * sample_bytes_);
   send_pool_.push_back(std::move(b));
   return *send_pool_.back();
 }

@@ -22,6 +22,7 @@
 #include "comm/communicator.h"
 #include "data/sampler.h"
 #include "plan/plan.h"
+#include "runtime/device_memory_policy.h"
 #include "runtime/emulation.h"
 #include "runtime/grad_sync.h"
 #include "runtime/placement.h"
@@ -50,6 +51,10 @@ struct StageRunnerConfig {
   // Emulation by the profile: each forward and backward lasts the stage's nominal time instead
   // of `slowdown` x its compute (emulation.h). Unset: by CPU time.
   std::optional<NominalStageTimes> nominal;
+  // The stage's kernels and where the activation messages live (device_memory_policy.h): on a
+  // GPU set the stage's buffers and the messages are device memory, and `world` must carry
+  // device buffers (LocalWorld on the device, the host-staged or the NCCL communicator).
+  ComputeDevice device = ComputeDevice::Cpu;
 };
 
 // Wall time one rank spent in one step, by kind.
@@ -94,7 +99,7 @@ class StageRunner {
 
  private:
   struct SendBuffer {
-    std::vector<std::byte> data;  // max_chunk_ * width_ activation elements
+    RuntimeBuffer data;  // max_chunk_ * width_ activation elements
     std::vector<Request> pending;
   };
   Chunk chunk(std::int64_t stage, std::int64_t replica, std::int64_t mb) const;
@@ -118,7 +123,8 @@ class StageRunner {
   std::unique_ptr<PrecisionStage> compute_;
   std::int64_t slots_ = 1;
   std::int64_t max_chunk_ = 1;
-  std::vector<std::byte> x_in_, dx_out_;  // one chunk of activation elements each
+  const RuntimeMemory* memory_ = nullptr;  // the messages' (cfg.device's)
+  RuntimeBuffer x_in_, dx_out_;  // one chunk of activation elements each
   std::vector<std::int32_t> tokens_, targets_;  // per slot: max_chunk_ * T
   std::vector<std::unique_ptr<SendBuffer>> send_pool_;
   std::vector<std::vector<std::vector<int>>> peers_;  // [stage][dp replica][tp rank] -> rank

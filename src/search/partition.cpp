@@ -129,19 +129,31 @@ std::vector<PureOption> pure_options(const TypeInfo& t, std::int64_t remaining,
   return out;
 }
 
+// Per template: the most samples one pipeline takes within a threshold, as last computed
+// (threshold and bound_stamp then): every mixed base's product holds the same pure templates,
+// so each is worked out once per threshold and tightening rather than once per base.
+struct SampleCache {
+  struct Entry {
+    double tau = std::numeric_limits<double>::quiet_NaN();
+    std::int64_t stamp = 0;
+    std::int64_t samples = 0;
+  };
+  std::vector<Entry> at;  // [template]
+};
+
 // The most samples a set of pipelines can take within the search's threshold, per pure option
 // (and for the base), from the templates' lower-bound options: the same test as the data
 // balance's feasibility, so a combination whose sum falls short of the global batch (or with a
 // pipeline that takes no sample) has a bound above the threshold. Refreshed whenever the
-// threshold falls or the bounds tighten; samples taken at an older, larger threshold or
-// looser bound are never fewer, so sums that mix both stay upper bounds.
+// threshold falls or the bounds tighten (the generator reads the chosen options' samples
+// afresh at each test, so its sums use the current ones).
 class SampleBound {
  public:
   SampleBound(std::size_t n_types, const GenerateOptions& opt, const Partition& base,
               const std::vector<std::vector<PureOption>>& options,
-              const std::vector<std::vector<int>>& ids)
-      : opt_(opt), base_(base), options_(options), ids_(ids), samples_(n_types),
-        suffix_(n_types + 1, 0), combos_(n_types + 1, 1) {
+              const std::vector<std::vector<int>>& ids, SampleCache& cache)
+      : opt_(opt), base_(base), options_(options), ids_(ids), cache_(cache), samples_(n_types),
+        stamps_(n_types), suffix_(n_types + 1, 0), combos_(n_types + 1, 1) {
     for (std::size_t x = n_types; x-- > 0;) {
       combos_[x] = saturating_product(combos_[x + 1],
                                       static_cast<std::int64_t>(options[x].size()));
@@ -154,28 +166,50 @@ class SampleBound {
     const double t = opt_.threshold();
     const std::int64_t v = opt_.bound_version ? opt_.bound_version() : 0;
     if (ready_ && t == tau_ && v == version_) return true;
+    // Only bounds changed: recompute the templates they changed (every bound that tightens
+    // anywhere in the search moves the version, so a full pass each time would cost a pass
+    // over every option per tightening).
+    const bool only_changed = ready_ && t == tau_ && opt_.bound_stamp;
     ready_ = true;
     tau_ = t;
     version_ = v;
+    auto stale = [&](int tpl, std::int64_t& stamp) {
+      if (!opt_.bound_stamp) return true;
+      const std::int64_t now = opt_.bound_stamp(tpl);
+      if (only_changed && now == stamp) return false;
+      stamp = now;
+      return true;
+    };
+    const std::size_t P = base_.parts.size();
+    if (!only_changed) {
+      part_samples_.assign(P, 0);
+      base_stamps_.assign(P, 0);
+    }
     base_samples_ = 0;
-    part_samples_.assign(base_.parts.size(), 0);
-    for (std::size_t p = 0; p < base_.parts.size(); ++p) {
-      const std::int64_t b = per_pipeline(base_.parts[p].tpl);
-      if (b == 0) {
+    for (std::size_t p = 0; p < P; ++p) {
+      if (stale(base_.parts[p].tpl, base_stamps_[p])) {
+        const std::int64_t b = per_pipeline(base_.parts[p].tpl);
+        part_samples_[p] = b == 0 ? -1 : base_.parts[p].count * b;
+      }
+      if (part_samples_[p] < 0) {
         base_samples_ = -1;
         break;
       }
-      part_samples_[p] = base_.parts[p].count * b;
       base_samples_ += part_samples_[p];
     }
     for (std::size_t x = samples_.size(); x-- > 0;) {
-      samples_[x].assign(options_[x].size(), 0);
+      if (!only_changed) {
+        samples_[x].assign(options_[x].size(), 0);
+        stamps_[x].assign(options_[x].size(), 0);
+      }
       std::int64_t most = 0;
       for (std::size_t k = 0; k < options_[x].size(); ++k) {
         const PureOption& o = options_[x][k];
         if (o.count == 0) continue;
-        const std::int64_t b = per_pipeline(ids_[x][k]);
-        samples_[x][k] = b == 0 ? -1 : o.count * b;
+        if (stale(ids_[x][k], stamps_[x][k])) {
+          const std::int64_t b = per_pipeline(ids_[x][k]);
+          samples_[x][k] = b == 0 ? -1 : o.count * b;
+        }
         most = std::max(most, samples_[x][k]);
       }
       suffix_[x] = suffix_[x + 1] + most;
@@ -210,23 +244,31 @@ class SampleBound {
 
  private:
   static constexpr double kInfinity = std::numeric_limits<double>::infinity();
-  std::int64_t per_pipeline(int tpl) const {
+  std::int64_t per_pipeline(int tpl) {
+    const auto t = static_cast<std::size_t>(tpl);
+    if (cache_.at.size() <= t) cache_.at.resize(t + 1);
+    SampleCache::Entry& e = cache_.at[t];
+    const std::int64_t stamp = opt_.bound_stamp ? opt_.bound_stamp(tpl) : 0;
+    if (opt_.bound_stamp && e.tau == tau_ && e.stamp == stamp) return e.samples;
     std::int64_t b = 0;
     for (const auto& o : opt_.bound_options(tpl)) {
       b = std::max(b, option_max_batch(o, tau_, opt_.gbs));
     }
+    e = SampleCache::Entry{tau_, stamp, b};
     return b;
   }
   const GenerateOptions& opt_;
   const Partition& base_;
   const std::vector<std::vector<PureOption>>& options_;
   const std::vector<std::vector<int>>& ids_;
+  SampleCache& cache_;
   bool ready_ = false;
   double tau_ = kInfinity;
   std::int64_t version_ = 0;
   std::int64_t base_samples_ = 0;
-  std::vector<std::int64_t> part_samples_;
+  std::vector<std::int64_t> part_samples_, base_stamps_;
   std::vector<std::vector<std::int64_t>> samples_;
+  std::vector<std::vector<std::int64_t>> stamps_;  // bound_stamp when samples_ was computed
   std::vector<std::int64_t> suffix_, combos_;
 };
 
@@ -236,11 +278,15 @@ constexpr std::int64_t kTightenAt = 8;
 // Before the sub-product under option k of type x is generated (`count` pipelines of `tpl`),
 // tightens that template while the sub-product could still reach the global batch on its
 // bound: it is shared by every partition of the sub-product, so one proof can prune them all.
+// `taken()`: what the options chosen for the types before x take now (-1: one takes none).
+template <typename Taken>
 void tighten_pure(const GenerateOptions& opt, SampleBound& bound, std::size_t x, std::size_t k,
-                  std::int64_t count, int tpl, std::int64_t taken) {
+                  std::int64_t count, int tpl, const Taken& taken) {
   while (bound.refresh() && bound.finite()) {
     const std::int64_t samples = bound.samples(x, k);
-    const std::int64_t short_by = bound.short_of(x, taken);
+    const std::int64_t before = taken();
+    if (before < 0) return;  // the sub-product prunes as it is
+    const std::int64_t short_by = bound.short_of(x, before);
     if (samples < 0 || samples < short_by) return;  // prunes as it is
     const std::int64_t need = std::max<std::int64_t>(1, (short_by + count - 1) / count);
     if (!opt.tighten(tpl, bound.tau(), need)) return;
@@ -258,16 +304,18 @@ struct PureEntry {
 using PureCache = std::map<std::pair<std::size_t, std::int64_t>, PureEntry>;
 
 // Every combination of one pure option per type, on top of `base` (the mixed part, if any).
-std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
-                               const std::vector<std::int64_t>& remaining,
-                               const GenerateOptions& opt, const Partition& base,
-                               TemplateSet& templates, PureCache& cache,
-                               std::vector<Partition>& out) {
+// Each type's pure options for its remainder and their templates, left with the usable ones
+// (the memory floor): the combinations holding an unusable template are counted in
+// *opt.unusable, never visited. False when no combination is left to visit.
+bool usable_options(const std::vector<TypeInfo>& types, const std::vector<std::int64_t>& remaining,
+                    const GenerateOptions& opt, const Partition& base, TemplateSet& templates,
+                    PureCache& cache, std::vector<std::vector<PureOption>>& options,
+                    std::vector<std::vector<int>>& ids) {
   std::vector<PureEntry*> entries;
   for (std::size_t x = 0; x < types.size(); ++x) {
     auto [it, inserted] = cache.try_emplace({x, remaining[x]});
     if (inserted) it->second.options = pure_options(types[x], remaining[x], opt);
-    if (it->second.options.empty()) return 0;  // this remainder has no cover at all
+    if (it->second.options.empty()) return false;  // this remainder has no cover at all
     entries.push_back(&it->second);
   }
   // Each option's template, interned once (in type order, as first met); whether it is usable.
@@ -286,20 +334,18 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       e.ok.push_back(id < 0 || !opt.usable || opt.usable(id) ? 1 : 0);
     }
   }
-  std::vector<std::vector<PureOption>> options(types.size());
-  std::vector<std::vector<int>> ids(types.size());
+  options.assign(types.size(), {});
+  ids.assign(types.size(), {});
   std::vector<std::vector<char>> ok(types.size());
   for (std::size_t x = 0; x < types.size(); ++x) {
     options[x] = entries[x]->options;
     ids[x] = entries[x]->ids;
     ok[x] = entries[x]->ok;
   }
-  bool base_ok = true;
-  for (const auto& part : base.parts) base_ok = base_ok && (!opt.usable || opt.usable(part.tpl));
   // Combinations holding an unusable template are counted, not visited: all of them, and those
   // leaving no device idle (which the idle round does not count: the exact round did).
   if (opt.usable) {
-    std::int64_t all = 1, all_busy = 1, good = base_ok ? 1 : 0, good_busy = good;
+    std::int64_t all = 1, all_busy = 1, good = 1, good_busy = 1;
     for (std::size_t x = 0; x < types.size(); ++x) {
       std::int64_t n = 0, n_busy = 0, g = 0, g_busy = 0;
       for (std::size_t k = 0; k < options[x].size(); ++k) {
@@ -315,9 +361,15 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       good = saturating_product(good, g);
       good_busy = saturating_product(good_busy, g_busy);
     }
+    // The base's memory floor is a bound of its own (a mixed template's, worked out once it is
+    // asked for): asked only when some type's options leave a combination, as they rarely do
+    // where no exact cover fits (four types at 10,000 devices: 49,000 mixed templates).
+    bool base_ok = good > 0;
+    for (const auto& part : base.parts) base_ok = base_ok && opt.usable(part.tpl);
+    if (!base_ok) good = good_busy = 0;
     const std::int64_t bad = all - good, bad_busy = all_busy - good_busy;
     *opt.unusable = saturating_sum(*opt.unusable, opt.allow_idle ? bad - bad_busy : bad);
-    if (!base_ok) return 0;
+    if (!base_ok) return false;
     for (std::size_t x = 0; x < types.size(); ++x) {
       std::size_t w = 0;
       for (std::size_t k = 0; k < options[x].size(); ++k) {
@@ -328,9 +380,23 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       }
       options[x].resize(w);
       ids[x].resize(w);
+      // A type without a usable option leaves no combination to visit (all were counted
+      // above): return before probing or tightening templates none of them would use.
+      if (w == 0) return false;
     }
   }
-  SampleBound bound(types.size(), opt, base, options, ids);
+  return true;
+}
+
+std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
+                               const std::vector<std::int64_t>& remaining,
+                               const GenerateOptions& opt, const Partition& base,
+                               TemplateSet& templates, PureCache& cache, SampleCache& samples,
+                               std::vector<Partition>& out) {
+  std::vector<std::vector<PureOption>> options;
+  std::vector<std::vector<int>> ids;
+  if (!usable_options(types, remaining, opt, base, templates, cache, options, ids)) return 0;
+  SampleBound bound(types.size(), opt, base, options, ids, samples);
   std::int64_t too_many = 0;
   if (opt.probe && bound.refresh() && !bound.finite()) {
     for (const auto& part : base.parts) opt.probe(part.tpl);
@@ -350,50 +416,131 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
   }
   Partition cur = base;
   cur.idle.assign(types.size(), 0);
-  // `taken`: samples the chosen pipelines take within the threshold at most (SampleBound).
-  std::function<void(std::size_t, std::int64_t, std::int64_t)> rec =
-      [&](std::size_t x, std::int64_t pipes, std::int64_t taken) {
-        if (opt.stopped && *opt.stopped) return;
-        if (x == types.size()) {
-          if (cur.parts.empty()) return;
-          if (opt.allow_idle && opt.skip_busy && cur.num_idle() == 0) return;
-          if (pipes > opt.max_pipelines) {
-            ++too_many;
-            return;
+  // The samples the options chosen for types 0..x-1 take within the threshold at most, read
+  // afresh at every test: the threshold falls and the bounds tighten while a sub-product is
+  // generated (an incumbent first appears at the first flush), so a sum carried down from
+  // when an option was chosen could be far too large and prune nothing under it. -1 when a
+  // chosen option's pipelines now take no sample.
+  std::vector<std::size_t> chosen(types.size(), 0);
+  auto taken = [&](std::size_t x) {
+    std::int64_t sum = 0;
+    for (std::size_t y = 0; y < x; ++y) {
+      const std::int64_t s = bound.samples(y, chosen[y]);
+      if (s < 0) return std::int64_t{-1};
+      sum = saturating_sum(sum, s);
+    }
+    return sum;
+  };
+  auto unreachable = [&](std::size_t x) {
+    if (!bound.refresh()) return false;
+    const std::int64_t t = taken(x);
+    return t < 0 || !bound.reachable(x, t);
+  };
+  // The last type's options end partitions: tested in place, in the leaf's order (uncounted,
+  // too many pipelines, pruned, appended). Nothing but a probe or an append (which may run a
+  // batch) changes the threshold or a bound here, so the samples are re-read only after one.
+  auto last_type = [&](std::size_t x, std::int64_t pipes) {
+    bool fresh = false, applies = false;
+    std::int64_t before = 0;
+    for (std::size_t k = 0; k < options[x].size(); ++k) {
+      if (opt.stopped && *opt.stopped) return;
+      const PureOption& o = options[x][k];
+      if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
+        opt.probe(ids[x][k]);
+        fresh = false;
+      }
+      if (!fresh) {
+        applies = bound.refresh();
+        before = applies ? taken(x) : 0;
+        fresh = true;
+      }
+      const std::int64_t own = bound.samples(x, k);
+      if (own < 0) {
+        *opt.pruned = saturating_sum(*opt.pruned, 1);
+        continue;
+      }
+      cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
+      if (cur.parts.empty() && o.count == 0) continue;
+      if (opt.allow_idle && opt.skip_busy && cur.num_idle() == 0) continue;
+      if (pipes + o.count > opt.max_pipelines) {
+        ++too_many;
+        continue;
+      }
+      if (applies && (before < 0 || !bound.reachable(x + 1, saturating_sum(before, own)))) {
+        *opt.pruned = saturating_sum(*opt.pruned, 1);
+        continue;
+      }
+      const std::size_t mark = cur.parts.size();
+      if (o.count > 0) cur.parts.push_back(PartitionPart{ids[x][k], o.count});
+      append(opt, cur, out);
+      cur.parts.resize(mark);
+      fresh = false;
+    }
+  };
+  std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t x, std::int64_t pipes) {
+    if (opt.stopped && *opt.stopped) return;
+    if (x == types.size()) {
+      if (cur.parts.empty()) return;
+      if (opt.allow_idle && opt.skip_busy && cur.num_idle() == 0) return;
+      if (pipes > opt.max_pipelines) {
+        ++too_many;
+        return;
+      }
+      if (unreachable(x)) {
+        *opt.pruned = saturating_sum(*opt.pruned, 1);
+        return;
+      }
+      append(opt, cur, out);
+      return;
+    }
+    if (unreachable(x)) {
+      *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x));
+      return;
+    }
+    if (x + 1 == types.size()) {
+      last_type(x, pipes);
+      return;
+    }
+    for (std::size_t k = 0; k < options[x].size(); ++k) {
+      const PureOption& o = options[x][k];
+      if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
+        opt.probe(ids[x][k]);
+        bound.refresh();
+      }
+      if (opt.tighten && o.count > 0 && bound.combinations(x + 1) >= kTightenAt) {
+        tighten_pure(opt, bound, x, k, o.count, ids[x][k], [&] { return taken(x); });
+      }
+      const std::int64_t own = bound.samples(x, k);
+      if (own < 0) {  // its pipelines cannot take a sample within the threshold
+        *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x + 1));
+        continue;
+      }
+      // The test the sub-product's first would make, before descending into it: most options
+      // of a type fall short, and the call per option is what a product's visit costs.
+      if (bound.refresh()) {
+        const std::int64_t before = taken(x);
+        if (before < 0) {  // an earlier choice no longer takes a sample: none of the rest can
+          std::int64_t rest = 0;
+          for (std::size_t r = k; r < options[x].size(); ++r) {
+            rest = saturating_sum(rest, bound.combinations(x + 1));
           }
-          if (bound.refresh() && !bound.reachable(x, taken)) {
-            *opt.pruned = saturating_sum(*opt.pruned, 1);
-            return;
-          }
-          append(opt, cur, out);
+          *opt.pruned = saturating_sum(*opt.pruned, rest);
           return;
         }
-        if (bound.refresh() && !bound.reachable(x, taken)) {
-          *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x));
-          return;
+        if (!bound.reachable(x + 1, saturating_sum(before, own))) {
+          *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x + 1));
+          continue;
         }
-        for (std::size_t k = 0; k < options[x].size(); ++k) {
-          const PureOption& o = options[x][k];
-          if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
-            opt.probe(ids[x][k]);
-            bound.refresh();
-          }
-          if (opt.tighten && o.count > 0 && bound.combinations(x + 1) >= kTightenAt) {
-            tighten_pure(opt, bound, x, k, o.count, ids[x][k], taken);
-          }
-          const std::int64_t samples = bound.samples(x, k);
-          if (samples < 0) {  // one of its pipelines cannot take a sample within the threshold
-            *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x + 1));
-            continue;
-          }
-          const std::size_t mark = cur.parts.size();
-          if (o.count > 0) cur.parts.push_back(PartitionPart{ids[x][k], o.count});
-          cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
-          rec(x + 1, pipes + o.count, taken + samples);
-          cur.parts.resize(mark);
-        }
-      };
-  rec(0, base.num_pipelines(), 0);
+      }
+      chosen[x] = k;
+      const std::size_t mark = cur.parts.size();
+      if (o.count > 0) cur.parts.push_back(PartitionPart{ids[x][k], o.count});
+      cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
+      rec(x + 1, pipes + o.count);
+      cur.parts.resize(mark);
+    }
+  };
+  rec(0, base.num_pipelines());
   return too_many;
 }
 
@@ -405,8 +552,9 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
   for (const auto& t : types) all.push_back(t.devices);
   std::int64_t too_many = 0;
   PureCache cache;
+  SampleCache samples;
   // Pure family: each type on its own.
-  too_many += add_pure_products(types, all, opt, Partition{}, templates, cache, out);
+  too_many += add_pure_products(types, all, opt, Partition{}, templates, cache, samples, out);
   // Mixed family: c copies of (a stages of X at tp1, then b stages of Y at tp2) using every
   // device of X or every device of Y; the rest as pure pipelines.
   for (std::size_t x = 0; x < types.size() && opt.mixed; ++x) {
@@ -440,7 +588,8 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
                 std::vector<std::int64_t> rem = all;
                 rem[x] -= c * a * t1;
                 rem[y] -= c * b * t2;
-                too_many += add_pure_products(types, rem, opt, base, templates, cache, out);
+                too_many +=
+                    add_pure_products(types, rem, opt, base, templates, cache, samples, out);
               }
             }
           }
@@ -552,11 +701,27 @@ std::int64_t layer_partitions(const std::vector<TypeInfo>& types, const Generate
 bool pack_feasible(const ClusterSpec& cluster, const std::vector<TypeInfo>& types,
                    const TemplateSet& templates, const Partition& partition,
                    std::vector<std::int64_t>& scratch) {
-  std::vector<std::int64_t>& free = scratch;
-  free.resize(cluster.nodes.size());
-  for (std::size_t n = 0; n < cluster.nodes.size(); ++n) free[n] = cluster.nodes[n].devices;
+  // Per type, its nodes' free devices in first-fit order as runs (free, nodes): nodes of one
+  // size come in runs, so a 100,000-device cluster is a few runs, not 12,500 nodes, and each
+  // tp degree splits a run at most twice (so `scratch`, a per-node array before, is unused).
+  struct Run {
+    std::int64_t free, nodes;
+  };
+  std::vector<std::vector<Run>> runs(types.size());
+  scratch.clear();
+  for (std::size_t x = 0; x < types.size(); ++x) {
+    for (std::int64_t n : types[x].nodes) {
+      const std::int64_t d = cluster.nodes[static_cast<std::size_t>(n)].devices;
+      if (!runs[x].empty() && runs[x].back().free == d) {
+        ++runs[x].back().nodes;
+      } else {
+        runs[x].push_back(Run{d, 1});
+      }
+    }
+  }
   // Distinct tp degrees, largest first (the order pack_devices places stages in).
   std::int64_t tp = std::numeric_limits<std::int64_t>::max();
+  std::vector<Run> next_runs;
   for (;;) {
     std::int64_t next = 0;
     for (const auto& part : partition.parts) {
@@ -573,14 +738,28 @@ bool pack_feasible(const ClusterSpec& cluster, const std::vector<TypeInfo>& type
           if (g.tp == tp && g.type == static_cast<int>(x)) stages += part.count * g.count;
         }
       }
-      for (std::int64_t n : types[x].nodes) {
-        if (stages == 0) break;
-        const auto ni = static_cast<std::size_t>(n);
-        const std::int64_t take = std::min(stages, free[ni] / tp);
-        free[ni] -= take * tp;
-        stages -= take;
+      if (stages == 0) continue;
+      // First fit: each node in order takes as many stages as fit, min(stages, free / tp).
+      next_runs.clear();
+      for (const Run& r : runs[x]) {
+        const std::int64_t q = r.free / tp;
+        if (stages == 0 || q == 0) {
+          next_runs.push_back(r);
+          continue;
+        }
+        const std::int64_t full = std::min(r.nodes, stages / q);
+        if (full > 0) next_runs.push_back(Run{r.free - q * tp, full});
+        stages -= full * q;
+        std::int64_t left = r.nodes - full;
+        if (left > 0 && stages > 0) {  // stages < q: one node takes the rest
+          next_runs.push_back(Run{r.free - stages * tp, 1});
+          stages = 0;
+          --left;
+        }
+        if (left > 0) next_runs.push_back(Run{r.free, left});
       }
       if (stages > 0) return false;
+      runs[x].swap(next_runs);
     }
   }
 }

@@ -108,6 +108,9 @@ struct GenerateOptions {
   std::function<const std::vector<MicroBatchOption>&(int)> bound_options;
   // Changes whenever bound_options may have tightened (optional).
   std::function<std::int64_t()> bound_version;
+  // Optional, with bound_version: changes whenever bound_options(tpl) may have tightened, so
+  // a version change recomputes only the templates it touched.
+  std::function<std::int64_t(int tpl)> bound_stamp;
   // Optional: tightens bound_options(tpl) where it matters at the threshold `tau` (the size
   // that lets a pipeline take the most samples within it, towards taking fewer than `need`);
   // false when that is already exact. Called for a mixed template before the products over it

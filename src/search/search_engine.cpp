@@ -432,6 +432,7 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
         return ev.tight_options(tpl);
       };
       g.bound_version = [&ev] { return ev.version(); };
+      g.bound_stamp = [&ev](int tpl) { return ev.stamp(tpl); };
       if (ctx.opt.cpc) {
         g.tighten = [&ev, &ctx](int tpl, double tau, std::int64_t need) {
           return ev.tighten(tpl, tau, ctx.gbs, need);

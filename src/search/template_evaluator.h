@@ -203,6 +203,11 @@ class TemplateEvaluator {
     return *slot;
   }
   std::int64_t version() const { return version_; }
+  // Changes whenever tpl's tight options may have (version() changes then too).
+  std::int64_t stamp(int tpl) const {
+    const auto t = static_cast<std::size_t>(tpl);
+    return t < stamps_.size() ? stamps_[t] : 0;
+  }
   // Whether one pipeline of (tpl, size mi) with `batch` samples provably takes longer than
   // `target` (exceeds: its bottleneck is above the slot that would let it finish in time); the
   // proof is kept as the size's floor. False says nothing. Needs CPC (a cache entry).
@@ -423,6 +428,8 @@ class TemplateEvaluator {
     ++version_;
     const auto t = static_cast<std::size_t>(tpl);
     if (t < tight_.size()) tight_[t].reset();
+    if (stamps_.size() <= t) stamps_.resize(t + 1, 0);
+    ++stamps_[t];
   }
 
   // Per unit, its cheapest time and least bytes over `tabs` (the tables of one template at
@@ -785,6 +792,7 @@ class TemplateEvaluator {
   SizeResult uncached_;                         // the last result without CPC
   std::vector<std::optional<std::vector<MicroBatchOption>>> tight_;  // [template]
   std::int64_t version_ = 0;
+  std::vector<std::int64_t> stamps_;  // [template]: tightenings so far
   std::vector<char> probed_;  // [template]: probe_fit ran
 };
 

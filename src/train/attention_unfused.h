@@ -1,12 +1,13 @@
 // The CPU sets' attention (K::Attention of CpuKernels, CpuBf16Kernels, RefKernels): the unfused
 // chain scores -> softmax -> dropout -> P V, which keeps per block and micro-batch the
 // probabilities P (class attn_softmax), the dropout mask (attn_dropout) and the dropped-out
-// probabilities Pd (attn_score; Pd is P itself without dropout), each (B,NH,T,T), and one
-// (B,NH,T,T) workspace for their gradients. Each saved tensor is placed through the stage's
-// SavedPlacer, so a recompute set that names its class drops it to the workspace and
-// recompute() rebuilds it with the same kernels from the same inputs (bitwise the same
-// gradients). One object per stage: it owns the workspace and the dropped tensors' copies;
-// Saved is the per-(slot, block) part.
+// probabilities Pd (attn_score; Pd is P itself without dropout), each (B,NH,T,T) over the NH
+// query heads whatever the key/value heads (grouped-query attention: qkv is A + 2 NKV hs wide,
+// its layout kernels/reference/attention.h's), and one (B,NH,T,T) workspace for their
+// gradients. Each saved tensor is placed through the stage's SavedPlacer, so a recompute set
+// that names its class drops it to the workspace and recompute() rebuilds it with the same
+// kernels from the same inputs (bitwise the same gradients). One object per stage: it owns the
+// workspace and the dropped tensors' copies; Saved is the per-(slot, block) part.
 #pragma once
 
 #include <cstdint>
@@ -55,10 +56,10 @@ class UnfusedAttention {
     dTT_ = cv.template take<R>(tt(d_.Bmax));
   }
 
-  // out (B,T,A) from qkv (B,T,3A); keeps P (and the mask and Pd) in `s`.
+  // out (B,T,A) from qkv (B,T,A + 2 NKV hs); keeps P (and the mask and Pd) in `s`.
   void forward(const Saved& s, R* out, const R* qkv, const AttentionCall& c) const {
     probs(s, qkv, c, true, true, true);
-    K::attention_av_forward(out, s.Pd, qkv, c.B, d_.T, d_.A, d_.NH);
+    K::attention_av_forward(out, s.Pd, qkv, c.B, d_.T, d_.A, d_.NH, d_.kv_heads());
   }
   // Rebuilds, in forward order, what an operator-level recompute set dropped (the full-unit
   // recompute runs forward() instead).
@@ -67,14 +68,14 @@ class UnfusedAttention {
     probs(s, qkv, c, rc.has(RecomputeOp::AttnSoftmax), rc.has(RecomputeOp::AttnDropout),
           rc.has(RecomputeOp::AttnScore));
   }
-  // dqkv (B,T,3A) from dout (B,T,A): all of q, k, v written.
+  // dqkv (B,T,A + 2 NKV hs) from dout (B,T,A): all of q, k, v written.
   void backward(const Saved& s, R* dqkv, const R* dout, const R* qkv,
                 const AttentionCall& c) const {
-    const std::int64_t B = c.B, T = d_.T;
-    K::attention_av_backward(dTT_, dqkv, dout, s.Pd, qkv, B, T, d_.A, d_.NH);
+    const std::int64_t B = c.B, T = d_.T, NKV = d_.kv_heads();
+    K::attention_av_backward(dTT_, dqkv, dout, s.Pd, qkv, B, T, d_.A, d_.NH, NKV);
     if (d_.p > 0) K::dropout_backward(dTT_, dTT_, s.mask, d_.p, tt(B));
     K::attention_softmax_backward(dTT_, dTT_, s.P, B, d_.NH, T);
-    K::attention_scores_backward(dqkv, dTT_, qkv, B, T, d_.A, d_.NH);
+    K::attention_scores_backward(dqkv, dTT_, qkv, B, T, d_.A, d_.NH, NKV);
   }
 
  private:
@@ -83,7 +84,7 @@ class UnfusedAttention {
   void probs(const Saved& s, const R* qkv, const AttentionCall& c, bool softmax, bool mask,
              bool drop) const {
     const std::int64_t T = d_.T;
-    if (softmax) K::attention_probs_forward(s.P, qkv, c.B, T, d_.A, d_.NH);
+    if (softmax) K::attention_probs_forward(s.P, qkv, c.B, T, d_.A, d_.NH, d_.kv_heads());
     if (d_.p <= 0) return;
     if (mask) {
       // Keyed by global position: this rank's heads are elements [h0*T*T, (h0+NH)*T*T) of each

@@ -216,6 +216,8 @@ std::uint64_t checkpoint_hash(const void* data, std::size_t bytes) {
 
 void write_checkpoint(const std::filesystem::path& path, const ModelState& state,
                       const CheckpointMeta& meta) {
+  // A sharded state holds a part of the moments: the runtime gathers whole tensors first.
+  ETH_CHECK(!state.sharded(), "write_checkpoint: a sharded state (gather it whole first)");
   struct Out {
     const float* data;
     std::int64_t numel;
@@ -272,6 +274,7 @@ CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path) {
 }
 
 CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& state) {
+  ETH_CHECK(!state.sharded(), "load_checkpoint: a sharded state (load a whole one, then shard)");
   Header h = read_header(path);
   if (h.meta.model.layers != state.model().layers || h.meta.model.hidden != state.model().hidden ||
       h.meta.model.heads != state.model().heads || h.meta.model.vocab != state.model().vocab ||

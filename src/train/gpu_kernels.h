@@ -38,6 +38,13 @@ struct GpuKernels : DeviceMemory<Api> {
   static constexpr auto encoder_backward = Api::encoder_backward;
   static constexpr auto layernorm_forward = Api::layernorm_forward;
   static constexpr auto layernorm_backward = Api::layernorm_backward;
+  // Llama blocks (kernels/README.md; the stage calls them where the model says so).
+  static constexpr auto rmsnorm_forward = Api::rmsnorm_forward;
+  static constexpr auto rmsnorm_backward = Api::rmsnorm_backward;
+  static constexpr auto rope_forward = Api::rope_forward;
+  static constexpr auto rope_backward = Api::rope_backward;
+  static constexpr auto swiglu_forward = Api::swiglu_forward;
+  static constexpr auto swiglu_backward = Api::swiglu_backward;
   static constexpr auto matmul_nt_forward = Api::matmul_nt_forward;
   static constexpr auto matmul_nt_backward = Api::matmul_nt_backward;
   static constexpr auto matmul_nn_forward = Api::matmul_nn_forward;

@@ -86,10 +86,12 @@ struct CpuKernels : SameTypePartials<float>, HostMemory {
   // Weight gradients cut into row chunks stored apart (placed gradient layouts).
   static constexpr auto matmul_nt_backward_rows = &cpu::matmul_nt_backward_rows;
   static constexpr auto matmul_nn_backward_rows = &cpu::matmul_nn_backward_rows;
-  // P = softmax of the scaled causal scores (scores, then softmax in place).
+  // P = softmax of the scaled causal scores (scores, then softmax in place). The attention
+  // kernels take the query heads NH and the key/value heads NKV (grouped-query attention;
+  // NKV == NH is multi-head).
   static void attention_probs_forward(float* P, const float* qkv, std::int64_t B, std::int64_t T,
-                                      std::int64_t C, std::int64_t NH) {
-    cpu::attention_scores_forward(P, qkv, B, T, C, NH);
+                                      std::int64_t C, std::int64_t NH, std::int64_t NKV) {
+    cpu::attention_scores_forward(P, qkv, B, T, C, NH, NKV);
     cpu::attention_softmax_forward(P, P, B, NH, T);
   }
   static constexpr auto attention_scores_backward = &cpu::attention_scores_backward;
@@ -168,8 +170,8 @@ struct RefKernels : SameTypePartials<R>, HostMemory {
   static constexpr auto matmul_nt_backward_rows = &ref::matmul_nt_backward_rows<R>;
   static constexpr auto matmul_nn_backward_rows = &ref::matmul_nn_backward_rows<R>;
   static void attention_probs_forward(R* P, const R* qkv, std::int64_t B, std::int64_t T,
-                                      std::int64_t C, std::int64_t NH) {
-    ref::attention_scores_forward<R>(P, qkv, B, T, C, NH);
+                                      std::int64_t C, std::int64_t NH, std::int64_t NKV) {
+    ref::attention_scores_forward<R>(P, qkv, B, T, C, NH, NKV);
     ref::attention_softmax_forward<R>(P, P, B, NH, T);
   }
   static constexpr auto attention_scores_backward = &ref::attention_scores_backward<R>;

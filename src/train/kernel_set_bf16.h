@@ -45,10 +45,11 @@ struct CpuBf16Kernels : HostMemory {
 
   // Where a head's q, k, v sit in the qkv matmul's output. It must be the fp32 kernels' layout
   // (cpu/attention.h), or the two precisions would be two different models of one checkpoint;
-  // test_kernels (Bf16KernelSet) checks that. Head-interleaved ([q_h; k_h; v_h] per head), the
-  // layout tensor parallelism needs (#10): a tp rank's heads are one column range.
-  static cpu::bf16::QkvLayout qkv_layout(std::int64_t C, std::int64_t NH) {
-    return cpu::bf16::QkvLayout::head_interleaved(C, NH);
+  // test_kernels (Bf16KernelSet) checks that. Head-interleaved ([q_h; k_h; v_h] per head; under
+  // grouped-query attention, per kv head its query heads, k, v), the layout tensor parallelism
+  // needs (#10): a tp rank's heads are one column range.
+  static cpu::bf16::QkvLayout qkv_layout(std::int64_t C, std::int64_t NH, std::int64_t NKV) {
+    return cpu::bf16::QkvLayout::head_interleaved(C, NH, NKV);
   }
 
   static constexpr auto encoder_forward = &cpu::bf16::encoder_forward;
@@ -64,23 +65,26 @@ struct CpuBf16Kernels : HostMemory {
 
   // Attention with the fp32 set's signatures (the layout is implied by qkv_layout).
   static void attention_probs_forward(Bf16* P, const Bf16* qkv, std::int64_t B, std::int64_t T,
-                                      std::int64_t C, std::int64_t NH) {
-    cpu::bf16::attention_probs_forward(P, qkv, qkv_layout(C, NH), B, T, C, NH);
+                                      std::int64_t C, std::int64_t NH, std::int64_t NKV) {
+    cpu::bf16::attention_probs_forward(P, qkv, qkv_layout(C, NH, NKV), B, T, C, NH, NKV);
   }
   static constexpr auto attention_softmax_backward = &cpu::bf16::attention_softmax_backward;
   static void attention_scores_backward(Bf16* dqkv, const Bf16* dscores, const Bf16* qkv,
                                         std::int64_t B, std::int64_t T, std::int64_t C,
-                                        std::int64_t NH) {
-    cpu::bf16::attention_scores_backward(dqkv, dscores, qkv, qkv_layout(C, NH), B, T, C, NH);
+                                        std::int64_t NH, std::int64_t NKV) {
+    cpu::bf16::attention_scores_backward(dqkv, dscores, qkv, qkv_layout(C, NH, NKV), B, T, C, NH,
+                                         NKV);
   }
   static void attention_av_forward(Bf16* out, const Bf16* Pd, const Bf16* qkv, std::int64_t B,
-                                   std::int64_t T, std::int64_t C, std::int64_t NH) {
-    cpu::bf16::attention_av_forward(out, Pd, qkv, qkv_layout(C, NH), B, T, C, NH);
+                                   std::int64_t T, std::int64_t C, std::int64_t NH,
+                                   std::int64_t NKV) {
+    cpu::bf16::attention_av_forward(out, Pd, qkv, qkv_layout(C, NH, NKV), B, T, C, NH, NKV);
   }
   static void attention_av_backward(Bf16* dPd, Bf16* dqkv, const Bf16* dout, const Bf16* Pd,
                                     const Bf16* qkv, std::int64_t B, std::int64_t T,
-                                    std::int64_t C, std::int64_t NH) {
-    cpu::bf16::attention_av_backward(dPd, dqkv, dout, Pd, qkv, qkv_layout(C, NH), B, T, C, NH);
+                                    std::int64_t C, std::int64_t NH, std::int64_t NKV) {
+    cpu::bf16::attention_av_backward(dPd, dqkv, dout, Pd, qkv, qkv_layout(C, NH, NKV), B, T, C,
+                                     NH, NKV);
   }
 
   static constexpr auto gelu_forward = &cpu::bf16::gelu_forward;

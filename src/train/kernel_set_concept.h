@@ -121,19 +121,35 @@ concept KernelSetAttention = requires(typename K::Attention& at, const typename 
   cat.backward(saved, r, cr, cr, call);
 };
 
+// The Llama family's kernels (the contract of kernels/README.md): RMSNorm, rotary positions,
+// SwiGLU; every set has them.
+template <class K>
+concept LlamaKernels =
+    KernelElementTypes<K> &&
+    requires(typename K::Act* r, const typename K::Act* cr, const typename K::Param* w,
+             typename K::Grad* g, typename K::Stat* s, const typename K::Stat* cs, float f,
+             std::int64_t n) {
+      K::rmsnorm_forward(r, s, cr, w, f, n, n);
+      K::rmsnorm_backward(r, g, cr, cr, w, cs, n, n);
+      K::rope_forward(r, n, n, n, n, n, f);
+      K::rope_backward(r, n, n, n, n, n, f);
+      K::swiglu_forward(r, cr, cr, n, n);
+      K::swiglu_backward(r, r, cr, cr, cr, n, n);
+    };
+
 template <class K>
 concept KernelSet = KernelElementTypes<K> && KernelSetMemory<K> && KernelSetKernels<K> &&
-                    KernelSetAttention<K>;
+                    KernelSetAttention<K> && LlamaKernels<K>;
 
 // The kernels UnfusedAttention<K> calls (the CPU sets').
 template <class K>
 concept UnfusedAttentionKernels =
     requires(typename K::Act* r, const typename K::Act* cr, std::int64_t n) {
-      K::attention_probs_forward(r, cr, n, n, n, n);
-      K::attention_av_forward(r, cr, cr, n, n, n, n);
-      K::attention_av_backward(r, r, cr, cr, cr, n, n, n, n);
+      K::attention_probs_forward(r, cr, n, n, n, n, n);  // ..., C, NH, NKV
+      K::attention_av_forward(r, cr, cr, n, n, n, n, n);
+      K::attention_av_backward(r, r, cr, cr, cr, n, n, n, n, n);
       K::attention_softmax_backward(r, cr, cr, n, n, n);
-      K::attention_scores_backward(r, cr, cr, n, n, n, n);
+      K::attention_scores_backward(r, cr, cr, n, n, n, n, n);
     };
 
 // The kernels FusedAttention<K> calls (kernels/cuda/kernels.h's attention pair).

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,17 +34,24 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// What an op costs, in ms: on one thread this thread's CPU time, the measure the runtime's
-// emulation stretches (runtime/emulation.h) and one a shared machine's waits for a core do not
-// inflate; on several threads the wall time.
+// What an op costs, in ms: on the CPU on one thread this thread's CPU time, the measure the
+// runtime's emulation stretches (runtime/emulation.h) and one a shared machine's waits for a
+// core do not inflate; on several threads the wall time. The emulated device runs every call to
+// completion on the calling thread, so it is timed the same way. On cuda the wall time from a
+// synchronized start to the end of everything queued (kernels return before they finish).
 class OpTimer {
  public:
-  OpTimer() : cpu_(cpu::max_threads() == 1) { restart(); }
+  explicit OpTimer(ComputeDevice d)
+      : device_(d), cpu_(d != ComputeDevice::Cuda && cpu::max_threads() == 1) {
+    restart();
+  }
   void restart() {
+    synchronize_device(device_);
     wall0_ = Clock::now();
     if (cpu_) cpu0_ = thread_cpu_ms();
   }
   double ms() const {
+    synchronize_device(device_);
     if (cpu_) return thread_cpu_ms() - cpu0_;
     return std::chrono::duration<double, std::milli>(Clock::now() - wall0_).count();
   }
@@ -54,6 +62,7 @@ class OpTimer {
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
   }
+  ComputeDevice device_;
   bool cpu_;
   Clock::time_point wall0_;
   double cpu0_ = 0;
@@ -97,6 +106,18 @@ void check_sizes(const MeasureOptions& opt) {
   if (!runtime_precision(opt.precision)) {
     throw InputError("profile", "--precision", "", "expected fp32 or bf16");
   }
+  if (is_gpu_device(opt.device) && opt.precision != Precision::Bf16) {
+    throw InputError("profile", "--precision", "",
+                     std::string("expected bf16 on device ") + compute_device_name(opt.device) +
+                         " (the GPU kernel set's only precision), got " +
+                         std::string(precision_name(opt.precision)));
+  }
+  if (is_gpu_device(opt.device) && opt.optimizer_neighbours > 0) {
+    throw InputError("profile", "--optimizer-neighbours", "",
+                     std::string("expected 0 on device ") + compute_device_name(opt.device) +
+                         " (a GPU's optimizer step streams its own memory), got " +
+                         std::to_string(opt.optimizer_neighbours));
+  }
 }
 
 StageComputeConfig unit_config(const MeasureOptions& opt, std::int64_t u) {
@@ -136,11 +157,12 @@ class CacheEvictor {
   std::int64_t passes_ = 0;
 };
 
-// Inputs of one unit: tokens and targets for the ends, a random activation in between (in the
-// measured precision's element type); the evictor when ops are timed cold.
+// Inputs of one unit: tokens and targets for the ends (host arrays: the stage uploads them), a
+// random activation in between (in the measured precision's element type, on the measured
+// device); the evictor when ops are timed cold.
 struct UnitInputs {
   std::vector<std::int32_t> tokens, targets;
-  std::vector<std::byte> x, dy, dx, out;
+  DeviceBytes x, dy, dx, out;
   CacheEvictor* cold = nullptr;
 };
 
@@ -156,7 +178,7 @@ Timing time_unit(PrecisionStage& sc, ModelState& st, UnitInputs& in,
   std::vector<double> fwd, bwd;
   for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
     if (in.cold != nullptr) in.cold->evict();
-    OpTimer t;
+    OpTimer t(opt.device);
     sc.forward(0, st, mb, has_embed ? nullptr : in.x.data(), has_head ? nullptr : in.out.data());
     const double f = t.ms();
     if (in.cold != nullptr) in.cold->evict();
@@ -259,16 +281,17 @@ class OptimizerNeighbours {
 // from memory, not from cache (always cold: a step's forward and backward would have evicted
 // the state), while opt.optimizer_neighbours other cores stream their own steps. Timing one
 // unit at a time instead keeps it in cache and reads 5-10x too fast.
-double measure_optimizer_ms(const MeasureOptions& opt, CacheEvictor& cold) {
-  ModelState st(opt.model, 0, opt.model.num_units() - 1, 1, 0, opt.precision);
+double measure_optimizer_ms(const MeasureOptions& opt, CacheEvictor* cold) {
+  ModelState st(opt.model, 0, opt.model.num_units() - 1, 1, 0, opt.precision,
+                state_backend_maker(opt.device));
   st.init(opt.seed);
   OptimizerNeighbours neighbours(opt.optimizer_neighbours);
   std::vector<double> times;
   double sink = 0;
   for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
-    cold.evict();
+    if (cold != nullptr) cold->evict();
     neighbours.go();
-    const OpTimer t;
+    const OpTimer t(opt.device);
     sink += grad_sum_squares(st);
     adamw_update(st, AdamWConfig{}, 1e-4, r, 1.0);
     const double ms = t.ms();
@@ -287,12 +310,12 @@ double measurable(double ms) { return ms < limits::kMinTimeMs ? 0.0 : ms; }
 UnitProfile measure_unit(const MeasureOptions& opt, std::int64_t u, UnitInputs& in) {
   const ModelSpec& m = opt.model;
   const std::int64_t T = resolved_seq(opt);
-  ModelState st(m, u, u, 1, 0, opt.precision);
+  ModelState st(m, u, u, 1, 0, opt.precision, state_backend_maker(opt.device));
   st.init(opt.seed);
   const StageComputeConfig cfg = unit_config(opt, u);
   UnitProfile up;
   up.params = unit_params(m, u);
-  PrecisionStage sc(opt.precision, m, cfg);
+  PrecisionStage sc(opt.precision, m, cfg, nullptr, opt.device);
   const Timing base = time_unit(sc, st, in, opt, T);
   up.forward_ms = measurable(base.forward_ms);
   up.backward_ms = measurable(base.backward_ms);
@@ -307,7 +330,7 @@ UnitProfile measure_unit(const MeasureOptions& opt, std::int64_t u, UnitInputs& 
       if (!holds) continue;
       StageComputeConfig rc_cfg = cfg;
       rc_cfg.recompute.add(op);
-      PrecisionStage rc(opt.precision, m, rc_cfg);
+      PrecisionStage rc(opt.precision, m, rc_cfg, nullptr, opt.device);
       const Timing t = time_unit(rc, st, in, opt, T);
       up.recompute_ms[static_cast<std::size_t>(k)] =
           measurable(t.backward_ms - base.backward_ms);
@@ -343,14 +366,14 @@ double measure_peak_bytes(const MeasureOptions& opt) {
   for (std::int64_t u = 0; u < m.num_units(); ++u) {
     const double state = state_bytes(unit_params(m, u));
     const double arena = static_cast<double>(
-        PrecisionStage::planned_arena_bytes(opt.precision, m, unit_config(opt, u)));
+        PrecisionStage::planned_arena_bytes(opt.precision, m, unit_config(opt, u), opt.device));
     most = std::max(most, state + 2.0 * arena);
   }
   // The optimizer step holds the whole model's state, and each neighbour its four arrays.
   const double whole = state_bytes(total_params(m)) +
                        opt.optimizer_neighbours * 16.0 * static_cast<double>(kNeighbourElements);
   most = std::max(most, whole);
-  const double evictor = opt.cold_cache ? 64.0 * 1024 * 1024 : 0;
+  const double evictor = opt.cold_cache && !is_gpu_device(opt.device) ? 64.0 * 1024 * 1024 : 0;
   return most + 4.0 * n * static_cast<double>(m.hidden) * precision_bytes(opt.precision).activation +
          evictor;
 }
@@ -373,41 +396,60 @@ ProfileEntry measure_profile(const MeasureOptions& opt) {
   ETH_CHECK(opt.repeats >= 1 && opt.warmup >= 0, "measure_profile: need at least one repeat");
   const ModelSpec& m = opt.model;
   const std::int64_t T = resolved_seq(opt);
+  const bool gpu = is_gpu_device(opt.device);
   const ThreadScope threads(opt.threads);
   ProfileEntry e;
-  e.process_baseline_bytes =
-      opt.process_baseline_bytes >= 0 ? opt.process_baseline_bytes : process_resident_bytes();
+  // On a GPU the device memory held besides the model: read before the first buffer, and again
+  // below once every buffer is freed (the matmul library's workspace appears on first use).
+  const double baseline_given = opt.process_baseline_bytes;
+  if (baseline_given >= 0) {
+    e.process_baseline_bytes = baseline_given;
+  } else {
+    e.process_baseline_bytes =
+        gpu ? device_memory(opt.device).in_use_bytes : process_resident_bytes();
+  }
   e.key = ProfileKey{opt.device_type, 1, opt.micro_batch};
   e.seq_len = T;
   e.source = "measured";
   e.precision = opt.precision;
-  const std::int64_t n = opt.micro_batch * T;
-  UnitInputs in;
-  SplitMix64 rng(opt.seed);
-  in.tokens.resize(static_cast<std::size_t>(n));
-  in.targets.resize(static_cast<std::size_t>(n));
-  for (auto& t : in.tokens)
-    t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
-  for (auto& t : in.targets)
-    t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
-  const std::int64_t nc = n * m.hidden;
-  std::vector<float> x(static_cast<std::size_t>(nc)), dy(x.size());
-  normal_fill(x.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1.0f, 0, 0, nc);
-  normal_fill(dy.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1e-3f, 1, 0, nc);
-  const std::size_t bytes = static_cast<std::size_t>(nc) *
-                            static_cast<std::size_t>(precision_bytes(opt.precision).activation);
-  for (auto* b : {&in.x, &in.dy, &in.dx, &in.out}) b->resize(bytes);
-  if (opt.precision == Precision::Bf16) {
-    cpu::bf16::convert_to_bf16(reinterpret_cast<Bf16*>(in.x.data()), x.data(), nc);
-    cpu::bf16::convert_to_bf16(reinterpret_cast<Bf16*>(in.dy.data()), dy.data(), nc);
-  } else {
-    std::memcpy(in.x.data(), x.data(), bytes);
-    std::memcpy(in.dy.data(), dy.data(), bytes);
+  {
+    const std::int64_t n = opt.micro_batch * T;
+    UnitInputs in;
+    SplitMix64 rng(opt.seed);
+    in.tokens.resize(static_cast<std::size_t>(n));
+    in.targets.resize(static_cast<std::size_t>(n));
+    for (auto& t : in.tokens)
+      t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
+    for (auto& t : in.targets)
+      t = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(m.vocab)));
+    const std::int64_t nc = n * m.hidden;
+    std::vector<float> x(static_cast<std::size_t>(nc)), dy(x.size());
+    normal_fill(x.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1.0f, 0, 0, nc);
+    normal_fill(dy.data(), RngStream{opt.seed, 1, 0, RngOp::Init}, 1e-3f, 1, 0, nc);
+    const std::size_t bytes = static_cast<std::size_t>(nc) *
+                              static_cast<std::size_t>(precision_bytes(opt.precision).activation);
+    for (auto* b : {&in.x, &in.dy, &in.dx, &in.out}) *b = DeviceBytes(opt.device, bytes);
+    if (opt.precision == Precision::Bf16) {
+      std::vector<Bf16> h(static_cast<std::size_t>(nc));
+      cpu::bf16::convert_to_bf16(h.data(), x.data(), nc);
+      in.x.upload(h.data(), bytes);
+      cpu::bf16::convert_to_bf16(h.data(), dy.data(), nc);
+      in.dy.upload(h.data(), bytes);
+    } else {
+      in.x.upload(x.data(), bytes);
+      in.dy.upload(dy.data(), bytes);
+    }
+    // The host's caches only: a GPU's are not the host's.
+    std::optional<CacheEvictor> evictor;
+    if (!gpu) evictor.emplace();
+    if (opt.cold_cache && evictor) in.cold = &*evictor;
+    for (std::int64_t u = 0; u < m.num_units(); ++u) e.units.push_back(measure_unit(opt, u, in));
+    e.optimizer_ms = measure_optimizer_ms(opt, evictor ? &*evictor : nullptr);
   }
-  CacheEvictor evictor;
-  if (opt.cold_cache) in.cold = &evictor;
-  for (std::int64_t u = 0; u < m.num_units(); ++u) e.units.push_back(measure_unit(opt, u, in));
-  e.optimizer_ms = measure_optimizer_ms(opt, evictor);
+  if (gpu && baseline_given < 0) {
+    e.process_baseline_bytes =
+        std::max(e.process_baseline_bytes, device_memory(opt.device).in_use_bytes);
+  }
   return e;
 }
 

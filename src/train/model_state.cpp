@@ -16,12 +16,12 @@ namespace eth {
 
 namespace {
 
-// The tensor names the index enums in model_state.h stand for, per unit kind.
-const std::vector<std::string>& expected_names(UnitKind k) {
+// The tensor names the role enums in model_state.h stand for, per unit kind, in role order.
+const std::vector<std::string>& role_names(UnitKind k) {
   static const std::vector<std::string> embed = {"wte", "wpe"};
-  static const std::vector<std::string> block = {"ln1_w",  "ln1_b",  "qkv_w",    "qkv_b",
-                                                 "proj_w", "proj_b", "ln2_w",    "ln2_b",
-                                                 "fc_w",   "fc_b",   "fcproj_w", "fcproj_b"};
+  static const std::vector<std::string> block = {
+      "ln1_w", "ln1_b",  "qkv_w",  "qkv_b", "proj_w", "proj_b", "ln2_w",  "ln2_b", "fc_w",
+      "fc_b",  "fcproj_w", "fcproj_b", "gate_w", "gate_b", "up_w", "up_b", "down_w", "down_b"};
   static const std::vector<std::string> head = {"lnf_w", "lnf_b", "lm_head_w"};
   return k == UnitKind::Embedding ? embed : k == UnitKind::Block ? block : head;
 }
@@ -48,6 +48,19 @@ std::pair<TensorSlot*, TensorSlot*> tied_copies(const ModelSpec& model,
 
 }  // namespace
 
+int tensor_role(UnitKind k, const std::string& name) {
+  const auto& names = role_names(k);
+  const auto it = std::find(names.begin(), names.end(), name);
+  return it == names.end() ? -1 : static_cast<int>(it - names.begin());
+}
+
+int UnitSlot::index_of(int role) const {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].role == role) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 std::int64_t TensorSlot::row_size() const {
   std::int64_t n = 1;
   for (std::size_t d = 1; d < desc.shape.size(); ++d) n *= desc.shape[d];
@@ -73,12 +86,15 @@ void ParamLayout::add_units(const ModelSpec& model) {
     UnitSlot s;
     s.unit = u;
     s.kind = unit_kind(model, u);
-    const auto& names = expected_names(s.kind);
     const auto descs = unit_tensors(model, u);
-    ETH_CHECK(descs.size() == names.size(), "unit_tensors changed: update model_state.h");
+    int last_role = -1;
     for (std::size_t i = 0; i < descs.size(); ++i) {
-      ETH_CHECK(descs[i].name == names[i], "unit_tensors changed order: update model_state.h");
+      // Roles ascend in unit_tensors order, so a GPT unit's roles are its indices.
+      const int role = tensor_role(s.kind, descs[i].name);
+      ETH_CHECK(role > last_role, "unit_tensors changed: update the roles in model_state.h");
+      last_role = role;
       TensorSlot t;
+      t.role = role;
       t.desc = descs[i];
       t.decay = descs[i].shape.size() >= 2;
       t.full_rows = descs[i].shape.front();
@@ -216,17 +232,26 @@ ModelState::ModelState(const ModelSpec& model, std::int64_t first_unit, std::int
 
 ModelState::ModelState(const ModelSpec& model, ParamLayout layout, Precision precision,
                        MakeStateBackend make_backend)
+    : ModelState(model, std::move(layout), precision, OptimizerShard{-1}, make_backend) {}
+
+ModelState::ModelState(const ModelSpec& model, ParamLayout layout, Precision precision,
+                       OptimizerShard shard, MakeStateBackend make_backend)
     : model_(model), layout_(std::move(layout)), precision_(precision) {
   ETH_CHECK(runtime_precision(precision), "ModelState: the runtime trains in fp32 or bf16");
   const std::int64_t n = layout_.numel(), g = layout_.grad_numel();
+  sharded_ = shard.numel >= 0;  // -1: the unsharded delegation above
+  optimizer_numel_ = sharded_ ? shard.numel : n;
+  ETH_CHECK(optimizer_numel_ <= n, "ModelState: a shard larger than the state");
+  const std::int64_t s = optimizer_numel_;
   const bool bf16 = precision == Precision::Bf16;
-  const std::size_t bytes =
-      3 * arena_bytes<float>(n) + arena_bytes<float>(g) + (bf16 ? arena_bytes<Bf16>(n) : 0);
+  const std::int64_t masters = bf16 ? s : n;  // fp32: the whole weights are the masters
+  const std::size_t bytes = arena_bytes<float>(masters) + 2 * arena_bytes<float>(s) +
+                            arena_bytes<float>(g) + (bf16 ? arena_bytes<Bf16>(n) : 0);
   backend_ = (make_backend ? make_backend : &make_cpu_state_backend)(precision, bytes);
-  params_ = backend_->take_f32(n);
+  params_ = backend_->take_f32(masters);
   grads_ = backend_->take_f32(g);
-  adam_m_ = backend_->take_f32(n);
-  adam_v_ = backend_->take_f32(n);
+  adam_m_ = backend_->take_f32(s);
+  adam_v_ = backend_->take_f32(s);
   if (bf16) params_bf16_ = backend_->take_bf16(n);
 }
 
@@ -239,17 +264,21 @@ std::size_t ModelState::state_bytes() const { return backend_->capacity(); }
 ModelState::RoleBytes ModelState::role_bytes() const {
   const auto f = static_cast<double>(arena_bytes<float>(numel()));
   const auto g = static_cast<double>(arena_bytes<float>(layout_.grad_numel()));
-  if (params_bf16_) return {static_cast<double>(arena_bytes<Bf16>(numel())), g, 3 * f};
-  return {f, g, 2 * f};
+  const auto s = static_cast<double>(arena_bytes<float>(optimizer_numel_));
+  if (params_bf16_) return {static_cast<double>(arena_bytes<Bf16>(numel())), g, 3 * s};
+  return {f, g, 2 * s};
 }
 
 void ModelState::refresh_compute_copy() {
+  ETH_CHECK(!(sharded_ && params_bf16_), "refresh_compute_copy: a sharded bf16 state's masters "
+                                         "are a shard; the sharded optimizer gathers the copy");
   if (params_bf16_) backend_->convert_to_bf16(params_bf16_, params_, numel());
 }
 
 void ModelState::zero_grads() { backend_->zero(grads_, layout_.grad_numel()); }
 
 void ModelState::init(std::uint64_t seed) {
+  ETH_CHECK(!sharded_, "ModelState::init: a sharded state is initialized by its optimizer");
   if (backend_->host_visible()) {
     for (const UnitSlot& s : layout_.units()) init_unit_params(params_, model_, s, seed);
   } else {  // drawn on the host, then one upload
@@ -283,10 +312,13 @@ void init_unit_params(float* params, const ModelSpec& model, const UnitSlot& slo
     }
     if (is_bias) {
       std::fill(p, p + n, 0.0f);
-    } else if (t.desc.shape.size() == 1) {  // layer-norm weights
+    } else if (t.desc.shape.size() == 1) {  // norm weights (layer norm, RMSNorm)
       std::fill(p, p + n, 1.0f);
     } else {
-      const bool resid = name == "proj_w" || name == "fcproj_w";
+      // GPT-2 scales its residual projections; the Llama family (SwiGLU) draws every matrix
+      // at 0.02, as Hugging Face's LlamaForCausalLM does.
+      const bool resid =
+          model.mlp == MlpKind::Gelu && (name == "proj_w" || name == "fcproj_w");
       // Element e of the whole tensor is draw e of its stream: a shard draws its rows' range.
       normal_fill(p, stream, resid ? resid_stddev : stddev, static_cast<std::int64_t>(i),
                   t.rows.begin * t.row_size(), n);

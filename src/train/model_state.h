@@ -33,14 +33,23 @@
 
 namespace eth {
 
-// Tensor indices within a unit, in unit_tensors order (ParamLayout checks the names agree).
+// Tensor roles within a unit: for GPT models each role is the tensor's index in unit_tensors
+// order (ParamLayout checks the names agree), so GPT code may index a unit's tensors by them.
+// Other architectures lack some roles (no biases, no position table under RoPE) and have the
+// SwiGLU MLP's; StageCompute addresses every model's tensors by role (TensorSlot::role,
+// UnitSlot::index_of).
 enum EmbedTensor : int { kWte, kWpe };
 // clang-format off
 enum BlockTensor : int {
-  kLn1W, kLn1B, kQkvW, kQkvB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcprojW, kFcprojB
+  kLn1W, kLn1B, kQkvW, kQkvB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcprojW, kFcprojB,
+  // SwiGLU MLP (Llama family): down(silu(gate x) * up x)
+  kGateW, kGateB, kUpW, kUpB, kDownW, kDownB
 };
 // clang-format on
 enum HeadTensor : int { kLnfW, kLnfB, kLmHeadW };
+inline constexpr int kNumTensorRoles = kDownB + 1;
+// The role of tensor `name` in a unit of kind `k`; -1 when that kind has no such tensor.
+int tensor_role(UnitKind k, const std::string& name);
 
 // Rows [rows.begin, rows.end) of a tensor's gradient, stored contiguously from `offset` of the
 // gradient buffer.
@@ -51,6 +60,7 @@ struct GradChunk {
 
 struct TensorSlot {
   TensorDesc desc;          // what this rank holds: shape[0] is its row count when sharded
+  int role = 0;             // tensor_role(kind, desc.name)
   std::int64_t offset = 0;  // element offset in the parameter buffer (and in Adam m and v)
   bool decay = false;       // AdamW weight decay: matrices only (2-D tensors)
   RowRange rows;            // rows of the whole tensor held here (all of them unless sharded)
@@ -71,6 +81,8 @@ struct UnitSlot {
   UnitKind kind = UnitKind::Block;
   std::int64_t numel = 0;  // elements this rank holds of the unit
   std::vector<TensorSlot> tensors;
+  // Index in `tensors` of the tensor of `role`; -1 when the unit has none (e.g. no biases).
+  int index_of(int role) const;
 };
 
 // An input of a placed layout: rows `rows` (of the whole tensor) of tensor `tensor` (index into
@@ -133,6 +145,13 @@ class StateBackend;  // state_backend.h
 // Makes the backend (the set's arena of `bytes` and its operations) of a state of `precision`.
 using MakeStateBackend = std::unique_ptr<StateBackend> (*)(Precision precision, std::size_t bytes);
 
+// A state whose optimizer state is sharded (runtime/sharded_optimizer.h): the Adam moments, and in
+// bf16 the fp32 master weights, hold only `numel` elements (the rank's shards of its gradient
+// blocks, back to back); the weights the kernels read and the gradients stay whole.
+struct OptimizerShard {
+  std::int64_t numel = 0;
+};
+
 class ModelState {
  public:
   // `precision` Bf16 adds the bf16 compute copy (precision_bytes: 2 + 4 + 12 bytes per
@@ -144,6 +163,12 @@ class ModelState {
              MakeStateBackend make_backend = nullptr);
   ModelState(const ModelSpec& model, ParamLayout layout, Precision precision = Precision::Fp32,
              MakeStateBackend make_backend = nullptr);
+  // Sharded: adam_m() and adam_v() hold shard.numel elements; in bf16 so does params() (the
+  // shard's masters; the whole weights are the compute copy), in fp32 params() stays whole (the
+  // compute weights, the shard's masters among them). init() and refresh_compute_copy() are the
+  // sharded optimizer's to do then (ETH_CHECK).
+  ModelState(const ModelSpec& model, ParamLayout layout, Precision precision, OptimizerShard shard,
+             MakeStateBackend make_backend = nullptr);
   ~ModelState();
   ModelState(ModelState&&) noexcept;
   ModelState& operator=(ModelState&&) noexcept;
@@ -152,6 +177,9 @@ class ModelState {
   const ParamLayout& layout() const { return layout_; }
   Precision precision() const { return precision_; }
   std::int64_t numel() const { return layout_.numel(); }
+  bool sharded() const { return sharded_; }
+  // Elements of the Adam moments (numel() unless sharded).
+  std::int64_t optimizer_numel() const { return optimizer_numel_; }
   // Flat buffers of numel() floats each (the gradients' has layout().grad_numel()): the
   // parameters (in bf16 precision the fp32 master weights), their gradients, the AdamW moments.
   float* params() { return params_; }
@@ -184,16 +212,18 @@ class ModelState {
   void zero_grads();  // the whole gradient buffer, gaps included
   // GPT-2 initialization, each element a pure function of (seed, unit, tensor index, element of
   // the whole tensor), so every tp shard holds exactly its rows of the whole: matrices
-  // and embeddings N(0, 0.02^2), the residual projections (proj_w, fcproj_w) N(0, (0.02 /
-  // sqrt(2 L))^2), layer-norm weights 1, biases 0; a tied head's lm_head_w draws wte's stream
-  // (unit 0, tensor 0), so it starts equal to it. Optimizer state is zeroed; the compute copy
-  // is refreshed.
+  // and embeddings N(0, 0.02^2), GPT's residual projections (proj_w, fcproj_w) N(0, (0.02 /
+  // sqrt(2 L))^2) (the Llama family's, SwiGLU models', all at 0.02), norm weights (layer norm
+  // and RMSNorm) 1, biases 0; a tied head's lm_head_w draws wte's stream (unit 0, tensor 0), so
+  // it starts equal to it. Optimizer state is zeroed; the compute copy is refreshed.
   void init(std::uint64_t seed);
 
  private:
   ModelSpec model_;
   ParamLayout layout_;
   Precision precision_ = Precision::Fp32;
+  bool sharded_ = false;
+  std::int64_t optimizer_numel_ = 0;
   std::unique_ptr<StateBackend> backend_;
   Bf16* params_bf16_ = nullptr;
   float* params_ = nullptr;

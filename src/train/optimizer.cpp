@@ -42,8 +42,8 @@ double clip_factor(double grad_norm, double max_norm) {
   return max_norm / (grad_norm + 1e-6);
 }
 
-void adamw_update(ModelState& state, const AdamWConfig& cfg, double lr, std::int64_t step,
-                  double grad_scale) {
+cpu::AdamWScalars adamw_scalars(const AdamWConfig& cfg, double lr, std::int64_t step,
+                                double grad_scale) {
   const double t = static_cast<double>(step + 1);
   const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(cfg.beta1), t));
   const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(cfg.beta2), t));
@@ -55,6 +55,13 @@ void adamw_update(ModelState& state, const AdamWConfig& cfg, double lr, std::int
   sc.bias_corr1 = bc1;
   sc.bias_corr2 = bc2;
   sc.grad_scale = static_cast<float>(grad_scale);
+  return sc;
+}
+
+void adamw_update(ModelState& state, const AdamWConfig& cfg, double lr, std::int64_t step,
+                  double grad_scale) {
+  ETH_CHECK(!state.sharded(), "adamw_update: a sharded state steps through ShardedOptimizer");
+  const cpu::AdamWScalars sc = adamw_scalars(cfg, lr, step, grad_scale);
   // One pass over the buffers, in the layout's runs (maximal stretches with one decay flag,
   // contiguous in both the parameter and the gradient buffer), by the state's kernel set: in
   // bf16 the masters as in fp32, bit for bit, and their compute copy in the same pass.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/optimizer.h"
 #include "train/model_state.h"
 
 namespace eth {
@@ -39,6 +40,11 @@ double grad_sum_squares(const ModelState& state);
 double grad_sum_squares(const ModelState& state, std::int64_t offset, std::int64_t n);
 // The factor gradients are multiplied by: min(1, max_norm / (norm + 1e-6)); 1 when max_norm is 0.
 double clip_factor(double grad_norm, double max_norm);
+
+// The scalars of AdamW step `step` (0-based) at learning rate `lr`: bias corrections of
+// t = step + 1, gradients scaled by `grad_scale`; `decay` is left 0 (set per run).
+cpu::AdamWScalars adamw_scalars(const AdamWConfig& cfg, double lr, std::int64_t step,
+                                double grad_scale);
 
 // One AdamW update of every parameter with gradient g = grad_scale * grads, step t = step + 1
 // for bias correction; weight decay (decoupled, lr * wd * p) on the tensors marked decay. Runs

@@ -95,19 +95,28 @@ std::vector<float> TextGenerator::next_logits(std::span<const std::int32_t> cont
   mb.tokens = window_.data();
   stage_->forward(0, body_, mb, nullptr, reinterpret_cast<std::byte*>(hidden_.data()));
   const float* x = hidden_.data() + (n - 1) * C;
-  // The head at one position: layer norm (the kernels' epsilon), then the LM head's rows.
+  // The head at one position: the model's norm (layer norm at the kernels' epsilon, or RMSNorm
+  // at the model's), then the LM head's rows. Tensors by role: a Llama head has no norm bias.
   const UnitSlot& head = head_.layout().unit(model_.layers + 1);
-  const float* lnf_w = head_.params() + head.tensors[kLnfW].offset;
-  const float* lnf_b = head_.params() + head.tensors[kLnfB].offset;
-  const float* wlm = head_.params() + head.tensors[kLmHeadW].offset;
+  auto tensor = [&](int role) -> const float* {
+    const int i = head.index_of(role);
+    return i < 0 ? nullptr : head_.params() + head.tensors[static_cast<std::size_t>(i)].offset;
+  };
+  const float* lnf_w = tensor(kLnfW);
+  const float* lnf_b = tensor(kLnfB);
+  const float* wlm = tensor(kLmHeadW);
+  const bool rms = model_.norm == NormKind::RmsNorm;
   double mean = 0, var = 0;
-  for (std::int64_t c = 0; c < C; ++c) mean += x[c];
-  mean /= static_cast<double>(C);
+  if (!rms) {
+    for (std::int64_t c = 0; c < C; ++c) mean += x[c];
+    mean /= static_cast<double>(C);
+  }
   for (std::int64_t c = 0; c < C; ++c) var += (x[c] - mean) * (x[c] - mean);
-  const double rstd = 1.0 / std::sqrt(var / static_cast<double>(C) + kLayerNormEps);
+  const double eps = rms ? model_.norm_eps : kLayerNormEps;
+  const double rstd = 1.0 / std::sqrt(var / static_cast<double>(C) + eps);
   std::vector<double> y(static_cast<std::size_t>(C));
   for (std::int64_t c = 0; c < C; ++c) {
-    y[static_cast<std::size_t>(c)] = (x[c] - mean) * rstd * lnf_w[c] + lnf_b[c];
+    y[static_cast<std::size_t>(c)] = (x[c] - mean) * rstd * lnf_w[c] + (lnf_b ? lnf_b[c] : 0.0);
   }
   std::vector<float> logits(static_cast<std::size_t>(V));
   for (std::int64_t v = 0; v < V; ++v) {

@@ -1,6 +1,13 @@
 // Forward and backward of a contiguous unit range over one micro-batch: the code every stage of
 // every plan runs (the single-process trainer is the range of all units). Unit 0 embeds tokens,
-// blocks are pre-norm GPT-2 blocks, the head computes the cross-entropy of the targets.
+// blocks are pre-norm decoder blocks, the head computes the cross-entropy of the targets. The
+// architecture is the ModelSpec's, fixed per stage: GPT-2's (layer norm, learned positions, GELU,
+// biases) or the Llama family's (RMSNorm saving only rstd; no position table but rotary
+// positions applied in place to q and k after the qkv product, so the saved qkv is the rotated
+// one and backward rotates dqkv back before the qkv product's backward; grouped-query attention;
+// the SwiGLU MLP down(silu(gate x) * up x) saving gate, up and their product; no biases; an
+// untied LM head), each feature chosen on its own. Tensors are addressed by role
+// (model_state.h): a role the model lacks is a null pointer.
 // Operator-level recompute: the saved tensors of the operator classes in a RecomputeSet live in
 // a shared workspace instead of the micro-batch's slot and are recomputed in backward by the
 // same kernels from the same inputs, so gradients are bitwise identical with and without it.
@@ -28,8 +35,10 @@
 // Precision: K fixes the element types (train/kernel_set.h, kernel_set_bf16.h): StageCompute<
 // CpuBf16Kernels> reads the bf16 compute copy (state.params_bf16()), keeps bf16 activations and
 // boundary tensors, and accumulates fp32 gradients; train/precision_stage.h picks one at run time.
-// Dimensions: B micro-batch samples, T sequence, C hidden, NH heads, F ffn, V vocabulary,
-// N = B * T tokens; under tp a rank holds NH/tp heads, F/tp of the MLP and its tp_rows of V.
+// Dimensions: B micro-batch samples, T sequence, C hidden, NH heads, NKV key/value heads, F ffn,
+// V vocabulary, N = B * T tokens; under tp a rank holds NH/tp heads, NKV/tp key/value heads
+// (its qkv rows are one range: kv-group-interleaved, kernels/reference/rope.h), F/tp of the MLP
+// (of gate and up, and of down's rows) and its tp_rows of V.
 #pragma once
 
 #include <cstdint>

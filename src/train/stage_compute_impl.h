@@ -11,10 +11,12 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <span>
 #include <type_traits>
 
 #include "core/error.h"
+#include "kernels/constants.h"
 #include "kernels/rng.h"
 #include "train/carver.h"
 #include "train/kernel_set_concept.h"
@@ -40,15 +42,16 @@ struct StageCompute<K>::Impl {
     R* x = nullptr;                                              // (N,C) unit input
     R* ln1 = nullptr;                                            // (N,C)
     S *ln1_mean = nullptr, *ln1_rstd = nullptr;                  // (N), (N)
-    R* qkv = nullptr;                                            // (N,3C)
+    R* qkv = nullptr;                                            // (N,QKV), rotated (RoPE)
     typename Attention::Saved attn;                              // what K's attention keeps
     R* atty = nullptr;                                           // (N,C)
     std::uint8_t* resid1_mask = nullptr;                         // (N,C), p > 0
     R* x2 = nullptr;                                             // (N,C)
     R* ln2 = nullptr;                                            // (N,C)
     S *ln2_mean = nullptr, *ln2_rstd = nullptr;                  // (N), (N)
-    R* fch = nullptr;                                            // (N,F) GELU input
-    R* gelu = nullptr;                                           // (N,F) GELU output
+    R* fch = nullptr;                                            // (N,F) GELU in / gate
+    R* up = nullptr;                                             // (N,F) SwiGLU's up
+    R* gelu = nullptr;                                           // (N,F) GELU / SwiGLU out
     std::uint8_t* resid2_mask = nullptr;                         // (N,C), p > 0
   };
   struct HeadActs {
@@ -72,6 +75,14 @@ struct StageCompute<K>::Impl {
   // NH * head size attention columns, F of the MLP, V vocabulary rows from v0. N = Bmax * T.
   std::int64_t C, A, F, V, V_all, v0, NH, h0, T, Bmax, N;
   bool dropout;
+  // The architecture, fixed per stage: RMSNorm (else layer norm), rotary positions (else a
+  // learned table), SwiGLU (else GELU). This rank's NKV key/value heads of hd columns each, and
+  // QKV = A + 2 * NKV * hd columns of its qkv rows (3A under multi-head attention).
+  bool rms, rope, swiglu;
+  std::int64_t hd, NKV, QKV;
+  float eps, theta;
+  // The MLP's output projection: GELU's fcproj, SwiGLU's down.
+  int mlp_out_w, mlp_out_b;
 
   std::vector<std::vector<UnitActs>> slots;  // [slot][unit - first_unit]
   UnitActs scratch;  // recomputed tensors of one unit of each kind (workspace)
@@ -79,6 +90,10 @@ struct StageCompute<K>::Impl {
   R *attproj = nullptr, *fcproj = nullptr;
   R* dres[2] = {nullptr, nullptr};
   R *dx2 = nullptr, *dbranch = nullptr, *dF = nullptr, *dln = nullptr, *dqkv = nullptr;
+  // SwiGLU: the gradients of gate and up, the two halves of dF (N, 2F); dup first receives the
+  // gradient of their product (swiglu_backward reads each dout element before writing it, so
+  // dup may be dout).
+  R *dgate = nullptr, *dup = nullptr;
   Attention attention;  // its workspace and its dropped tensors' copies
   S *ce_max = nullptr, *ce_stats = nullptr;  // (N), (N,2): vocabulary-parallel loss, tp > 1
   // (N,C): tp > 1 partial sums when Acc is not Act (bf16: fp32 sums, rounded once); otherwise
@@ -93,7 +108,8 @@ struct StageCompute<K>::Impl {
   double slot_bytes = 0;
   std::vector<ActivationBytes> bytes;  // per unit, nothing recomputed
   // The unit backward() is in and the gradient buffer: a tensor whose gradient the layout cut
-  // into row chunks (g[i] == nullptr) has each chunk written in place by the *_rows kernels.
+  // into row chunks (g[role] == nullptr, for a tensor the unit has) has each chunk written in
+  // place by the *_rows kernels.
   const UnitSlot* grad_slot = nullptr;
   G* grad_base = nullptr;
   std::vector<GradRows<G>> grad_rows;  // scratch for chunks()
@@ -114,7 +130,17 @@ struct StageCompute<K>::Impl {
         Bmax(c.max_micro_batch),
         N(c.max_micro_batch * c.seq_len),
         dropout(c.dropout > 0),
-        attention(AttentionDims{Bmax, T, A, NH, h0, c.dropout}) {}
+        rms(model.norm == NormKind::RmsNorm),
+        rope(model.positions == PositionKind::Rope),
+        swiglu(model.mlp == MlpKind::Swiglu),
+        hd(model.head_dim()),
+        NKV(model.num_kv_heads() / c.tp),
+        QKV(A + 2 * NKV * hd),
+        eps(static_cast<float>(model.norm_eps)),
+        theta(static_cast<float>(model.rope_theta)),
+        mlp_out_w(swiglu ? kDownW : kFcprojW),
+        mlp_out_b(swiglu ? kDownB : kFcprojB),
+        attention(AttentionDims{Bmax, T, A, NH, h0, c.dropout, NKV}) {}
 
   // The tp group's sum over n elements of the accumulation or statistic type (tp > 1 only).
   template <typename T_>
@@ -127,6 +153,24 @@ struct StageCompute<K>::Impl {
       return act;
     } else {
       return part;
+    }
+  }
+  // The model's norm: layer norm (mean and rstd saved) or RMSNorm (rstd only; mean is null).
+  void norm_forward(R* out, S* mean, S* rstd, const R* inp, const P* weight, const P* bias,
+                    std::int64_t n) const {
+    if (rms) {
+      K::rmsnorm_forward(out, rstd, inp, weight, eps, n, C);
+    } else {
+      K::layernorm_forward(out, mean, rstd, inp, weight, bias, n, C);
+    }
+  }
+  // dinp += and the weight (and bias) gradients +=.
+  void norm_backward(R* dinp, G* dweight, G* dbias, const R* dout, const R* inp,
+                     const P* weight, const S* mean, const S* rstd, std::int64_t n) const {
+    if (rms) {
+      K::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, n, C);
+    } else {
+      K::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, C);
     }
   }
   // The bias of a row-parallel product: added once, by tp rank 0, before the all-reduce.
@@ -178,8 +222,8 @@ struct StageCompute<K>::Impl {
     const auto other = RecomputeOp::Unit;  // tally marker for "no operator class"
     // One "made" flag per workspace copy (the pointers themselves are null while sizing).
     struct Made {
-      bool tokens, emask, x, ln1, ln1m, ln1r, qkv, atty, r1, x2, ln2, ln2m, ln2r, fch, gelu, r2,
-          hx, lnf, hm, hr, logits, lse, losses;
+      bool tokens, emask, x, ln1, ln1m, ln1r, qkv, atty, r1, x2, ln2, ln2m, ln2r, fch, up, gelu,
+          r2, hx, lnf, hm, hr, logits, lse, losses;
     } made{};
     bytes.assign(static_cast<std::size_t>(last - first + 1), ActivationBytes{});
     slots.assign(static_cast<std::size_t>(cfg.num_slots),
@@ -203,18 +247,19 @@ struct StageCompute<K>::Impl {
             bytes[static_cast<std::size_t>(i)].unit_input = static_cast<double>(N * C) * sizeof(R);
           }
           b.ln1 = pl.place(N * C, other, full, w.ln1, made.ln1);
-          b.ln1_mean = pl.place(N, other, full, w.ln1_mean, made.ln1m);
+          if (!rms) b.ln1_mean = pl.place(N, other, full, w.ln1_mean, made.ln1m);
           b.ln1_rstd = pl.place(N, other, full, w.ln1_rstd, made.ln1r);
-          b.qkv = pl.place(3 * N * A, RecomputeOp::Qkv, pl.dropped(RecomputeOp::Qkv), w.qkv,
-                        made.qkv);
+          b.qkv = pl.place(N * QKV, RecomputeOp::Qkv, pl.dropped(RecomputeOp::Qkv), w.qkv,
+                           made.qkv);
           b.attn = attention.place(pl);
           b.atty = pl.place(N * A, other, full, w.atty, made.atty);
           if (dropout) b.resid1_mask = pl.place(N * C, other, full, w.resid1_mask, made.r1);
           b.x2 = pl.place(N * C, other, full, w.x2, made.x2);
           b.ln2 = pl.place(N * C, other, full, w.ln2, made.ln2);
-          b.ln2_mean = pl.place(N, other, full, w.ln2_mean, made.ln2m);
+          if (!rms) b.ln2_mean = pl.place(N, other, full, w.ln2_mean, made.ln2m);
           b.ln2_rstd = pl.place(N, other, full, w.ln2_rstd, made.ln2r);
           b.fch = pl.place(N * F, other, full, w.fch, made.fch);
+          if (swiglu) b.up = pl.place(N * F, other, full, w.up, made.up);
           b.gelu = pl.place(N * F, RecomputeOp::MlpAct, pl.dropped(RecomputeOp::MlpAct), w.gelu,
                          made.gelu);
           if (dropout) b.resid2_mask = pl.place(N * C, other, full, w.resid2_mask, made.r2);
@@ -226,7 +271,7 @@ struct StageCompute<K>::Impl {
             bytes[static_cast<std::size_t>(i)].unit_input = static_cast<double>(N * C) * sizeof(R);
           }
           h.lnf = pl.place(N * C, other, full, w.lnf, made.lnf);
-          h.mean = pl.place(N, other, full, w.mean, made.hm);
+          if (!rms) h.mean = pl.place(N, other, full, w.mean, made.hm);
           h.rstd = pl.place(N, other, full, w.rstd, made.hr);
           h.logits = pl.place(N * V, other, full, w.logits, made.logits);
           h.lse = pl.place(N, other, full, w.lse, made.lse);
@@ -242,8 +287,12 @@ struct StageCompute<K>::Impl {
       attproj = cv.template take<R>(N * C);
       fcproj = cv.template take<R>(N * C);
       dx2 = cv.template take<R>(N * C);
-      dF = cv.template take<R>(N * F);
-      dqkv = cv.template take<R>(3 * N * A);
+      dF = cv.template take<R>(N * (swiglu ? 2 * F : F));
+      dqkv = cv.template take<R>(N * QKV);
+      if (swiglu && dF) {
+        dgate = dF;
+        dup = dF + N * F;
+      }
       attention.place_workspace(cv);
     }
     if (has_head && cfg.tp > 1) {
@@ -261,10 +310,18 @@ struct StageCompute<K>::Impl {
     }
   }
 
-  // The gradient chunks of tensor i of the current unit, rows counted from its shard's first;
-  // with b >= 0, bias tensor b's chunks too (cut with the weight's rows).
-  const GradRows<G>* chunks(int i, int b) {
-    const TensorSlot& t = grad_slot->tensors[static_cast<std::size_t>(i)];
+  // The tensor of `role` in the current unit (which has it).
+  const TensorSlot& grad_tensor(int role) const {
+    const int i = grad_slot->index_of(role);
+    ETH_CHECK(i >= 0, "stage: the unit has no tensor of that role");
+    return grad_slot->tensors[static_cast<std::size_t>(i)];
+  }
+  // The gradient chunks of the tensor of role `wr` of the current unit, rows counted from its
+  // shard's first; with a bias role br >= 0 the unit has, the bias's chunks too (cut with the
+  // weight's rows).
+  const GradRows<G>* chunks(int wr, int br) {
+    const TensorSlot& t = grad_tensor(wr);
+    const int b = br >= 0 ? grad_slot->index_of(br) : -1;
     grad_rows.clear();
     for (std::size_t k = 0; k < t.grad.size(); ++k) {
       const GradChunk& c = t.grad[k];
@@ -279,8 +336,8 @@ struct StageCompute<K>::Impl {
     }
     return grad_rows.data();
   }
-  std::int64_t num_chunks(int i) const {
-    return static_cast<std::int64_t>(grad_slot->tensors[static_cast<std::size_t>(i)].grad.size());
+  std::int64_t num_chunks(int role) const {
+    return static_cast<std::int64_t>(grad_tensor(role).grad.size());
   }
 
   // Weight (wi) and bias (bi) gradients of an "nn" (row-parallel) product, whole or in the
@@ -316,8 +373,12 @@ struct StageCompute<K>::Impl {
       Acc* lookup = partial(out);
       K::vocab_embedding_forward(lookup, a.tokens, w[kWte], v0, V, B * T, C, V_all);
       tp_sum(lookup, B * T * C);
-      K::position_forward(out, lookup, w[kWpe], B, T, C);
-    } else {
+      if (rope) {
+        K::store_partial(out, lookup, B * T * C);  // no position table
+      } else {
+        K::position_forward(out, lookup, w[kWpe], B, T, C);
+      }
+    } else {  // under RoPE w[kWpe] is null: no position added
       K::encoder_forward(out, a.tokens, w[kWte], w[kWpe], B, T, C, V);
     }
     if (dropout) {
@@ -335,15 +396,15 @@ struct StageCompute<K>::Impl {
     }
     if (!g[kWte]) {
       // The layout cut the rank's vocabulary rows into chunks: each takes its tokens' rows.
-      for (const GradChunk& c : grad_slot->tensors[static_cast<std::size_t>(kWte)].grad) {
+      for (const GradChunk& c : grad_tensor(kWte).grad) {
         K::vocab_embedding_backward(grad_base + c.offset, dout, a.tokens, c.rows.begin,
                                     c.rows.size(), B * T, C);
       }
-      K::position_backward(g[kWpe], dout, B, T, C);
+      if (!rope) K::position_backward(g[kWpe], dout, B, T, C);
     } else if (group) {
       K::vocab_embedding_backward(g[kWte], dout, a.tokens, v0, V, B * T, C);
-      K::position_backward(g[kWpe], dout, B, T, C);
-    } else {
+      if (!rope) K::position_backward(g[kWpe], dout, B, T, C);
+    } else {  // under RoPE there is no table: wpe and its gradient are null
       K::encoder_backward(g[kWte], g[kWpe], dout, a.tokens, B, T, C, V);
     }
   }
@@ -359,13 +420,29 @@ struct StageCompute<K>::Impl {
                          T * C);
   }
 
+  // qkv = ln1 W_qkv^T + b (column-parallel: the rank's heads), then under RoPE q and k rotated
+  // in place, so the saved qkv is the rotated one attention reads.
+  void qkv_forward(const BlockActs& a, const P* const* w, std::int64_t B) const {
+    K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], B * T, C, QKV);
+    if (rope) K::rope_forward(a.qkv, B, T, NH, NKV, hd, theta);
+  }
+  // The MLP's inner activation from ln2: GELU(fc) (fch, gelu), or SwiGLU: gate and up
+  // (column-parallel) and their product silu(gate) * up (in gelu).
+  void mlp_act_forward(const BlockActs& a, std::int64_t n) const {
+    if (swiglu) {
+      K::swiglu_forward(a.gelu, a.fch, a.up, n, F);
+    } else {
+      K::gelu_forward(a.gelu, a.fch, n * F);
+    }
+  }
+
   // With out == nullptr (full-unit recompute), stops once every tensor backward reads is
   // rebuilt: the MLP's output product, its all-reduce and the residual add are not needed.
   void block_forward(const BlockActs& a, const P* const* w, const MicroBatch& mb, std::int64_t unit,
                      R* out) const {
     const std::int64_t B = mb.size, n = B * T;
-    K::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.x, w[kLn1W], w[kLn1B], n, C);
-    K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], n, C, 3 * A);  // column-parallel
+    norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.x, w[kLn1W], w[kLn1B], n);
+    qkv_forward(a, w, B);
     attention.forward(a.attn, a.atty, a.qkv, attention_call(mb, unit));
     row_parallel_forward(attproj, a.atty, w[kProjW], w[kProjB], n, A);  // the rank's heads
     if (dropout) {
@@ -373,12 +450,17 @@ struct StageCompute<K>::Impl {
       K::dropout_forward(attproj, attproj, a.resid1_mask, cfg.dropout, n * C);
     }
     K::residual_forward(a.x2, a.x, attproj, n * C);
-    K::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, w[kLn2W], w[kLn2B], n, C);
-    K::matmul_nt_forward(a.fch, a.ln2, w[kFcW], w[kFcB], n, C, F);  // column-parallel
-    K::gelu_forward(a.gelu, a.fch, n * F);
+    norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, w[kLn2W], w[kLn2B], n);
+    if (swiglu) {  // column-parallel
+      K::matmul_nt_forward(a.fch, a.ln2, w[kGateW], w[kGateB], n, C, F);
+      K::matmul_nt_forward(a.up, a.ln2, w[kUpW], w[kUpB], n, C, F);
+    } else {
+      K::matmul_nt_forward(a.fch, a.ln2, w[kFcW], w[kFcB], n, C, F);
+    }
+    mlp_act_forward(a, n);
     if (dropout) resid_mask(a.resid2_mask, mb, unit, RngOp::MlpResidDropout);
     if (out == nullptr) return;
-    row_parallel_forward(fcproj, a.gelu, w[kFcprojW], w[kFcprojB], n, F);
+    row_parallel_forward(fcproj, a.gelu, w[mlp_out_w], w[mlp_out_b], n, F);
     if (dropout) K::dropout_forward(fcproj, fcproj, a.resid2_mask, cfg.dropout, n * C);
     K::residual_forward(out, a.x2, fcproj, n * C);
   }
@@ -392,12 +474,9 @@ struct StageCompute<K>::Impl {
       return;
     }
     // Operator classes rebuild from tensors the rank holds: no communication.
-    const std::int64_t n = mb.size * T;
-    if (rc.has(RecomputeOp::Qkv)) {
-      K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], n, C, 3 * A);
-    }
+    if (rc.has(RecomputeOp::Qkv)) qkv_forward(a, w, mb.size);
     attention.recompute(a.attn, a.qkv, rc, attention_call(mb, unit));
-    if (rc.has(RecomputeOp::MlpAct)) K::gelu_forward(a.gelu, a.fch, n * F);
+    if (rc.has(RecomputeOp::MlpAct)) mlp_act_forward(a, mb.size * T);
   }
 
   // dx (=) from dout; parameter gradients +=. Under tp, dout and dx are whole on every rank;
@@ -409,22 +488,32 @@ struct StageCompute<K>::Impl {
     const float p = cfg.dropout;
     K::zero(dx, n * C);
     K::zero(dx2, n * C);
-    // out = x2 + dropout(fcproj(gelu(fc(ln2(x2)))))
+    // out = x2 + dropout(fcproj(gelu(fc(ln2(x2))))), or with down(silu(gate) * up)
     K::residual_backward(dx2, dbranch, dout, n * C);
     if (dropout) K::dropout_backward(dbranch, dbranch, a.resid2_mask, p, n * C);
-    nn_backward(dF, g, kFcprojW, kFcprojB, dbranch, a.gelu, w[kFcprojW], n, F, C);
-    K::gelu_backward(dF, dF, a.fch, n * F);
-    column_parallel_backward(dln, g, kFcW, kFcB, dF, a.ln2, w[kFcW], n, F);
-    K::layernorm_backward(dx2, g[kLn2W], g[kLn2B], dln, a.x2, w[kLn2W], a.ln2_mean, a.ln2_rstd, n,
-                          C);
-    // x2 = x + dropout(proj(attention(qkv(ln1(x)))))
+    if (swiglu) {
+      nn_backward(dup, g, kDownW, kDownB, dbranch, a.gelu, w[kDownW], n, F, C);
+      K::swiglu_backward(dgate, dup, dup, a.fch, a.up, n, F);
+      // dln = dgate W_gate + dup W_up: each product whole (all-reduced under tp, rounded once,
+      // as one process rounds it), then their sum; attproj is free in backward.
+      column_parallel_backward(dbranch, g, kGateW, kGateB, dgate, a.ln2, w[kGateW], n, F);
+      column_parallel_backward(attproj, g, kUpW, kUpB, dup, a.ln2, w[kUpW], n, F);
+      K::residual_forward(dln, dbranch, attproj, n * C);
+    } else {
+      nn_backward(dF, g, kFcprojW, kFcprojB, dbranch, a.gelu, w[kFcprojW], n, F, C);
+      K::gelu_backward(dF, dF, a.fch, n * F);
+      column_parallel_backward(dln, g, kFcW, kFcB, dF, a.ln2, w[kFcW], n, F);
+    }
+    norm_backward(dx2, g[kLn2W], g[kLn2B], dln, a.x2, w[kLn2W], a.ln2_mean, a.ln2_rstd, n);
+    // x2 = x + dropout(proj(attention(rope(qkv(ln1(x))))))
     K::residual_backward(dx, dbranch, dx2, n * C);
     if (dropout) K::dropout_backward(dbranch, dbranch, a.resid1_mask, p, n * C);
     R* datty = dln;  // (N, A)
     nn_backward(datty, g, kProjW, kProjB, dbranch, a.atty, w[kProjW], n, A, C);
     attention.backward(a.attn, dqkv, datty, a.qkv, attention_call(mb, unit));
-    column_parallel_backward(dln, g, kQkvW, kQkvB, dqkv, a.ln1, w[kQkvW], n, 3 * A);
-    K::layernorm_backward(dx, g[kLn1W], g[kLn1B], dln, a.x, w[kLn1W], a.ln1_mean, a.ln1_rstd, n, C);
+    if (rope) K::rope_backward(dqkv, mb.size, T, NH, NKV, hd, theta);
+    column_parallel_backward(dln, g, kQkvW, kQkvB, dqkv, a.ln1, w[kQkvW], n, QKV);
+    norm_backward(dx, g[kLn1W], g[kLn1B], dln, a.x, w[kLn1W], a.ln1_mean, a.ln1_rstd, n);
   }
 
   // ---- head -------------------------------------------------------------------------------
@@ -446,7 +535,7 @@ struct StageCompute<K>::Impl {
                     double* loss) const {
     const std::int64_t n = mb.size * T;
     const std::int32_t* tg = targets_of(mb);
-    K::layernorm_forward(a.lnf, a.mean, a.rstd, a.x, w[kLnfW], w[kLnfB], n, C);
+    norm_forward(a.lnf, a.mean, a.rstd, a.x, w[kLnfW], w[kLnfB], n);
     K::matmul_nt_forward(a.logits, a.lnf, w[kLmHeadW], nullptr, n, C, V);  // the rank's columns
     if (!group) {
       K::crossentropy_forward_add(loss, a.losses, a.lse, a.logits, tg, mb.loss_scale, n, V);
@@ -482,7 +571,7 @@ struct StageCompute<K>::Impl {
     }
     column_parallel_backward(dln, g, kLmHeadW, -1, dlogits, a.lnf, w[kLmHeadW], n, V);
     K::zero(dx, n * C);
-    K::layernorm_backward(dx, g[kLnfW], g[kLnfB], dln, a.x, w[kLnfW], a.mean, a.rstd, n, C);
+    norm_backward(dx, g[kLnfW], g[kLnfB], dln, a.x, w[kLnfW], a.mean, a.rstd, n);
   }
 
   // The acts of slot `s`, unit index i, with dropped tensors pointing into the workspace.
@@ -509,9 +598,15 @@ StageCompute<K>::StageCompute(const ModelSpec& model, const StageComputeConfig& 
             "stage: seq_len must be in [1, model seq_len]");
   ETH_CHECK(cfg.dropout >= 0 && cfg.dropout < 1, "stage: dropout must be in [0, 1)");
   ETH_CHECK(model.hidden % model.heads == 0, "stage: heads must divide hidden");
-  ETH_CHECK(cfg.tp >= 1 && cfg.tp_rank >= 0 && cfg.tp_rank < cfg.tp &&
-                model.heads % cfg.tp == 0 && model.ffn % cfg.tp == 0 && model.vocab >= cfg.tp,
-            "stage: tp must divide heads and ffn (plan validation)");
+  ETH_CHECK(cfg.tp >= 1 && cfg.tp_rank >= 0 && cfg.tp_rank < cfg.tp && model.tp_splits(cfg.tp) &&
+                model.vocab >= cfg.tp,
+            "stage: tp must divide heads, key/value heads and ffn (plan validation)");
+  ETH_CHECK(model.heads % model.num_kv_heads() == 0, "stage: kv heads must divide heads");
+  ETH_CHECK(model.positions != PositionKind::Rope || model.head_dim() % 2 == 0,
+            "stage: rotary positions need an even head size");
+  // The layer-norm kernels add a bias and use GPT's epsilon (kernels/constants.h).
+  ETH_CHECK(model.norm != NormKind::LayerNorm || (model.bias && model.norm_eps == kLayerNormEps),
+            "stage: layer norm without biases or with another epsilon than 1e-5 is not built");
   ETH_CHECK(cfg.tp == 1 || (tp_group != nullptr && tp_group->size() == cfg.tp),
             "stage: tp > 1 needs its tp group");
   // Size the arena with a counting pass, then carve it with the same code.
@@ -550,20 +645,23 @@ const ActivationBytes& StageCompute<K>::activation_bytes(std::int64_t u) const {
 
 namespace stage_detail {
 
-// Pointers to the tensors of unit `s` in a parameter buffer `base`.
+// Pointers to the tensors of unit `s` in a parameter buffer `base`, by role (model_state.h);
+// null for a role the unit lacks (a bias of a model without biases, wpe under RoPE).
 template <typename P>
-inline std::vector<P> tensor_ptrs(P base, const UnitSlot& s) {
-  std::vector<P> out;
-  for (const auto& t : s.tensors) out.push_back(base + t.offset);
+inline std::array<P, kNumTensorRoles> tensor_ptrs(P base, const UnitSlot& s) {
+  std::array<P, kNumTensorRoles> out{};
+  for (const auto& t : s.tensors) out[static_cast<std::size_t>(t.role)] = base + t.offset;
   return out;
 }
 
-// Pointers to the gradients of unit `s` in a gradient buffer `base`; null for a tensor cut
-// into several chunks (StageCompute::Impl::chunks()).
+// Pointers to the gradients of unit `s` in a gradient buffer `base`, by role; null for a role
+// the unit lacks and for a tensor cut into several chunks (StageCompute::Impl::chunks()).
 template <typename P>
-inline std::vector<P> grad_ptrs(P base, const UnitSlot& s) {
-  std::vector<P> out;
-  for (const auto& t : s.tensors) out.push_back(t.grad.size() == 1 ? base + t.grad_offset() : nullptr);
+inline std::array<P, kNumTensorRoles> grad_ptrs(P base, const UnitSlot& s) {
+  std::array<P, kNumTensorRoles> out{};
+  for (const auto& t : s.tensors) {
+    out[static_cast<std::size_t>(t.role)] = t.grad.size() == 1 ? base + t.grad_offset() : nullptr;
+  }
   return out;
 }
 

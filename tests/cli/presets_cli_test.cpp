@@ -67,8 +67,9 @@ TEST_F(PresetsCli, PrintedCountsMustAgree) {
 }
 
 // The Llama presets are listed with their kv heads and architecture, they plan, and every way
-// of training one (eth train, eth profile --measure) is refused on --model before any work.
-TEST_F(PresetsCli, LlamaPresetsPlanButDoNotTrainYet) {
+// of training one (eth train, a plan) gets past the model check; an architecture without
+// kernels is refused on --model before any work, naming the field.
+TEST_F(PresetsCli, LlamaPresetsPlanAndTrain) {
   const test::EthRun models = test::eth_cli("models", dir_);
   ASSERT_EQ(models.code, 0) << models.err;
   EXPECT_NE(models.out.find("llama3-70b"), std::string::npos) << models.out;
@@ -77,17 +78,33 @@ TEST_F(PresetsCli, LlamaPresetsPlanButDoNotTrainYet) {
   const test::EthRun plan = test::eth_cli(
       "plan --cluster cpu-2 --model llama-tiny --gbs 8 --out " + plan_file, dir_);
   EXPECT_EQ(plan.code, 0) << plan.err;
-  const std::string refusal =
-      "--model: model \"llama-tiny\": llama architectures plan and simulate; training them is "
-      "not built yet (issue 25)";
   for (const std::string& cmd :
        {std::string("train --model llama-tiny --data x.bin --steps 1"),
-        "profile --measure --model llama-tiny --out " + (dir_ / "prof").string(),
         "train --plan " + plan_file + " --backend threads --data x.bin --steps 1"}) {
     SCOPED_TRACE(cmd);
     const test::EthRun r = test::eth_cli(cmd, dir_);
     EXPECT_EQ(r.code, 2) << r.err;
-    EXPECT_NE(r.err.find(refusal), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("llama architectures plan and simulate"), std::string::npos) << r.err;
+  }
+  // What has no kernels is refused by field: layer norm without biases.
+  Json m;
+  for (const auto& j : list("models")) {
+    if (j["name"] == "llama-tiny") m = j;
+  }
+  ASSERT_FALSE(m.is_null());
+  m["norm"] = "layernorm";
+  m["bias"] = false;
+  m.erase("params");
+  const auto file = test::write(dir_ / "ln.json", m.dump());
+  for (const std::string& cmd : {"train --model " + file + " --data x.bin --steps 1",
+                                 "profile --measure --model " + file + " --out " +
+                                     (dir_ / "prof").string()}) {
+    SCOPED_TRACE(cmd);
+    const test::EthRun r = test::eth_cli(cmd, dir_);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--model: model \"llama-tiny\": bias: layer norm without biases"),
+              std::string::npos)
+        << r.err;
   }
 }
 

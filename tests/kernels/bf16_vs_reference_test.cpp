@@ -373,12 +373,13 @@ TEST(Bf16KernelSet, AttentionUsesTheFp32Layout) {
   const std::int64_t nP = B * NH * T * T;
   const Vec qkv = random_bf16_vec(gen, sz(N * 3 * C), -2, 2);
   VecF P32 = nan_vec(sz(nP)), out32 = nan_vec(sz(N * C));
-  CpuKernels::attention_probs_forward(P32.data(), to_float(qkv).data(), B, T, C, NH);
-  CpuKernels::attention_av_forward(out32.data(), P32.data(), to_float(qkv).data(), B, T, C, NH);
+  CpuKernels::attention_probs_forward(P32.data(), to_float(qkv).data(), B, T, C, NH, NH);
+  CpuKernels::attention_av_forward(out32.data(), P32.data(), to_float(qkv).data(), B, T, C, NH,
+                                   NH);
   VecB P16 = nan_bf16(sz(nP)), out16 = nan_bf16(sz(N * C));
-  CpuBf16Kernels::attention_probs_forward(P16.data(), to_bf16(qkv).data(), B, T, C, NH);
+  CpuBf16Kernels::attention_probs_forward(P16.data(), to_bf16(qkv).data(), B, T, C, NH, NH);
   CpuBf16Kernels::attention_av_forward(out16.data(), P16.data(), to_bf16(qkv).data(), B, T, C,
-                                       NH);
+                                       NH, NH);
   // Both sides carry fp32 errors. The bf16 side also stores P rounded, so out = sum P v moves
   // by up to 2^-8 sum P |v| <= 2^-8 max |v| = 2^-7, beside its own rounding of 2^-8 |out|.
   // Another layout would be off by O(1).

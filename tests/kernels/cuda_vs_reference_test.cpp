@@ -20,7 +20,9 @@
 
 #include "attention_gqa.h"
 #include "bf16_check.h"
+#include "llama_device_check.h"
 #include "kernels/cpu/optimizer.h"
+#include "kernels/cuda/api.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/grad_rows.h"
 #include "kernels/cuda/runtime.h"
@@ -362,6 +364,16 @@ TEST(CudaVsReference, DropoutApply) {
   ref::dropout_backward(wdx.data(), x.data(), mask.data(), p, n);
   expect_bf16_close("dropout", down(y), wy, reduction_tol(2));
   expect_bf16_close("dropout backward", down(dxo), wdx, reduction_tol(2));
+}
+
+// RMSNorm, rotary positions (multi-head and grouped), SwiGLU and the embedding without a
+// position table (llama_device_check.h, the emulated device's test too).
+TEST(CudaVsReference, LlamaBlockKernels) {
+  ETH_REQUIRE_GPU();
+  test::check_rmsnorm_on_device<CudaApi>();
+  test::check_rope_on_device<CudaApi>();
+  test::check_swiglu_on_device<CudaApi>();
+  test::check_encoder_without_positions_on_device<CudaApi>();
 }
 
 // ---- cross-entropy, optimizer --------------------------------------------------------------

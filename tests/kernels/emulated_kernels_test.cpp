@@ -3,7 +3,10 @@
 // since each emulated kernel here is that CPU kernel. The composition is written once, over an
 // Api; HostApi is the CPU bf16 set under the CUDA set's names, on plain host memory. What this
 // catches: an emulated kernel that passes an argument out of place or calls the wrong CPU
-// kernel, and an EmulatedApi entry that names the wrong function.
+// kernel, and an EmulatedApi entry that names the wrong function. The Llama blocks' kernels
+// (RMSNorm, rotary positions, SwiGLU, the embedding without positions) run on the device
+// against the double references (llama_device_check.h, shared with the CUDA test), bit for bit
+// against the CPU bf16 kernels, and refuse host memory.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "bf16_check.h"
+#include "llama_device_check.h"
 #include "kernels/cpu/bf16/convert.h"
 #include "kernels/cpu/bf16/crossentropy.h"
 #include "kernels/cpu/bf16/encoder.h"
@@ -24,6 +28,9 @@
 #include "kernels/cpu/bf16/matmul.h"
 #include "kernels/cpu/bf16/optimizer.h"
 #include "kernels/cpu/bf16/pointwise.h"
+#include "kernels/cpu/bf16/rmsnorm.h"
+#include "kernels/cpu/bf16/rope.h"
+#include "kernels/cpu/bf16/swiglu.h"
 #include "kernels/cpu/bf16/vocab_parallel.h"
 #include "kernels/cpu/optimizer.h"
 #include "kernels/cpu/vocab_parallel.h"
@@ -430,6 +437,80 @@ TEST(EmulatedKernels, TensorParallelSharesOnTheDeviceAreTheCpuBf16KernelsBitForB
   expect_same(host, dev);
 }
 
+// ---- Llama blocks ---------------------------------------------------------------------------
+
+TEST(EmulatedKernels, LlamaBlockKernelsMatchTheDoubleReferences) {
+  test::check_rmsnorm_on_device<EmulatedApi>();
+  test::check_rope_on_device<EmulatedApi>();
+  test::check_swiglu_on_device<EmulatedApi>();
+  test::check_encoder_without_positions_on_device<EmulatedApi>();
+}
+
+TEST(EmulatedKernels, LlamaBlockKernelsAreTheCpuBf16KernelsBitForBit) {
+  using D = test::OnDevice<EmulatedApi>;
+  std::mt19937_64 gen(75);
+  // The file's N, C, B and T; a grouped qkv of 4 query and 2 kv heads of 8.
+  const std::int64_t NH = 4, NKV = 2, hd = 8, W = (NH + 2 * NKV) * hd;
+  const auto bits = [](const std::vector<Bf16>& a, const std::vector<Bf16>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(Bf16)) == 0;
+  };
+  const auto x = to_bf16(random_bf16_vec(gen, sz(N * C), -3, 3));
+  const auto w = to_bf16(random_bf16_vec(gen, sz(C)));
+  const auto g = to_bf16(random_bf16_vec(gen, sz(N * C)));
+  const auto dx = D::up(x), dw = D::up(w), dg = D::up(g);
+  // RMSNorm forward and backward (dinp and dweight from zero).
+  std::vector<Bf16> out(sz(N * C)), dinp(sz(N * C), Bf16{0});
+  std::vector<float> rstd(sz(N)), dweight(sz(C), 0.0f);
+  auto edinp = D::up(dinp);
+  cpu::bf16::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), 1e-6f, N, C);
+  cpu::bf16::rmsnorm_backward(dinp.data(), dweight.data(), g.data(), x.data(), w.data(),
+                              rstd.data(), N, C);
+  auto eout = D::up(std::vector<Bf16>(sz(N * C)));
+  auto erstd = D::up(std::vector<float>(sz(N))), edw = D::up(std::vector<float>(sz(C), 0.0f));
+  EmulatedApi::rmsnorm_forward(eout.data(), erstd.data(), dx.data(), dw.data(), 1e-6f, N, C);
+  EmulatedApi::rmsnorm_backward(edinp.data(), edw.data(), dg.data(), dx.data(), dw.data(),
+                                erstd.data(), N, C);
+  EXPECT_TRUE(bits(D::down(eout), out) && bits(D::down(edinp), dinp));
+  EXPECT_TRUE(D::down(erstd) == rstd && D::down(edw) == dweight);
+  // Rotary positions, forward then backward of a gradient, on a grouped qkv.
+  auto qkv = to_bf16(random_bf16_vec(gen, sz(B * T * W), -2, 2));
+  auto dq = to_bf16(random_bf16_vec(gen, sz(B * T * W)));
+  auto eqkv = D::up(qkv), edq = D::up(dq);
+  cpu::bf16::rope_forward(qkv.data(), B, T, NH, NKV, hd, 500000.0f);
+  cpu::bf16::rope_backward(dq.data(), B, T, NH, NKV, hd, 500000.0f);
+  EmulatedApi::rope_forward(eqkv.data(), B, T, NH, NKV, hd, 500000.0f);
+  EmulatedApi::rope_backward(edq.data(), B, T, NH, NKV, hd, 500000.0f);
+  EXPECT_TRUE(bits(D::down(eqkv), qkv) && bits(D::down(edq), dq));
+  // SwiGLU, with gate = x and up = g.
+  std::vector<Bf16> s(sz(N * C)), dgate(sz(N * C)), dup(sz(N * C));
+  cpu::bf16::swiglu_forward(s.data(), x.data(), g.data(), N, C);
+  cpu::bf16::swiglu_backward(dgate.data(), dup.data(), out.data(), x.data(), g.data(), N, C);
+  auto es = D::up(std::vector<Bf16>(sz(N * C))), edgate = D::up(std::vector<Bf16>(sz(N * C)));
+  auto edup = D::up(std::vector<Bf16>(sz(N * C)));
+  EmulatedApi::swiglu_forward(es.data(), dx.data(), dg.data(), N, C);
+  EmulatedApi::swiglu_backward(edgate.data(), edup.data(), eout.data(), dx.data(), dg.data(), N,
+                               C);
+  EXPECT_TRUE(bits(D::down(es), s) && bits(D::down(edgate), dgate) && bits(D::down(edup), dup));
+}
+
+TEST(EmulatedKernels, LlamaBlockKernelsRefuseHostMemory) {
+  // A host buffer handed to a kernel is a crash on a GPU: each wrapper says so instead.
+  emu::DeviceBuffer<Bf16> d(64);
+  emu::DeviceBuffer<float> f(64);
+  std::vector<Bf16> hb(64);
+  std::vector<float> hf(64);
+  EXPECT_THROW(emu::rmsnorm_forward(d.data(), hf.data(), d.data(), d.data(), 1e-5f, 2, 8),
+               emu::EmuError);
+  EXPECT_THROW(emu::rmsnorm_backward(d.data(), f.data(), d.data(), hb.data(), d.data(), f.data(),
+                                     2, 8),
+               emu::EmuError);
+  EXPECT_THROW(emu::rope_forward(hb.data(), 1, 2, 2, 1, 8, 1e4f), emu::EmuError);
+  EXPECT_THROW(emu::rope_backward(hb.data(), 1, 2, 2, 1, 8, 1e4f), emu::EmuError);
+  EXPECT_THROW(emu::swiglu_forward(d.data(), d.data(), hb.data(), 2, 8), emu::EmuError);
+  EXPECT_THROW(emu::swiglu_backward(d.data(), hb.data(), d.data(), d.data(), d.data(), 2, 8),
+               emu::EmuError);
+}
+
 // The emulated set has the CUDA set's functions with exactly the same signatures (decltype only:
 // nothing of eth_kernels_cuda is linked). EmulatedApi's entries are the emu:: functions
 // themselves, and its attention takes the CUDA set's own AttnDropout.
@@ -443,6 +524,12 @@ ETH_SAME_SIGNATURE(position_forward);
 ETH_SAME_SIGNATURE(position_backward);
 ETH_SAME_SIGNATURE(layernorm_forward);
 ETH_SAME_SIGNATURE(layernorm_backward);
+ETH_SAME_SIGNATURE(rmsnorm_forward);
+ETH_SAME_SIGNATURE(rmsnorm_backward);
+ETH_SAME_SIGNATURE(rope_forward);
+ETH_SAME_SIGNATURE(rope_backward);
+ETH_SAME_SIGNATURE(swiglu_forward);
+ETH_SAME_SIGNATURE(swiglu_backward);
 ETH_SAME_SIGNATURE(matmul_nt_forward);
 ETH_SAME_SIGNATURE(matmul_nt_backward);
 ETH_SAME_SIGNATURE(matmul_nn_forward);
@@ -485,6 +572,9 @@ ETH_SAME_SIGNATURE(memset_zero);
 ETH_SAME_SIGNATURE(synchronize);
 #undef ETH_SAME_SIGNATURE
 static_assert(EmulatedApi::attention_forward == &emu::attention_forward);
+static_assert(EmulatedApi::rmsnorm_forward == &emu::rmsnorm_forward);
+static_assert(EmulatedApi::rope_backward == &emu::rope_backward);
+static_assert(EmulatedApi::swiglu_backward == &emu::swiglu_backward);
 static_assert(EmulatedApi::copy_to_host == &emu::copy_to_host);
 static_assert(EmulatedApi::crossentropy_forward_add == &emu::crossentropy_forward_add);
 static_assert(EmulatedApi::vocab_ce_finish_add == &emu::vocab_ce_finish_add);

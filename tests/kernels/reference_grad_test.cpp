@@ -299,5 +299,33 @@ TEST(ReferenceGrad, EncoderWithoutPositions) {
   expect_gradient("dwte", wte, dwte, loss);
 }
 
+// Grouped-query attention: 4 query heads of 2 over 2 kv heads (G = 2), the whole chain with
+// dropout; the k and v gradients sum over a kv head's query heads.
+TEST(ReferenceGrad, GroupedQueryAttention) {
+  std::mt19937_64 gen(16);
+  const std::int64_t nh = 4, nkv = 2, hs = C / nh, W = C + 2 * nkv * hs, nP = B * nh * T * T;
+  Vec qkv = random_vec(gen, sz(N * W), -2, 2);
+  const Vec R = random_vec(gen, sz(N * C));
+  const float p = 0.25f;
+  std::vector<std::uint8_t> mask(sz(nP));
+  dropout_mask_fill(mask.data(), RngStream{7, 3, 2, RngOp::AttnDropout}, p, 0, 0, B, nh * T * T);
+  Vec P(sz(nP)), Pd(sz(nP)), out(sz(N * C));
+  auto loss = [&] {
+    ref::attention_scores_forward(P.data(), qkv.data(), B, T, C, nh, nkv);
+    ref::attention_softmax_forward(P.data(), P.data(), B, nh, T);
+    ref::dropout_forward(Pd.data(), P.data(), mask.data(), p, nP);
+    ref::attention_av_forward(out.data(), Pd.data(), qkv.data(), B, T, C, nh, nkv);
+    return project(R, out);
+  };
+  loss();
+  Vec dPd(sz(nP)), dP(sz(nP)), dS(sz(nP)), dqkv(qkv.size());
+  ref::attention_av_backward(dPd.data(), dqkv.data(), R.data(), Pd.data(), qkv.data(), B, T, C,
+                             nh, nkv);
+  ref::dropout_backward(dP.data(), dPd.data(), mask.data(), p, nP);
+  ref::attention_softmax_backward(dS.data(), dP.data(), P.data(), B, nh, T);
+  ref::attention_scores_backward(dqkv.data(), dS.data(), qkv.data(), B, T, C, nh, nkv);
+  expect_gradient("dqkv", qkv, dqkv, loss);
+}
+
 }  // namespace
 }  // namespace eth

@@ -98,6 +98,31 @@ TEST(Partition, MixedFamilyHoldsTheLayerShapesOfTwoTypes) {
   }
 }
 
+// pack_feasible works on runs of equal nodes: clusters whose types repeat node sizes, in runs
+// broken by other sizes and other types, answer as pack_devices' node-by-node first fit.
+TEST(Partition, PackingShortcutAgreesOnRunsOfEqualNodes) {
+  const ClusterSpec c =
+      cluster(R"({"device_type": "A", "devices": 6}, {"device_type": "A", "devices": 6},
+      {"device_type": "B", "devices": 4}, {"device_type": "A", "devices": 6},
+      {"device_type": "A", "devices": 3}, {"device_type": "B", "devices": 4},
+      {"device_type": "A", "devices": 3}, {"device_type": "B", "devices": 2},
+      {"device_type": "A", "devices": 6}, {"device_type": "B", "devices": 4})");
+  const auto types = types_with_tps(c, {1, 2, 4});
+  TemplateSet set;
+  std::vector<Partition> parts;
+  generate_partitions(types, gen(8, 64, true), set, parts);
+  ASSERT_GT(parts.size(), 1000u);
+  std::vector<std::int64_t> scratch;
+  int packed = 0, refused = 0;
+  for (const Partition& p : parts) {
+    const bool fits = !pack_devices(c, types, set, p).empty();
+    EXPECT_EQ(pack_feasible(c, types, set, p, scratch), fits);
+    (fits ? packed : refused) += 1;
+  }
+  EXPECT_GT(packed, 0);
+  EXPECT_GT(refused, 0);
+}
+
 TEST(Partition, PackingAgreesWithItsShortcutAndPlacesStagesInOneNode) {
   // Nodes of different sizes: tp 2 and 4 stages cannot always pack.
   const ClusterSpec c =

@@ -22,7 +22,8 @@ ClusterSpec cluster_of(const std::string& nodes) {
   const Json j = Json::parse(std::string("{\"nodes\": [") + nodes + R"(], "device_types": {
     "fast": {"tflops": 100, "memory_gb": 0.08, "intra_node_bandwidth_gbps": 800},
     "mid":  {"tflops": 60,  "memory_gb": 0.06, "intra_node_bandwidth_gbps": 400},
-    "slow": {"tflops": 40,  "memory_gb": 0.05, "intra_node_bandwidth_gbps": 400}},
+    "slow": {"tflops": 40,  "memory_gb": 0.05, "intra_node_bandwidth_gbps": 400},
+    "tiny": {"tflops": 40,  "memory_gb": 0.005, "intra_node_bandwidth_gbps": 400}},
     "inter_node_bandwidth_gbps": 100})");
   return parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "test", ""}));
 }
@@ -90,6 +91,35 @@ TEST(SearchBound, PrunesAndKeepsTheExhaustiveOptimumAndPlan) {
     }
   }
   EXPECT_GT(pruned_total, 0) << "the clusters must exercise the bound while generating";
+}
+
+// Where no exact cover fits (a device of a type that holds no unit, as 313 nodes of one type do
+// at 10,000 devices) the search runs its idle round; the products there are pruned while an
+// incumbent first appears in the middle of them (issue 29: the chosen options' samples are
+// read afresh at every test). Still the exhaustive optimum and plan, never slower than before.
+TEST(SearchBound, IdleRoundPrunesAndKeepsTheExhaustiveOptimum) {
+  const ClusterSpec c = cluster_of(
+      R"({"device_type": "fast", "devices": 4}, {"device_type": "fast", "devices": 2},
+         {"device_type": "mid", "devices": 4}, {"device_type": "slow", "devices": 4},
+         {"device_type": "tiny", "devices": 1})");
+  for (const std::int64_t gbs : {24, 61}) {
+    const PlannerResult fast = run(c, gbs, small_options());
+    PlannerOptions exhaustive = small_options();
+    exhaustive.ses = exhaustive.oso = false;
+    const PlannerResult all = run(c, gbs, exhaustive);
+    PlannerOptions before = small_options();
+    before.bound_generation = false;
+    const PlannerResult old = run(c, gbs, before);
+    EXPECT_GE(fast.idle_devices, 1) << "the tiny device cannot hold a unit: only idle covers fit";
+    EXPECT_GT(skipped(fast, "generation_bound"), 0) << "the idle round must prune while generating";
+    EXPECT_GT(all.stats.generated, 1000);
+    EXPECT_LT(fast.stats.evaluated, all.stats.evaluated);
+    EXPECT_DOUBLE_EQ(fast.best_objective_ms, all.best_objective_ms) << "gbs " << gbs;
+    EXPECT_DOUBLE_EQ(fast.prediction.iteration_ms, all.prediction.iteration_ms);
+    EXPECT_EQ(plan_text(fast), plan_text(all)) << "gbs " << gbs;
+    EXPECT_DOUBLE_EQ(fast.best_objective_ms, old.best_objective_ms);
+    EXPECT_LE(fast.prediction.iteration_ms, old.prediction.iteration_ms);
+  }
 }
 
 // CPC, SES, OSO, DPO and alpha keep what they did: without CPC nothing is served from the

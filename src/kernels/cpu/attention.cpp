@@ -1,7 +1,10 @@
 // Causal attention kernels. The products run per (batch, head) as sgemm calls over row blocks
 // of the lower triangle: rows [r0, r1) of a T x T matrix only need columns [0, r1), which skips
-// most of the masked half (62% of the full product at T = 256 with 64-row blocks). Head h's
-// q, k, v sit at columns h*3hs + {0, hs, 2hs} of each token's 3C row (head-interleaved).
+// most of the masked half (62% of the full product at T = 256 with 64-row blocks). The qkv
+// layout is reference/attention.h's: per kv head g, its G query heads, k_g, v_g. The products
+// that sum over a kv head's G query heads (dK, dV) run in one task per (batch, kv head), the
+// first with beta 0 and the others adding (beta 1), so each element has one owner and one
+// order; with G = 1 the calls are exactly those of multi-head attention.
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -9,6 +12,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace eth::cpu {
@@ -16,27 +20,61 @@ namespace {
 
 constexpr std::int64_t kRowBlock = 64;
 
-std::int64_t head_size(std::int64_t C, std::int64_t NH) {
-  ETH_CHECK(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");
-  return C / NH;
-}
+// Where query head h and kv head g sit in a token's row of qkv, ld columns wide.
+struct Gqa {
+  std::int64_t hs, G, NKV, ld;
+  Gqa(std::int64_t C, std::int64_t NH, std::int64_t nkv) {
+    ETH_CHECK(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");
+    NKV = nkv == 0 ? NH : nkv;
+    ETH_CHECK(NKV > 0 && NH % NKV == 0, "attention: NKV must divide NH");
+    hs = C / NH;
+    G = NH / NKV;
+    ld = C + 2 * NKV * hs;
+  }
+  std::int64_t q(std::int64_t h) const { return (h / G * (G + 2) + h % G) * hs; }
+  std::int64_t k(std::int64_t g) const { return (g * (G + 2) + G) * hs; }
+  std::int64_t v(std::int64_t g) const { return (g * (G + 2) + G + 1) * hs; }
+};
 
 // Zeroes the strict upper triangle of a T x T matrix.
 void zero_upper(float* m, std::int64_t T) {
   for (std::int64_t t = 0; t + 1 < T; ++t) std::fill(m + t * T + t + 1, m + (t + 1) * T, 0.0f);
 }
 
+// Runs body(b, g, r0) over every (batch, kv head) task and its row blocks r0 in order: one
+// OpenMP task per (batch, kv head) when there are at least as many as threads, else one per
+// row block too (a micro-batch of one under grouped-query attention has only NKV tasks). The
+// row blocks of dK, dV and dPd are independent and each GEMM runs on one thread, so the bytes
+// do not depend on the split.
+template <typename Body>
+void for_kv_row_blocks(std::int64_t B, std::int64_t NKV, std::int64_t T, const Body& body) {
+  const std::int64_t tasks = B * NKV, blocks = (T + kRowBlock - 1) / kRowBlock;
+  if (tasks >= max_threads() || blocks == 1) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t bg = 0; bg < tasks; ++bg) {
+      for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) body(bg / NKV, bg % NKV, r0);
+    }
+    return;
+  }
+#pragma omp parallel for schedule(dynamic)
+  for (std::int64_t i = 0; i < tasks * blocks; ++i) {
+    const std::int64_t bg = i / blocks;
+    body(bg / NKV, bg % NKV, i % blocks * kRowBlock);
+  }
+}
+
 }  // namespace
 
 void attention_scores_forward(float* scores, const float* qkv, std::int64_t B, std::int64_t T,
-                              std::int64_t C, std::int64_t NH) {
-  const std::int64_t hs = head_size(C, NH), ld = 3 * C;
+                              std::int64_t C, std::int64_t NH, std::int64_t NKV) {
+  const Gqa L(C, NH, NKV);
+  const std::int64_t hs = L.hs, ld = L.ld;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < B * NH; ++bh) {
     const std::int64_t b = bh / NH, h = bh % NH;
-    const float* q = qkv + b * T * ld + h * 3 * hs;
-    const float* k = q + hs;
+    const float* q = qkv + b * T * ld + L.q(h);
+    const float* k = qkv + b * T * ld + L.k(h / L.G);
     float* s = scores + bh * T * T;
     for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
       const std::int64_t r1 = std::min(T, r0 + kRowBlock);
@@ -48,27 +86,28 @@ void attention_scores_forward(float* scores, const float* qkv, std::int64_t B, s
 }
 
 void attention_scores_backward(float* dqkv, const float* dscores, const float* qkv,
-                               std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH) {
-  const std::int64_t hs = head_size(C, NH), ld = 3 * C;
+                               std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                               std::int64_t NKV) {
+  const Gqa L(C, NH, NKV);
+  const std::int64_t hs = L.hs, ld = L.ld;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-#pragma omp parallel for schedule(static)
-  for (std::int64_t bh = 0; bh < B * NH; ++bh) {
-    const std::int64_t b = bh / NH, h = bh % NH;
-    const float* q = qkv + b * T * ld + h * 3 * hs;
-    const float* k = q + hs;
-    float* dq = dqkv + b * T * ld + h * 3 * hs;
-    float* dk = dq + hs;
-    const float* ds = dscores + bh * T * T;
-    for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
-      const std::int64_t r1 = std::min(T, r0 + kRowBlock);
+  for_kv_row_blocks(B, L.NKV, T, [&](std::int64_t b, std::int64_t g, std::int64_t r0) {
+    const std::int64_t r1 = std::min(T, r0 + kRowBlock);
+    const float* k = qkv + b * T * ld + L.k(g);
+    float* dk = dqkv + b * T * ld + L.k(g);
+    for (std::int64_t j = 0; j < L.G; ++j) {
+      const std::int64_t h = g * L.G + j;
+      const float* q = qkv + b * T * ld + L.q(h);
+      float* dq = dqkv + b * T * ld + L.q(h);
+      const float* ds = dscores + (b * NH + h) * T * T;
       // dQ[r0:r1] = dS[r0:r1, 0:r1] K[0:r1]
       sgemm(Trans::No, Trans::No, r1 - r0, hs, r1, scale, ds + r0 * T, T, k, ld, 0.0f,
             dq + r0 * ld, ld);
-      // dK[r0:r1] = dS[r0:T, r0:r1]^T Q[r0:T]
+      // dK[r0:r1] (+)= dS[r0:T, r0:r1]^T Q[r0:T], summed over the group's query heads
       sgemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, scale, ds + r0 * T + r0, T, q + r0 * ld,
-            ld, 0.0f, dk + r0 * ld, ld);
+            ld, j == 0 ? 0.0f : 1.0f, dk + r0 * ld, ld);
     }
-  }
+  });
 }
 
 void attention_softmax_forward(float* P, const float* scores, std::int64_t B, std::int64_t NH,
@@ -112,12 +151,13 @@ void attention_softmax_backward(float* dscores, const float* dP, const float* P,
 }
 
 void attention_av_forward(float* out, const float* Pd, const float* qkv, std::int64_t B,
-                          std::int64_t T, std::int64_t C, std::int64_t NH) {
-  const std::int64_t hs = head_size(C, NH), ld = 3 * C;
+                          std::int64_t T, std::int64_t C, std::int64_t NH, std::int64_t NKV) {
+  const Gqa L(C, NH, NKV);
+  const std::int64_t hs = L.hs, ld = L.ld;
 #pragma omp parallel for schedule(static)
   for (std::int64_t bh = 0; bh < B * NH; ++bh) {
     const std::int64_t b = bh / NH, h = bh % NH;
-    const float* v = qkv + b * T * ld + h * 3 * hs + 2 * hs;
+    const float* v = qkv + b * T * ld + L.v(h / L.G);
     const float* p = Pd + bh * T * T;
     float* o = out + b * T * C + h * hs;
     for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
@@ -131,27 +171,27 @@ void attention_av_forward(float* out, const float* Pd, const float* qkv, std::in
 
 void attention_av_backward(float* dPd, float* dqkv, const float* dout, const float* Pd,
                            const float* qkv, std::int64_t B, std::int64_t T, std::int64_t C,
-                           std::int64_t NH) {
-  const std::int64_t hs = head_size(C, NH), ld = 3 * C;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t bh = 0; bh < B * NH; ++bh) {
-    const std::int64_t b = bh / NH, h = bh % NH;
-    const float* v = qkv + b * T * ld + h * 3 * hs + 2 * hs;
-    const float* p = Pd + bh * T * T;
-    const float* dy = dout + b * T * C + h * hs;
-    float* dp = dPd + bh * T * T;
-    float* dv = dqkv + b * T * ld + h * 3 * hs + 2 * hs;
-    for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) {
-      const std::int64_t r1 = std::min(T, r0 + kRowBlock);
-      // dPd[r0:r1, 0:r1] = dout[r0:r1] V[0:r1]^T
+                           std::int64_t NH, std::int64_t NKV) {
+  const Gqa L(C, NH, NKV);
+  const std::int64_t hs = L.hs, ld = L.ld;
+  for_kv_row_blocks(B, L.NKV, T, [&](std::int64_t b, std::int64_t g, std::int64_t r0) {
+    const std::int64_t r1 = std::min(T, r0 + kRowBlock);
+    const float* v = qkv + b * T * ld + L.v(g);
+    float* dv = dqkv + b * T * ld + L.v(g);
+    for (std::int64_t j = 0; j < L.G; ++j) {
+      const std::int64_t bh = b * NH + g * L.G + j;
+      const float* p = Pd + bh * T * T;
+      const float* dy = dout + b * T * C + (g * L.G + j) * hs;
+      float* dp = dPd + bh * T * T;
+      // dPd[r0:r1, 0:r1] = dout[r0:r1] V[0:r1]^T, 0 above the diagonal
       sgemm(Trans::No, Trans::Yes, r1 - r0, r1, hs, 1.0f, dy + r0 * C, C, v, ld, 0.0f,
             dp + r0 * T, T);
-      // dV[r0:r1] = Pd[r0:T, r0:r1]^T dout[r0:T]
+      for (std::int64_t t = r0; t < r1; ++t) std::fill(dp + t * T + t + 1, dp + (t + 1) * T, 0.0f);
+      // dV[r0:r1] (+)= Pd[r0:T, r0:r1]^T dout[r0:T], summed over the group's query heads
       sgemm(Trans::Yes, Trans::No, r1 - r0, hs, T - r0, 1.0f, p + r0 * T + r0, T, dy + r0 * C, C,
-            0.0f, dv + r0 * ld, ld);
+            j == 0 ? 0.0f : 1.0f, dv + r0 * ld, ld);
     }
-    zero_upper(dp, T);
-  }
+  });
 }
 
 }  // namespace eth::cpu

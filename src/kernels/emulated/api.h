@@ -45,6 +45,12 @@ struct EmulatedApi {
   static constexpr auto position_backward = &emu::position_backward;
   static constexpr auto layernorm_forward = &emu::layernorm_forward;
   static constexpr auto layernorm_backward = &emu::layernorm_backward;
+  static constexpr auto rmsnorm_forward = &emu::rmsnorm_forward;
+  static constexpr auto rmsnorm_backward = &emu::rmsnorm_backward;
+  static constexpr auto rope_forward = &emu::rope_forward;
+  static constexpr auto rope_backward = &emu::rope_backward;
+  static constexpr auto swiglu_forward = &emu::swiglu_forward;
+  static constexpr auto swiglu_backward = &emu::swiglu_backward;
   static constexpr auto matmul_nt_forward = &emu::matmul_nt_forward;
   static constexpr auto matmul_nt_backward = &emu::matmul_nt_backward;
   static constexpr auto matmul_nn_forward = &emu::matmul_nn_forward;

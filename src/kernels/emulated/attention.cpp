@@ -9,8 +9,9 @@
 //             dK and dV (its kv head's, accumulated in fp32 over the group's query heads in
 //             head order and rounded once at the end).
 // OpenMP over (batch, head) forward and (batch, kv head) backward: a thread owns every output
-// of its (b, h) or its (b, kv) group, so results do not depend on the thread count. Dropout draws the keep bit of element (head0 + h) T T + t T + t2 of
-// sample sample0 + b from philox.h, four elements per Philox block, like rng.cpp's masks.
+// of its (b, h) or its (b, kv) group, so results do not depend on the thread count. Dropout
+// draws the keep bit of element (head0 + h) T T + t T + t2 of sample sample0 + b from
+// philox.h, four elements per Philox block, like rng.cpp's masks.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

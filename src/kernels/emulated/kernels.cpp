@@ -14,6 +14,9 @@
 #include "kernels/cpu/bf16/matmul.h"
 #include "kernels/cpu/bf16/optimizer.h"
 #include "kernels/cpu/bf16/pointwise.h"
+#include "kernels/cpu/bf16/rmsnorm.h"
+#include "kernels/cpu/bf16/rope.h"
+#include "kernels/cpu/bf16/swiglu.h"
 #include "kernels/cpu/bf16/vocab_parallel.h"
 #include "kernels/cpu/optimizer.h"
 #include "kernels/cpu/vocab_parallel.h"
@@ -100,6 +103,44 @@ void layernorm_backward(Bf16* dinp, float* dweight, float* dbias, const Bf16* do
   device_args("layernorm_backward", {dinp, dweight, dbias, dout, inp, weight, mean, rstd});
   const DeviceScope scope;
   bf::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+
+// ---- Llama blocks: RMSNorm, rotary positions, SwiGLU ----------------------------------------
+void rmsnorm_forward(Bf16* out, float* rstd, const Bf16* inp, const Bf16* weight, float eps,
+                     std::int64_t N, std::int64_t C) {
+  device_args("rmsnorm_forward", {out, rstd, inp, weight});
+  const DeviceScope scope;
+  bf::rmsnorm_forward(out, rstd, inp, weight, eps, N, C);
+}
+void rmsnorm_backward(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* inp,
+                      const Bf16* weight, const float* rstd, std::int64_t N, std::int64_t C) {
+  device_args("rmsnorm_backward", {dinp, dweight, dout, inp, weight, rstd});
+  const DeviceScope scope;
+  bf::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+}
+void rope_forward(Bf16* qkv, std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV,
+                  std::int64_t hd, float theta) {
+  device_args("rope_forward", {qkv});
+  const DeviceScope scope;
+  bf::rope_forward(qkv, B, T, NH, NKV, hd, theta);
+}
+void rope_backward(Bf16* dqkv, std::int64_t B, std::int64_t T, std::int64_t NH,
+                   std::int64_t NKV, std::int64_t hd, float theta) {
+  device_args("rope_backward", {dqkv});
+  const DeviceScope scope;
+  bf::rope_backward(dqkv, B, T, NH, NKV, hd, theta);
+}
+void swiglu_forward(Bf16* out, const Bf16* gate, const Bf16* up, std::int64_t N,
+                    std::int64_t F) {
+  device_args("swiglu_forward", {out, gate, up});
+  const DeviceScope scope;
+  bf::swiglu_forward(out, gate, up, N, F);
+}
+void swiglu_backward(Bf16* dgate, Bf16* dup, const Bf16* dout, const Bf16* gate, const Bf16* up,
+                     std::int64_t N, std::int64_t F) {
+  device_args("swiglu_backward", {dgate, dup, dout, gate, up});
+  const DeviceScope scope;
+  bf::swiglu_backward(dgate, dup, dout, gate, up, N, F);
 }
 
 // ---- matmuls --------------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+// What optimizer-state sharding (plan/sharding.h) changes in the memory model, and the planner's
+// memory-proportional choice of shares: each holder's weight is what its device's memory leaves
+// free after everything else the predictor charges it (weights, gradients, activations, buffers,
+// the process baseline), so a 32 GB device beside a 64 GB one keeps less of a block's state.
+// Pure (no runtime): the predictor and `eth plan --optimizer-sharding` call it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.h"
+#include "cost/predictor.h"
+#include "plan/plan.h"
+#include "profile/profile.h"
+
+namespace eth {
+
+// Per device of `p` (a prediction of an unsharded or sharded plan): its memory capacity minus
+// its predicted peak without the optimizer state (may be negative when even that does not fit).
+std::map<std::int64_t, double> free_besides_optimizer(const Prediction& p);
+
+// `plan` with optimizer sharding `mode` and its shares: even, or memory-proportional to
+// free_besides_optimizer of the unsharded plan's prediction (deterministic: the same inputs give
+// the same shares). None clears them.
+Plan shard_optimizer_state(const Plan& plan, OptimizerSharding mode, const ClusterSpec& cluster,
+                           const ProfileDb& profile, const PredictOptions& options = {});
+
+// What the memory sharding frees, spent: starting from `plan` (sharded), each pipeline tries
+// twice its micro-batch (within its local batch), and each stage in turn a smaller recompute set (none, then each set with one operator fewer, lowest bits
+// first), keeping the first that still fits every device and lowers the predicted iteration;
+// repeated until nothing improves. Deterministic. `changes` (if given) receives one line per
+// accepted change ("pipelines[0].micro_batch_size: 1 -> 2",
+// "pipelines[0].stages[1].recompute: attn_score+mlp_act -> -").
+Plan use_freed_memory(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
+                      std::vector<std::string>* changes = nullptr);
+
+// A sharded device's charges (bytes): its shards' optimizer state (masters where separate, both
+// moments), and the reduce-scatter's receive buffer (block-wise only: the largest share of a
+// block of two or more holders it is in, fp32). The all-gather runs in place.
+double sharded_optimizer_bytes(const Plan& plan, std::int64_t device, Precision precision);
+double shard_buffer_bytes(const Plan& plan, std::int64_t device, AggregationMode mode);
+
+// The all-gather of the updated compute weights (bytes per element: the precision's weights), a
+// ring per block of two or more holders moving (n-1)/n of the block's bytes plus one
+// collective latency; blocks sharing a holder run one after another, so the term is the
+// busiest holder's sum. Block-wise, the gradient's reduce-scatter keeps the all-reduce's term in
+// the sync schedule (an upper bound: a ring reduce-scatter moves half its bytes).
+double shard_gather_ms(const Plan& plan, const ClusterIndex& cluster, Precision precision,
+                       const PredictOptions& options);
+
+// One device's breakdown: its stage's `stage` with the device's own optimizer state and buffers
+// (DevicePrediction: under sharding they differ between a stage's devices; the shard buffer is
+// counted with the collective buffers).
+MemoryBreakdown device_memory(const Prediction& p, const MemoryBreakdown& stage,
+                              const DevicePrediction& d);
+// The same by device id, from a finished prediction (ETH_CHECKs the device is in it).
+MemoryBreakdown device_memory(const Prediction& p, std::int64_t device);
+
+}  // namespace eth
