@@ -13,9 +13,7 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kData = fs::path(ETH_TEST_DATA_DIR) / "hf";
 
-// DISABLED until the Llama stage (helper llt: ModelState's Llama tensors, the forward) is on
-// main; re-enable by dropping the DISABLED_ prefix.
-TEST(DISABLED_LlamaCli, ConvertThenEvalGivesTransformersLoss) {
+TEST(LlamaCli, ConvertThenEvalGivesTransformersLoss) {
   const fs::path dir = test::scratch("hf_llama_cli", "roundtrip");
   fs::remove_all(dir);
   fs::create_directories(dir);

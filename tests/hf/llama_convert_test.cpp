@@ -129,10 +129,8 @@ TEST(LlamaConvert, GqaRowsAreGroupedPerKeyValueHead) {
   }
 }
 
-// DISABLED until the Llama stage (helper llt: ModelState's Llama tensors, the forward) is on
-// main: ModelState of a Llama model ETH_CHECKs there ("unit_tensors changed"). Every test of
-// this suite needs a Llama ModelState; re-enable by dropping the DISABLED_ prefix.
-TEST(DISABLED_LlamaCheckpoint, ExportOfAnImportReproducesEveryTensorBitForBit) {
+// Through a Llama ModelState and checkpoint (train/model_state.h, train/checkpoint.h).
+TEST(LlamaCheckpoint, ExportOfAnImportReproducesEveryTensorBitForBit) {
   for (const std::string model : {"llama_f32", "llama_f32_sharded", "llama_bf16_tied"}) {
     const fs::path ckpt = converted(model);
     const fs::path out = test::scratch("hf_llama", "export_" + model);
@@ -149,7 +147,7 @@ TEST(DISABLED_LlamaCheckpoint, ExportOfAnImportReproducesEveryTensorBitForBit) {
   }
 }
 
-TEST(DISABLED_LlamaCheckpoint, ShardedAndSingleFilesGiveTheSameCheckpoint) {
+TEST(LlamaCheckpoint, ShardedAndSingleFilesGiveTheSameCheckpoint) {
   EXPECT_EQ(read_bytes(converted("llama_f32")), read_bytes(converted("llama_f32_sharded")));
   const CheckpointMeta meta = read_checkpoint_meta(converted("llama_f32"));
   EXPECT_EQ(meta.step, 0);
@@ -203,7 +201,7 @@ double eval_loss(const fs::path& ckpt) {
 
 // fp16 out and back in: the export rounds each fp32 value to nearest fp16, and re-importing
 // that folder and exporting it again writes the same bits (every fp16 value is exact in fp32).
-TEST(DISABLED_LlamaCheckpoint, Fp16ExportRoundsOnceAndRoundTrips) {
+TEST(LlamaCheckpoint, Fp16ExportRoundsOnceAndRoundTrips) {
   const fs::path ckpt = converted("llama_f32");
   const fs::path a = test::scratch("hf_llama", "f16_a"), b = test::scratch("hf_llama", "f16_b");
   fs::remove_all(a);
@@ -225,9 +223,8 @@ TEST(DISABLED_LlamaCheckpoint, Fp16ExportRoundsOnceAndRoundTrips) {
 
 // A Llama model ETH trained from scratch (no recorded config): the export's config reads back
 // to the same model, and importing the export gives the same parameters bit for bit.
-TEST(DISABLED_LlamaCheckpoint, FromScratchModelExportsAndReimports) {
+TEST(LlamaCheckpoint, FromScratchModelExportsAndReimports) {
   ModelSpec m = model_preset("llama-tiny");
-  m.kv_heads = 0;  // multi-head: the CPU stage's attention today
   m.tied_embeddings = true;
   ModelState state(m, 0, m.num_units() - 1);
   state.init(5);
@@ -259,16 +256,14 @@ TEST(DISABLED_LlamaCheckpoint, FromScratchModelExportsAndReimports) {
 // ETH's forward on the converted weights against transformers' loss on the same batch: holds
 // only if every tensor, the q/k/v grouping, the transposes, RMSNorm's epsilon and the rotary
 // base land right. The multi-head tied fixture (bf16 values, evaluated in fp32 by both).
-TEST(DISABLED_LlamaCheckpoint, Fp32LossEqualsTransformersMultiHeadTied) {
+TEST(LlamaCheckpoint, Fp32LossEqualsTransformersMultiHeadTied) {
   const double want = expected()["models"]["llama_bf16_tied"]["loss"].get<double>();
   EXPECT_GT(std::fabs(want - std::log(128.0)), 0.3);  // far from uniform: every tensor matters
   EXPECT_NEAR(eval_loss(converted("llama_bf16_tied")), want, 1e-5);
 }
 
-// The grouped-query fixture (2 kv heads, untied). DISABLED beyond the Llama stage: the CPU
-// attention does not take grouped kv heads yet (StageCompute ETH_CHECKs kv_heads == heads on
-// the CPU sets); re-enable when it does.
-TEST(DISABLED_LlamaGqaLoss, Fp32LossEqualsTransformersGroupedQuery) {
+// The grouped-query fixture (2 kv heads, untied): the q/k/v grouping as ETH's attention reads it.
+TEST(LlamaCheckpoint, Fp32LossEqualsTransformersGroupedQuery) {
   const double want = expected()["models"]["llama_f32"]["loss"].get<double>();
   EXPECT_GT(std::fabs(want - std::log(128.0)), 0.3);
   EXPECT_NEAR(eval_loss(converted("llama_f32")), want, 1e-5);
@@ -365,7 +360,7 @@ TEST(LlamaConvert, ExportRefusesAModelOfNeitherFamily) {
 
 // Loaded tied: the one embedding is both ETH copies; an imported model trained and exported
 // stays tied (no lm_head.weight), as transformers saves a tied model.
-TEST(DISABLED_LlamaCheckpoint, TiedEmbeddingFillsBothCopies) {
+TEST(LlamaCheckpoint, TiedEmbeddingFillsBothCopies) {
   const LlamaSource src = open_llama(kData / "llama_bf16_tied");
   const ModelSpec& m = src.config.model;
   ModelState state(m, 0, m.num_units() - 1);
