@@ -24,7 +24,7 @@ save_pretrained:
   llama_bf16_tied/    other weights rounded to bf16, 4 key/value heads (multi-head),
                       tie_word_embeddings true, rms_norm_eps 1e-5, RoPE base 500000
 plus llama_batch.bin (B*T+1 tokens below 128) and llama_expected.json, the same measures as
-expected.json (the bf16 weights evaluated in fp32).
+expected.json, each folder loaded by from_pretrained in fp32, and loss_fp64 (loaded in float64).
 
 With --check DIR it instead loads an exported folder (eth convert --to-hf) with transformers and
 prints its loss on batch.bin, for comparing with the fixture by hand.
@@ -157,6 +157,17 @@ def random_llama(seed, tied, eps, theta, kv_heads):
     return model
 
 
+def evaluate_folder(folder, rows):
+    """The saved folder as a user loads it, in fp32, and its loss in float64. Loaded, not the
+    in-memory model: casting a model to bf16 also rounds the rotary inverse frequencies buffer,
+    which from_pretrained recomputes in fp32 (a 1e-5-nat difference at base 500000)."""
+    out = evaluate(AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), rows)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64).eval()
+    with torch.no_grad():
+        out["loss_fp64"] = float(model(input_ids=rows, labels=rows).loss)
+    return out
+
+
 def make_llama(out):
     os.makedirs(out, exist_ok=True)
     g = torch.Generator().manual_seed(11)
@@ -165,15 +176,13 @@ def make_llama(out):
     rows = batch_rows(tokens)
     expected = {"batch": B, "seq_len": T, "transformers": __import__("transformers").__version__,
                 "torch": torch.__version__, "models": {}}
-    untied = lambda: random_llama(3, tied=False, eps=1e-6, theta=10000.0,
-                                  kv_heads=LLAMA_KV_HEADS)
-    expected["models"]["llama_f32"] = evaluate(untied(), rows)
-    expected["models"]["llama_f32_sharded"] = expected["models"]["llama_f32"]
-    save(untied(), os.path.join(out, "llama_f32"), torch.float32)
-    save(untied(), os.path.join(out, "llama_f32_sharded"), torch.float32, max_shard_size="30KB")
-    tied = lambda: random_llama(4, tied=True, eps=1e-5, theta=500000.0, kv_heads=HEADS)
-    expected["models"]["llama_bf16_tied"] = evaluate(tied().to(torch.bfloat16).float(), rows)
-    save(tied(), os.path.join(out, "llama_bf16_tied"), torch.bfloat16)
+    untied = random_llama(3, tied=False, eps=1e-6, theta=10000.0, kv_heads=LLAMA_KV_HEADS)
+    save(untied, os.path.join(out, "llama_f32"), torch.float32)
+    save(untied, os.path.join(out, "llama_f32_sharded"), torch.float32, max_shard_size="30KB")
+    tied = random_llama(4, tied=True, eps=1e-5, theta=500000.0, kv_heads=HEADS)
+    save(tied, os.path.join(out, "llama_bf16_tied"), torch.bfloat16)
+    for name in ("llama_f32", "llama_f32_sharded", "llama_bf16_tied"):
+        expected["models"][name] = evaluate_folder(os.path.join(out, name), rows)
     with open(os.path.join(out, "llama_expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
         f.write("\n")
