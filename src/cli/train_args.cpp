@@ -13,8 +13,6 @@
 #include "model/arithmetic.h"
 #include "train/checkpoint.h"
 #include "train/init_from.h"
-#include "train/kernel_set.h"
-#include "train/kernel_set_concept.h"
 #include "train/precision_stage.h"
 #include "train/train_memory.h"
 
@@ -78,8 +76,6 @@ void require_trainable(const ModelSpec& m) {
     why = "bias: layer norm without biases has no kernels (use \"norm\": \"rmsnorm\")";
   } else if (m.norm == NormKind::LayerNorm && m.norm_eps != kLayerNormEps) {
     why = "norm_eps: the layer-norm kernels use 1e-5";
-  } else if (m.num_kv_heads() != m.heads && !GqaAttentionKernels<CpuKernels>) {
-    why = "kv_heads: the CPU attention kernels take no grouped key/value heads yet";
   }
   if (why.empty()) return;
   throw InputError("cli", "--model", "", "model \"" + message_text(m.name, 64) + "\": " + why);

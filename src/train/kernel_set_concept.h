@@ -121,12 +121,8 @@ concept KernelSetAttention = requires(typename K::Attention& at, const typename 
   cat.backward(saved, r, cr, cr, call);
 };
 
-template <class K>
-concept KernelSet = KernelElementTypes<K> && KernelSetMemory<K> && KernelSetKernels<K> &&
-                    KernelSetAttention<K>;
-
 // The Llama family's kernels (the contract of kernels/README.md): RMSNorm, rotary positions,
-// SwiGLU. StageCompute trains a model that needs them only on a set that has them.
+// SwiGLU; every set has them.
 template <class K>
 concept LlamaKernels =
     KernelElementTypes<K> &&
@@ -141,17 +137,9 @@ concept LlamaKernels =
       K::swiglu_backward(r, r, cr, cr, cr, n, n);
     };
 
-// Whether K's attention kernels take the key/value heads (grouped-query attention, NKV after
-// NH): the unfused chain's or the fused pair's.
 template <class K>
-concept GqaAttentionKernels =
-    requires(typename K::Act* r, const typename K::Act* cr, std::int64_t n) {
-      K::attention_av_forward(r, cr, cr, n, n, n, n, n);
-    } ||
-    requires(typename K::Act* r, typename K::Stat* s, const typename K::Act* cr,
-             const typename K::AttnDropout& drop, std::int64_t n) {
-      K::attention_forward(r, s, cr, drop, n, n, n, n, n);
-    };
+concept KernelSet = KernelElementTypes<K> && KernelSetMemory<K> && KernelSetKernels<K> &&
+                    KernelSetAttention<K> && LlamaKernels<K>;
 
 // The kernels UnfusedAttention<K> calls (the CPU sets').
 template <class K>

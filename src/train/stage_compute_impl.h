@@ -33,9 +33,6 @@ struct StageCompute<K>::Impl {
   using G = typename K::Grad;   // parameter gradients
   using S = typename K::Stat;   // per-row statistics
   using Acc = typename K::Acc;  // tp partial sums
-  // Whether K has the Llama family's kernels; without them the constructor refuses a model
-  // that needs one, so the guarded calls below are never skipped at run time.
-  static constexpr bool kLlama = LlamaKernels<K>;
 
   struct EmbedActs {
     std::int32_t* tokens = nullptr;  // (N) unit input
@@ -162,7 +159,7 @@ struct StageCompute<K>::Impl {
   void norm_forward(R* out, S* mean, S* rstd, const R* inp, const P* weight, const P* bias,
                     std::int64_t n) const {
     if (rms) {
-      if constexpr (kLlama) K::rmsnorm_forward(out, rstd, inp, weight, eps, n, C);
+      K::rmsnorm_forward(out, rstd, inp, weight, eps, n, C);
     } else {
       K::layernorm_forward(out, mean, rstd, inp, weight, bias, n, C);
     }
@@ -171,7 +168,7 @@ struct StageCompute<K>::Impl {
   void norm_backward(R* dinp, G* dweight, G* dbias, const R* dout, const R* inp,
                      const P* weight, const S* mean, const S* rstd, std::int64_t n) const {
     if (rms) {
-      if constexpr (kLlama) K::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, n, C);
+      K::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, n, C);
     } else {
       K::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, C);
     }
@@ -427,15 +424,13 @@ struct StageCompute<K>::Impl {
   // in place, so the saved qkv is the rotated one attention reads.
   void qkv_forward(const BlockActs& a, const P* const* w, std::int64_t B) const {
     K::matmul_nt_forward(a.qkv, a.ln1, w[kQkvW], w[kQkvB], B * T, C, QKV);
-    if constexpr (kLlama) {
-      if (rope) K::rope_forward(a.qkv, B, T, NH, NKV, hd, theta);
-    }
+    if (rope) K::rope_forward(a.qkv, B, T, NH, NKV, hd, theta);
   }
   // The MLP's inner activation from ln2: GELU(fc) (fch, gelu), or SwiGLU: gate and up
   // (column-parallel) and their product silu(gate) * up (in gelu).
   void mlp_act_forward(const BlockActs& a, std::int64_t n) const {
     if (swiglu) {
-      if constexpr (kLlama) K::swiglu_forward(a.gelu, a.fch, a.up, n, F);
+      K::swiglu_forward(a.gelu, a.fch, a.up, n, F);
     } else {
       K::gelu_forward(a.gelu, a.fch, n * F);
     }
@@ -498,7 +493,7 @@ struct StageCompute<K>::Impl {
     if (dropout) K::dropout_backward(dbranch, dbranch, a.resid2_mask, p, n * C);
     if (swiglu) {
       nn_backward(dup, g, kDownW, kDownB, dbranch, a.gelu, w[kDownW], n, F, C);
-      if constexpr (kLlama) K::swiglu_backward(dgate, dup, dup, a.fch, a.up, n, F);
+      K::swiglu_backward(dgate, dup, dup, a.fch, a.up, n, F);
       // dln = dgate W_gate + dup W_up: each product whole (all-reduced under tp, rounded once,
       // as one process rounds it), then their sum; attproj is free in backward.
       column_parallel_backward(dbranch, g, kGateW, kGateB, dgate, a.ln2, w[kGateW], n, F);
@@ -516,9 +511,7 @@ struct StageCompute<K>::Impl {
     R* datty = dln;  // (N, A)
     nn_backward(datty, g, kProjW, kProjB, dbranch, a.atty, w[kProjW], n, A, C);
     attention.backward(a.attn, dqkv, datty, a.qkv, attention_call(mb, unit));
-    if constexpr (kLlama) {
-      if (rope) K::rope_backward(dqkv, mb.size, T, NH, NKV, hd, theta);
-    }
+    if (rope) K::rope_backward(dqkv, mb.size, T, NH, NKV, hd, theta);
     column_parallel_backward(dln, g, kQkvW, kQkvB, dqkv, a.ln1, w[kQkvW], n, QKV);
     norm_backward(dx, g[kLn1W], g[kLn1B], dln, a.x, w[kLn1W], a.ln1_mean, a.ln1_rstd, n);
   }
@@ -609,12 +602,6 @@ StageCompute<K>::StageCompute(const ModelSpec& model, const StageComputeConfig& 
                 model.vocab >= cfg.tp,
             "stage: tp must divide heads, key/value heads and ffn (plan validation)");
   ETH_CHECK(model.heads % model.num_kv_heads() == 0, "stage: kv heads must divide heads");
-  ETH_CHECK(Impl::kLlama || (model.norm == NormKind::LayerNorm &&
-                             model.positions == PositionKind::Learned &&
-                             model.mlp == MlpKind::Gelu),
-            "stage: this kernel set has no RMSNorm, rotary or SwiGLU kernels yet");
-  ETH_CHECK(GqaAttentionKernels<K> || model.num_kv_heads() == model.heads,
-            "stage: this kernel set's attention takes no grouped key/value heads yet");
   ETH_CHECK(model.positions != PositionKind::Rope || model.head_dim() % 2 == 0,
             "stage: rotary positions need an even head size");
   // The layer-norm kernels add a bias and use GPT's epsilon (kernels/constants.h).

@@ -121,7 +121,6 @@ std::vector<std::int32_t> ids(const std::vector<float>& v) {
 }
 
 TEST(LlamaHf, ForwardAndGradientsMatchTransformers) {
-  if (!test::kCpuGqa) GTEST_SKIP() << "the CPU attention takes no grouped key/value heads yet";
   const test::OneThread one_thread;
   const Fixture fx;
   const ModelSpec m = fixture_model();

@@ -6,18 +6,10 @@
 #include <vector>
 
 #include "model/model_spec.h"
-#include "train/kernel_set.h"
-#include "train/kernel_set_concept.h"
 #include "train/model_state.h"
 #include "train/stage_compute.h"
 
 namespace eth::test {
-
-// Whether the CPU sets' attention takes grouped key/value heads yet. Until it does, the Llama
-// tests run their models with as many key/value heads as query heads (everything else the
-// same), and the tests that need grouped-query attention itself skip.
-inline constexpr bool kCpuGqa = GqaAttentionKernels<CpuKernels>;
-inline std::int64_t kv_or_mha(std::int64_t kv_heads) { return kCpuGqa ? kv_heads : 0; }
 
 // Llama's architecture on small dimensions, none equal to another: 2 blocks, hidden 16, 4 query
 // heads of 4 over `kv_heads` key/value heads (2: grouped-query, two query heads per group),
@@ -29,18 +21,14 @@ inline ModelSpec small_llama(std::int64_t kv_heads = 2) {
   m.positions = PositionKind::Rope;
   m.rope_theta = 10000.0;
   m.mlp = MlpKind::Swiglu;
-  m.kv_heads = kv_heads == m.heads ? 0 : kv_or_mha(kv_heads);
+  m.kv_heads = kv_heads == m.heads ? 0 : kv_heads;
   m.bias = false;
   return m;
 }
 
 // The llama-tiny preset: 2 blocks, hidden 64, 4 query heads over 2 key/value heads, ffn 128,
 // vocabulary 256, T 64.
-inline ModelSpec llama_tiny() {
-  ModelSpec m = model_preset("llama-tiny");
-  m.kv_heads = kv_or_mha(m.kv_heads);
-  return m;
-}
+inline ModelSpec llama_tiny() { return model_preset("llama-tiny"); }
 
 inline StageComputeConfig whole_model(const ModelSpec& m, std::int64_t B, RecomputeSet rc = {},
                                       float dropout = 0, std::int64_t tp = 1,

@@ -8,9 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "kernels/emulated/api.h"
 #include "train/checkpoint.h"
-#include "train/gpu_kernels.h"
 #include "train/optimizer.h"
 #include "train/state_backend.h"
 #include "train/trainer.h"
@@ -150,9 +148,6 @@ TEST(LlamaTrainer, LlamaTinyLearnsTheSuccessorSequence) {
 constexpr double kU = 1.0 / 256.0;  // bf16 unit roundoff
 
 TEST(LlamaEmulatedTrainer, OneStepMatchesTheCpuBf16Trainer) {
-  if (!LlamaKernels<GpuKernels<EmulatedApi>> || !GqaAttentionKernels<GpuKernels<EmulatedApi>>) {
-    GTEST_SKIP() << "the emulated device has no Llama kernels yet";
-  }
   const test::OneThread one_thread;
   const fs::path dir = test::temp_dir("llama_emu");
   const ModelSpec m = test::llama_tiny();
