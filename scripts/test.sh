@@ -20,8 +20,10 @@ OUT="$root/build-test" bash "$root/scripts/gpu-check.sh" --emulated "$root/build
 echo "== build (ASan + UBSan)"
 # Without CUDA (nvcc instruments nothing, and it keeps this pass short): it also checks that a
 # build without the toolkit works and that --device cuda says so (tests/cli/device_cli_test.cpp).
-cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DETH_WERROR=ON \
-  -DETH_SANITIZE=address -DETH_BUILD_BENCH=OFF -DETH_CUDA=OFF >/dev/null
+# -g1: line tables for the sanitizers' stack traces, without -g's full debug information (about
+# 15% of this pass's compile time on 2 cores, and a third of its object bytes).
+cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
+  -DETH_WERROR=ON -DETH_SANITIZE=address -DETH_BUILD_BENCH=OFF -DETH_CUDA=OFF >/dev/null
 # Every test target labelled unit or integration (no LABEL means unit), found from tests/*/CMakeLists.txt.
 targets=$(grep -h "eth_test(" "$root"/tests/*/CMakeLists.txt | grep -v "LABEL numerics\|LABEL mpi" |
   sed -E 's/.*eth_test\(([a-z_]+).*/test_\1/' | tr '\n' ' ')

@@ -5,10 +5,6 @@
 // single-process `eth train`: within 1e-5 relative at every step in fp32 in each aggregation
 // mode, within 2e-3 (the bf16 bound of tests/runtime/cli_test.cpp) in bf16, and the same with a
 // tied LM head.
-//
-// DISABLED until the Llama stage (helper llt's StageCompute path) and the CPU attention with
-// grouped key/value heads are on main: today the trainer builds GPT units only. Then drop the
-// DISABLED_ prefixes (written against the runtime as it is; not yet run).
 
 #include <gtest/gtest.h>
 
@@ -51,7 +47,7 @@ void expect_within(const std::vector<double>& got, const std::vector<double>& wa
   }
 }
 
-TEST(LlamaPlanCli, DISABLED_Fp32MpiRunOf50StepsMatchesOneProcessInEveryAggregationMode) {
+TEST(LlamaPlanCli, Fp32MpiRunOf50StepsMatchesOneProcessInEveryAggregationMode) {
   const test::PlanRun r = test::plan_run("llama", llama_tiny(false), llama_plan(false), 4, 256);
   const std::vector<double> want = test::one_process(r, 8, 16, kSteps, "");
   ASSERT_EQ(want.size(), static_cast<std::size_t>(kSteps));
@@ -62,7 +58,7 @@ TEST(LlamaPlanCli, DISABLED_Fp32MpiRunOf50StepsMatchesOneProcessInEveryAggregati
   }
 }
 
-TEST(LlamaPlanCli, DISABLED_Bf16MpiRunMatchesOneProcessWithinBf16sBound) {
+TEST(LlamaPlanCli, Bf16MpiRunMatchesOneProcessWithinBf16sBound) {
   const test::PlanRun r =
       test::plan_run("llama_bf16", llama_tiny(false), llama_plan(false), 4, 256);
   const std::vector<double> want = test::one_process(r, 8, 16, kSteps, "--precision bf16");
@@ -70,7 +66,7 @@ TEST(LlamaPlanCli, DISABLED_Bf16MpiRunMatchesOneProcessWithinBf16sBound) {
   expect_within(test::launched(r, kSteps, "--precision bf16", "bf16"), want, 2e-3, "bf16");
 }
 
-TEST(LlamaPlanCli, DISABLED_TiedMpiRunOf50StepsMatchesOneProcessInEveryAggregationMode) {
+TEST(LlamaPlanCli, TiedMpiRunOf50StepsMatchesOneProcessInEveryAggregationMode) {
   const test::PlanRun r = test::plan_run("llama_tied", llama_tiny(true), llama_plan(true), 4, 256);
   const std::vector<double> want = test::one_process(r, 8, 16, kSteps, "");
   ASSERT_EQ(want.size(), static_cast<std::size_t>(kSteps));

@@ -5,10 +5,6 @@
 // pipeline), and then in one process. The mpirun runs are in llama_cli_test.cpp.
 //
 // Tolerances as in tp_equivalence_test.cpp (sizes of the same order, the same reasons).
-//
-// DISABLED until the Llama stage (helper llt's StageCompute path) and the CPU attention with
-// grouped key/value heads are on main: today the trainer builds GPT units only. Then drop the
-// DISABLED_ prefixes (written against the runtime as it is; not yet run).
 
 #include <gtest/gtest.h>
 
@@ -63,7 +59,7 @@ void expect_same_training(const test::RunResult& single, const test::RunResult& 
   EXPECT_TRUE(dist.replicas_agree) << what;
 }
 
-TEST(LlamaEquivalence, DISABLED_HppPlanTrainsLikeOneDeviceInEveryAggregationModeTiedOrNot) {
+TEST(LlamaEquivalence, HppPlanTrainsLikeOneDeviceInEveryAggregationModeTiedOrNot) {
   for (bool tied : {false, true}) {
     const std::string kind = tied ? "tied " : "";
     const fs::path dir = test::temp_dir(tied ? "llama_tied" : "llama_modes");
@@ -81,7 +77,7 @@ TEST(LlamaEquivalence, DISABLED_HppPlanTrainsLikeOneDeviceInEveryAggregationMode
   }
 }
 
-TEST(LlamaEquivalence, DISABLED_ResumeUnderAnotherPlan) {
+TEST(LlamaEquivalence, ResumeUnderAnotherPlan) {
   // 4 steps under the HPP plan, 4 under one pipeline of two tp-2 stages, 2 in one process.
   const fs::path dir = test::temp_dir("llama_resume");
   const Plan first = hpp_plan(false);
