@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "hf/tensor_check.h"
 #include "model/arithmetic.h"
 
 namespace eth::hf {
@@ -21,12 +21,6 @@ constexpr const char* kIndex = "model.safetensors.index.json";
 // parameters, recomputed by every implementation, so skipped.
 bool is_mask_buffer(const std::string& name) {
   return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
-}
-
-std::string dims(const std::vector<std::int64_t>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
 }
 
 }  // namespace
@@ -135,32 +129,8 @@ Gpt2Source open_gpt2(const std::filesystem::path& dir) {
                                  : "";
   const ModelSpec& m = src.config.model;
   src.tensors = gpt2_tensors(m, src.config.tied, prefix);
-  std::set<std::string> wanted;
-  std::set<std::string> dtypes;
-  for (const Gpt2Tensor& t : src.tensors) {
-    wanted.insert(t.hf_name);
-    const TensorInfo* info = w.find(t.hf_name);
-    if (!info) {
-      throw InputError("hf", w.files().front().string(), t.hf_name,
-                       "missing tensor (of shape " + dims(t.hf_shape) + ")" +
-                           (t.hf_name == "lm_head.weight"
-                                ? "; config.json says tie_word_embeddings false"
-                                : ""));
-    }
-    if (info->shape != t.hf_shape) {
-      throw InputError("hf", w.file_of(t.hf_name).string(), t.hf_name + ".shape",
-                       "expected " + dims(t.hf_shape) + " from config.json, got " +
-                           dims(info->shape));
-    }
-    dtypes.insert(dtype_name(info->dtype));
-  }
-  for (const std::string& name : w.names()) {
-    if (wanted.count(name) || is_mask_buffer(name)) continue;
-    if (name == "lm_head.weight" && src.config.tied) continue;  // tied: wte is the head
-    throw InputError("hf", w.file_of(name).string(), name,
-                     "unexpected tensor: not part of GPT2LMHeadModel with this config.json");
-  }
-  src.dtype = dtypes.size() == 1 ? *dtypes.begin() : "";
+  src.dtype =
+      check_hf_tensors(w, src.tensors, src.config.tied, is_mask_buffer, "GPT2LMHeadModel");
   return src;
 }
 

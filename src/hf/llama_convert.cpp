@@ -2,10 +2,10 @@
 #include "hf/llama_convert.h"
 
 #include <algorithm>
-#include <set>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "hf/tensor_check.h"
 #include "model/arithmetic.h"
 #include "train/checkpoint.h"
 
@@ -19,12 +19,6 @@ constexpr const char* kIndex = "model.safetensors.index.json";
 
 // Old transformers saved the rotary frequencies as a buffer: not a parameter, recomputed.
 bool is_rotary_buffer(const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }
-
-std::string dims(const std::vector<std::int64_t>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 std::int64_t numel(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
@@ -141,33 +135,8 @@ LlamaSource open_llama(const std::filesystem::path& dir) {
       w.find("model.embed_tokens.weight") || !w.find("embed_tokens.weight") ? "model." : "";
   const ModelSpec& m = src.config.model;
   src.tensors = llama_tensors(m, prefix);
-  std::set<std::string> wanted;
-  std::set<std::string> dtypes;
-  for (const LlamaTensor& t : src.tensors) {
-    wanted.insert(t.hf_name);
-    const TensorInfo* info = w.find(t.hf_name);
-    if (!info) {
-      throw InputError("hf", w.files().front().string(), t.hf_name,
-                       "missing tensor (of shape " + dims(t.hf_shape) + ")" +
-                           (t.hf_name == "lm_head.weight"
-                                ? "; config.json says tie_word_embeddings false"
-                                : ""));
-    }
-    if (info->shape != t.hf_shape) {
-      throw InputError("hf", w.file_of(t.hf_name).string(), t.hf_name + ".shape",
-                       "expected " + dims(t.hf_shape) + " from config.json, got " +
-                           dims(info->shape));
-    }
-    dtypes.insert(dtype_name(info->dtype));
-  }
-  for (const std::string& name : w.names()) {
-    if (wanted.count(name) || is_rotary_buffer(name)) continue;
-    // Tied: transformers ignores a stored head and uses the embedding; so does ETH.
-    if (name == "lm_head.weight" && m.tied_embeddings) continue;
-    throw InputError("hf", w.file_of(name).string(), name,
-                     "unexpected tensor: not part of LlamaForCausalLM with this config.json");
-  }
-  src.dtype = dtypes.size() == 1 ? *dtypes.begin() : "";
+  src.dtype =
+      check_hf_tensors(w, src.tensors, m.tied_embeddings, is_rotary_buffer, "LlamaForCausalLM");
   return src;
 }
 
