@@ -81,7 +81,10 @@ TEST(MeasureDevice, EmulatedEntryIsBf16UnderItsTypeWithTimesThatGrowWithTheMicro
     if (u > 0 && u + 1 < a.units.size()) {
       blocks_a += a.units[u].forward_ms + a.units[u].backward_ms;
       blocks_b += b.units[u].forward_ms + b.units[u].backward_ms;
-      EXPECT_GT(a.units[u].recompute_ms[idx(RecomputeOp::Unit)], 0.0) << "unit " << u;
+      // A difference of two timed backwards: at micro-batch 1 it can be within the noise of an
+      // idle machine (measured as 0 there), at 16 a whole forward clearly shows.
+      EXPECT_GE(a.units[u].recompute_ms[idx(RecomputeOp::Unit)], 0.0) << "unit " << u;
+      EXPECT_GT(b.units[u].recompute_ms[idx(RecomputeOp::Unit)], 0.0) << "unit " << u;
     }
   }
   // 16 times the tokens; the emulated device adds a fixed cost per call (its page protection),
