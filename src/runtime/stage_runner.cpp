@@ -281,29 +281,34 @@ double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times
   // The buffers an activation / gradient was computed into, until its send action posts it.
   SendBuffer* act_out = nullptr;
   SendBuffer* grad_out = nullptr;
-  bool finished = false;  // the sends are waited for and the loss is taken (OptimizerStep)
-  std::optional<double> loss;
+  std::optional<double> loss;  // taken at the OptimizerStep (or after the program without one)
+  auto compute = [&](const Action& a, const Chunk& c, const std::byte* from, std::byte* to,
+                     std::function<void(std::int64_t)> done) {
+    ComputeCall call;
+    call.kind = a.kind;
+    call.microbatch = a.microbatch;
+    call.chunk = c;
+    call.slot = static_cast<int>(a.microbatch % slots_);
+    call.state = &state;
+    call.input = &in;
+    call.in = from;
+    call.out = to;
+    call.unit_done = std::move(done);
+    times.compute_s += chain_->run(call);
+  };
   for (const Action& a : prog.actions) {
     const bool per_microbatch = a.microbatch >= 0;
     const Chunk c = per_microbatch ? chunk(s, place_.dp_rank, a.microbatch) : Chunk{};
     // This replica holds no sample of a small last micro-batch: nothing of it to do.
     if (per_microbatch && c.size == 0) continue;
-    ComputeCall call;
-    call.kind = a.kind;
-    call.microbatch = a.microbatch;
-    call.chunk = c;
-    call.slot = static_cast<int>(per_microbatch ? a.microbatch % slots_ : 0);
-    call.state = &state;
-    call.input = &in;
     switch (a.kind) {
       case ActionKind::RecvActivation:
         receive(s - 1, a.microbatch, c, x_in_.data(), activation_tag(a.microbatch), times);
         break;
       case ActionKind::Forward:
         act_out = s + 1 < S ? &acquire_send_buffer() : nullptr;
-        call.in = s > 0 ? x_in_.data() : nullptr;
-        call.out = act_out ? act_out->data.data() : nullptr;
-        times.compute_s += chain_->run(call);
+        compute(a, c, s > 0 ? x_in_.data() : nullptr, act_out ? act_out->data.data() : nullptr,
+                nullptr);
         break;
       case ActionKind::SendActivation:
         ETH_CHECK(act_out != nullptr, "send without a forward");
@@ -315,10 +320,9 @@ double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times
         break;
       case ActionKind::Backward:
         grad_out = s > 0 ? &acquire_send_buffer() : nullptr;
-        call.in = s + 1 < S ? dx_out_.data() : nullptr;
-        call.out = grad_out ? grad_out->data.data() : nullptr;
-        if (a.microbatch == last_mb) call.unit_done = units_done;
-        times.compute_s += chain_->run(call);
+        compute(a, c, s + 1 < S ? dx_out_.data() : nullptr,
+                grad_out ? grad_out->data.data() : nullptr,
+                a.microbatch == last_mb ? units_done : nullptr);
         break;
       case ActionKind::SendGradient:
         ETH_CHECK(grad_out != nullptr, "send without a backward");
@@ -333,12 +337,11 @@ double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times
         // none may be left to cross the optimizer's collectives.
         wait_sends(times);
         loss = compute_->take_loss();
-        finished = true;
         if (actions != nullptr) actions->optimizer_step(*loss, times);
         break;
     }
   }
-  if (!finished) {
+  if (!loss) {
     wait_sends(times);
     loss = compute_->take_loss();
   }
