@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cli/cli_run.h"
-#include "comm/single_copy_probe.h"
+#include "launch/single_copy_probe.h"
 #include "model/model_spec.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
