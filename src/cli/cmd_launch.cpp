@@ -28,11 +28,9 @@ namespace {
 
 struct ElasticArgs {
   bool enabled = false;
-  std::string checkpoint_dir;
-  std::int64_t checkpoint_every = 0;
-  std::string lost_devices;  // a file of device ids the run must not use; may not exist yet
-  std::string log;           // JSON lines, one per event
-  int max_restarts = 10;
+  // --checkpoint-dir, --checkpoint-every, --lost-devices, --elastic-log, --max-restarts; the rest
+  // is resolved by run_elastic_launch.
+  ElasticSetup run;
   PlannerArgs planner;
   std::vector<CLI::Option*> options;  // every option but --elastic (refused without it)
 };
@@ -72,13 +70,13 @@ TrainArgs parse_train_args(const std::vector<std::string>& args) {
 // before launch/elastic_run.h takes over.
 int run_elastic_launch(const LaunchArgs& a, const ElasticArgs& e) {
   if (a.dry_run) throw UsageError("--dry-run", "not with --elastic: its plans depend on the run");
-  if (e.checkpoint_dir.empty() || e.checkpoint_every < 1) {
-    throw UsageError(e.checkpoint_dir.empty() ? "--checkpoint-dir" : "--checkpoint-every",
+  if (e.run.checkpoint_dir.empty() || e.run.checkpoint_every < 1) {
+    throw UsageError(e.run.checkpoint_dir.empty() ? "--checkpoint-dir" : "--checkpoint-every",
                      "--elastic resumes from checkpoints: give --checkpoint-dir DIR and "
                      "--checkpoint-every N (N >= 1)");
   }
   const TrainArgs train = parse_train_args(a.train_args);
-  ElasticSetup s;
+  ElasticSetup s = e.run;
   s.launch = a;
   s.target = train.stop_at > 0 ? std::min(train.stop_at, train.steps) : train.steps;
   s.user_plan = load_plan(a.plan);
@@ -94,11 +92,6 @@ int run_elastic_launch(const LaunchArgs& a, const ElasticArgs& e) {
   s.replan.method = planner_method(e.planner);
   s.replan.options = planner_options(e.planner);
   s.train_log = train.log;
-  s.checkpoint_dir = e.checkpoint_dir;
-  s.checkpoint_every = e.checkpoint_every;
-  s.lost_devices = e.lost_devices;
-  s.log = e.log;
-  s.max_restarts = e.max_restarts;
   return run_elastic(s, std::cerr);
 }
 
@@ -141,24 +134,24 @@ void add_elastic_options(CLI::App* sub, ElasticArgs& e) {
                 "checkpoint (docs/runtime.md, Recovery)")
       ->group(group);
   auto& o = e.options;
-  o.push_back(sub->add_option("--checkpoint-dir", e.checkpoint_dir,
+  o.push_back(sub->add_option("--checkpoint-dir", e.run.checkpoint_dir,
                               "Checkpoints, re-plans (elastic-plan-N.json) and the run's log "
                               "(train.jsonl, unless --log after --) go here")
                   ->group(group));
-  o.push_back(sub->add_option("--checkpoint-every", e.checkpoint_every,
+  o.push_back(sub->add_option("--checkpoint-every", e.run.checkpoint_every,
                               "Checkpoint period in steps: the most steps a failure costs")
                   ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
                   ->group(group));
-  o.push_back(sub->add_option("--lost-devices", e.lost_devices,
+  o.push_back(sub->add_option("--lost-devices", e.run.lost_devices,
                               "File of device ids (of the plan's cluster) not to use: ids or "
                               "ranges A-B, # comments; a failed device is added to it, and "
                               "removing a line brings the device back at the next checkpoint")
                   ->group(group));
-  o.push_back(sub->add_option("--elastic-log", e.log,
+  o.push_back(sub->add_option("--elastic-log", e.run.log,
                               "Append one JSON line per event (start, recovery with its "
                               "detection, planning and restart times, stop, finish)")
                   ->group(group));
-  o.push_back(sub->add_option("--max-restarts", e.max_restarts,
+  o.push_back(sub->add_option("--max-restarts", e.run.max_restarts,
                               "Most relaunches (after failures or device changes) before "
                               "giving up")
                   ->check(CLI::Range(0, 1000000))
