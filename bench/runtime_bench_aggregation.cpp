@@ -15,7 +15,7 @@
 
 #include "bench_util.h"
 #include "runtime_bench.h"
-#include "comm/mpirun.h"
+#include "launch/mpirun.h"
 #include "model/arithmetic.h"
 
 namespace eth::bench {
