@@ -11,8 +11,8 @@
 #include <string>
 #include <utility>
 
-#include "cli/cli_run.h"
 #include "core/json_cursor.h"
+#include "eth_run.h"
 #include "model/arithmetic.h"
 #include "model/model_spec.h"
 #include "test_util.h"
