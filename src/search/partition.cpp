@@ -386,6 +386,25 @@ bool usable_options(const std::vector<TypeInfo>& types, const std::vector<std::i
   return true;
 }
 
+// Tightens the mixed base's templates (shared by every partition of the product over it) while
+// the product could still reach the global batch on its bound; true when it cannot (then every
+// combination is counted as pruned).
+bool tighten_base(const GenerateOptions& opt, const Partition& base, SampleBound& bound) {
+  if (!opt.tighten || base.parts.empty()) return false;
+  while (bound.refresh() && bound.finite() && bound.reachable(0, 0)) {
+    bool tighter = false;
+    for (std::size_t p = 0; p < base.parts.size(); ++p) {
+      tighter = opt.tighten(base.parts[p].tpl, bound.tau(), bound.need(p)) || tighter;
+    }
+    if (!tighter) break;
+  }
+  if (bound.refresh() && !bound.reachable(0, 0)) {
+    *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(0));
+    return true;
+  }
+  return false;
+}
+
 std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
                                const std::vector<std::int64_t>& remaining,
                                const GenerateOptions& opt, const Partition& base,
@@ -399,19 +418,7 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
   if (opt.probe && bound.refresh() && !bound.finite()) {
     for (const auto& part : base.parts) opt.probe(part.tpl);
   }
-  if (opt.tighten && !base.parts.empty()) {
-    while (bound.refresh() && bound.finite() && bound.reachable(0, 0)) {
-      bool tighter = false;
-      for (std::size_t p = 0; p < base.parts.size(); ++p) {
-        tighter = opt.tighten(base.parts[p].tpl, bound.tau(), bound.need(p)) || tighter;
-      }
-      if (!tighter) break;
-    }
-    if (bound.refresh() && !bound.reachable(0, 0)) {
-      *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(0));
-      return 0;
-    }
-  }
+  if (tighten_base(opt, base, bound)) return 0;
   Partition cur = base;
   cur.idle.assign(types.size(), 0);
   // The samples the options chosen for types 0..x-1 take within the threshold at most, read
