@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/single_copy_probe.h"
 #include "eth_run.h"
+#include "launch/single_copy_probe.h"
 #include "model/model_spec.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
