@@ -626,6 +626,7 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
 std::vector<Candidate> search_layer(Context& ctx, std::string& diagnosis) {
   TemplateSet set;
   TemplateEvaluator ev(ctx, set, ctx.layer_tables);
+  if (ctx.opt.ses && ctx.opt.cpc && ctx.opt.bound_generation) ev.use_order_free_bounds();
   return layer_candidates(ctx, ev, set, &diagnosis);
 }
 
