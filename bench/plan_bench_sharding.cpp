@@ -1,15 +1,17 @@
 // Sharded optimizer state on the paper's memory-bound scenarios (13B and 70B on 910B2/910B4, 13B
 // on A100/RTX3090): for each planner (eth, layer, uniform) its best plan with the optimizer state
-// whole, the same plan with the state sharded by free memory (cost/sharding_memory.h: shares in
-// proportion to each holder's free memory, the all-gather priced after the step), and that
-// sharded plan after the freed memory is spent on larger micro-batches or less recompute
-// (use_freed_memory). Predicted
-// figures (analytic profile), each with its worst device's peak over its memory and whether every
-// device fits; "why" lists the changes the freed memory bought.
+// whole and its best plan when the search itself charges each holder its share of the state
+// (PlannerOptions::optimizer_sharding = memory: shares in proportion to each holder's free
+// memory, the reduce-scatter's buffer in memory, the all-gather priced after the step).
+// Predicted figures (analytic profile), each with its worst device's peak over its memory;
+// "only sharded" says whether the sharded plan overflows some device with its state whole (a
+// plan the unsharded search could not choose), and "why" sets the two plans' shapes side by
+// side: pipelines, stages, micro-batch sizes, stages that recompute.
 #include "plan_bench_sharding.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,29 @@ Json figures(const Prediction& p) {
               {"worst_peak_over_memory", worst}, {"shard_gather_ms", p.shard_gather_ms}};
 }
 
+// "16 pipes x 4 stages, mbs 2/4, recompute 8/64 stages, tp 1-2"
+std::string shape(const Plan& plan) {
+  std::set<std::int64_t> mbs, stages, tps;
+  std::int64_t rc = 0, total = 0;
+  for (const PipelinePlan& p : plan.pipelines) {
+    mbs.insert(p.micro_batch_size);
+    stages.insert(static_cast<std::int64_t>(p.stages.size()));
+    for (const StagePlan& s : p.stages) {
+      ++total;
+      rc += s.recompute.empty() ? 0 : 1;
+      tps.insert(s.tp);
+    }
+  }
+  auto list = [](const std::set<std::int64_t>& v, const char* sep) {
+    std::string out;
+    for (std::int64_t x : v) out += (out.empty() ? "" : sep) + std::to_string(x);
+    return out;
+  };
+  return std::to_string(plan.pipelines.size()) + " pipes x " + list(stages, "/") +
+         " stages, mbs " + list(mbs, "/") + ", tp " + list(tps, "/") + ", recompute " +
+         std::to_string(rc) + "/" + std::to_string(total) + " stages";
+}
+
 }  // namespace
 
 Json run_sharding(bool quick) {
@@ -58,19 +83,21 @@ Json run_sharding(bool quick) {
       Json row{{"model", k.model}, {"cluster", k.cluster},
                {"method", std::string(plan_method_name(method))}};
       try {
-        const PlannerResult r = plan_training(method, model, cluster, db, 1024, model.seq_len, {});
-        const Plan sharded =
-            shard_optimizer_state(r.plan, OptimizerSharding::Memory, cluster, db);
-        std::vector<std::string> why;
-        const Plan retuned = use_freed_memory(sharded, cluster, db, &why);
-        const Prediction whole = predict(r.plan, cluster, db);
-        const Prediction shard = predict(sharded, cluster, db);
-        const Prediction spent = predict(retuned, cluster, db);
-        row["whole"] = figures(whole);
-        row["sharded"] = figures(shard);
-        row["sharded_spent"] = figures(spent);
-        row["speedup"] = whole.iteration_ms / spent.iteration_ms;
-        row["why"] = why;
+        const PlannerResult whole = plan_training(method, model, cluster, db, 1024, model.seq_len, {});
+        PlannerOptions o;
+        o.optimizer_sharding = OptimizerSharding::Memory;
+        const PlannerResult sharded =
+            plan_training(method, model, cluster, db, 1024, model.seq_len, o);
+        const Prediction unshard =
+            predict(with_optimizer_sharding(sharded.plan, OptimizerSharding::None), cluster, db);
+        row["whole"] = figures(whole.prediction);
+        row["sharded"] = figures(sharded.prediction);
+        row["speedup"] = whole.prediction.iteration_ms / sharded.prediction.iteration_ms;
+        row["only_sharded"] = !unshard.fits;
+        row["whole_shape"] = shape(whole.plan);
+        row["sharded_shape"] = shape(sharded.plan);
+        row["sharding_used"] = std::string(optimizer_sharding_name(sharded.plan.optimizer_sharding));
+        row["spent"] = sharded.plan.predicted.value("freed_memory_spent_on", Json::array());
       } catch (const InputError& e) {
         row["error"] = e.what();
       }
@@ -83,12 +110,11 @@ Json run_sharding(bool quick) {
 void print_sharding(const Json& rows) {
   std::printf(
       "== Optimizer state sharded by free memory (issue 28; analytic profile, gbs 1024): each "
-      "planner's best plan with the state whole, the same plan sharded, and sharded with the "
-      "freed memory spent on larger micro-batches or less recompute (predicted iteration ms; "
-      "peak/mem: worst device)\n");
-  std::printf("%-10s %-17s %-8s %12s %9s %12s %9s %12s %9s %8s  %s\n", "model", "cluster",
-              "method", "whole ms", "peak/mem", "sharded ms", "peak/mem", "spent ms", "peak/mem",
-              "speedup", "why");
+      "planner's best plan with the state whole and its best plan when the search charges each "
+      "holder its share (predicted iteration ms; peak/mem: worst device; only sharded: the "
+      "sharded plan overflows with its state whole)\n");
+  std::printf("%-10s %-17s %-8s %12s %8s %12s %8s %8s %6s\n", "model", "cluster", "method",
+              "whole ms", "peak/mem", "sharded ms", "peak/mem", "speedup", "only");
   for (const Json& r : rows) {
     if (r.contains("error")) {
       std::printf("%-10s %-17s %-8s  %s\n", r["model"].get<std::string>().c_str(),
@@ -96,21 +122,24 @@ void print_sharding(const Json& rows) {
                   r["error"].get<std::string>().c_str());
       continue;
     }
-    auto col = [&](const char* k, const char* f) {
+    auto col = [&](const char* k) {
       const Json& j = r[k];
       char b[64];
-      std::snprintf(b, sizeof b, "%12.1f %8.2f%s", j["iteration_ms"].get<double>(),
+      std::snprintf(b, sizeof b, "%12.1f %7.2f%s", j["iteration_ms"].get<double>(),
                     j["worst_peak_over_memory"].get<double>(), j["fits"].get<bool>() ? " " : "!");
-      (void)f;
       return std::string(b);
     };
-    std::string why;
-    for (const Json& w : r["why"]) why += (why.empty() ? "" : "; ") + w.get<std::string>();
-    if (why.empty()) why = "-";
-    std::printf("%-10s %-17s %-8s %s %s %s %8.3f  %s\n", r["model"].get<std::string>().c_str(),
+    std::printf("%-10s %-17s %-8s %s %s %8.3f %6s\n", r["model"].get<std::string>().c_str(),
                 r["cluster"].get<std::string>().c_str(), r["method"].get<std::string>().c_str(),
-                col("whole", "").c_str(), col("sharded", "").c_str(),
-                col("sharded_spent", "").c_str(), r["speedup"].get<double>(), why.c_str());
+                col("whole").c_str(), col("sharded").c_str(), r["speedup"].get<double>(),
+                r["only_sharded"].get<bool>() ? "yes" : "no");
+    std::printf("    whole:   %s\n    sharded: %s (%s shares)\n",
+                r["whole_shape"].get<std::string>().c_str(),
+                r["sharded_shape"].get<std::string>().c_str(),
+                r["sharding_used"].get<std::string>().c_str());
+    std::string spent;
+    for (const Json& w : r["spent"]) spent += (spent.empty() ? "" : "; ") + w.get<std::string>();
+    if (!spent.empty()) std::printf("    then spent on: %s\n", spent.c_str());
   }
   std::printf("(! : some device over its memory)\n\n");
 }

@@ -3,7 +3,6 @@
 // devices that come and go), and the report of each recovery.
 #include "cli/elastic_launch.h"
 
-#include "cost/sharding_memory.h"
 
 #include <sys/stat.h>
 
@@ -167,6 +166,8 @@ ElasticRun::ElasticRun(const LaunchArgs& a, const ElasticArgs& e) : a_(a), e_(e)
   replan_in_.seq_len = user_plan_.seq_len;
   replan_in_.method = planner_method(e.planner);
   replan_in_.options = planner_options(e.planner);
+  // The re-plan shards the optimizer state as the run it replaces did (issue 28).
+  replan_in_.options.optimizer_sharding = user_plan_.optimizer_sharding;
   current_.plan = user_plan_;
   current_.file = a.plan;
   current_.original = user_plan_.device_ids();
@@ -261,12 +262,6 @@ CurrentPlan ElasticRun::plan_for(const std::set<std::int64_t>& lost, int index) 
   c.plan = std::move(r.result.plan);
   c.original = r.surviving.original;
   c.predicted_ms = r.result.prediction.iteration_ms;
-  if (user_plan_.optimizer_sharding != OptimizerSharding::None) {
-    // The re-plan shards the optimizer state as the run it replaces did (issue 28).
-    c.plan = shard_optimizer_state(c.plan, user_plan_.optimizer_sharding, r.surviving.cluster,
-                                   *replan_in_.profile);
-    c.predicted_ms = predict(c.plan, r.surviving.cluster, *replan_in_.profile).iteration_ms;
-  }
   // Which devices of the run's cluster the plan's ids stand for, for a person reading it.
   Json search = c.plan.search.is_object() ? c.plan.search : Json::object();
   search["elastic"] = Json{{"full_cluster_device_of", c.original}, {"lost", ids_json(lost)}};
