@@ -126,19 +126,30 @@ double shard_buffer_bytes(const Plan& plan, std::int64_t device, AggregationMode
 double shard_gather_ms(const Plan& plan, const ClusterIndex& cluster, Precision precision,
                        const PredictOptions& options) {
   std::map<std::int64_t, double> busy;
-  const double element = precision_bytes(precision).weights;
   for (const BlockShards& b : plan.optimizer_shards) {
     if (b.holders.size() < 2) continue;
-    double elements = 0;
-    for (std::int64_t e : b.elements) elements += static_cast<double>(e);
-    // A ring all-reduce moves 2(n-1)/n of the bytes; the all-gather half of that.
-    const double ms = 0.5 * ring_allreduce_ms(cluster, b.holders, elements * element, 0.0) +
-                      options.collective_latency_ms;
+    const double ms = shard_gather_block_ms(b, cluster, precision, options.collective_latency_ms);
     for (std::int64_t h : b.holders) busy[h] += ms;
   }
   double worst = 0;
   for (const auto& [device, ms] : busy) worst = std::max(worst, ms);
   return worst;
+}
+
+double shard_gather_block_ms(const BlockShards& b, const ClusterIndex& cluster,
+                             Precision precision, double collective_latency_ms) {
+  if (b.holders.size() < 2) return 0;
+  double elements = 0;
+  for (std::int64_t e : b.elements) elements += static_cast<double>(e);
+  // A ring all-reduce moves 2(n-1)/n of the bytes; the all-gather half of that.
+  const double bytes = elements * precision_bytes(precision).weights;
+  return 0.5 * ring_allreduce_ms(cluster, b.holders, bytes, 0.0) + collective_latency_ms;
+}
+
+double gradient_ring_share(const Plan& plan, AggregationMode mode) {
+  return plan.optimizer_sharding != OptimizerSharding::None && mode == AggregationMode::Block
+             ? 0.5
+             : 1.0;
 }
 
 MemoryBreakdown device_memory(const Prediction&, const MemoryBreakdown& stage,

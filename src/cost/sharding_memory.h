@@ -58,10 +58,17 @@ double even_share_bound(double elements, std::int64_t holders, double blocks);
 // The all-gather of the updated compute weights (bytes per element: the precision's weights), a
 // ring per block of two or more holders moving (n-1)/n of the block's bytes plus one
 // collective latency; blocks sharing a holder run one after another, so the term is the
-// busiest holder's sum. Block-wise, the gradient's reduce-scatter keeps the all-reduce's term in
-// the sync schedule (an upper bound: a ring reduce-scatter moves half its bytes).
+// busiest holder's sum. Block-wise, the gradient's reduce-scatter replaces the all-reduce in the
+// sync schedule at half its ring bytes (gradient_ring_share).
 double shard_gather_ms(const Plan& plan, const ClusterIndex& cluster, Precision precision,
                        const PredictOptions& options);
+// One block's all-gather as above (0 for a block of one holder): the simulator's too.
+double shard_gather_block_ms(const BlockShards& block, const ClusterIndex& cluster,
+                             Precision precision, double collective_latency_ms);
+// The share of a ring all-reduce's bytes each gradient collective of `mode` moves: a sharded
+// plan's block-wise reduce-scatter half (each holder receives only its shard's sums), else 1.
+// The predictor's sync schedule and the simulator's collectives both price it.
+double gradient_ring_share(const Plan& plan, AggregationMode mode);
 
 // One device's breakdown: its stage's `stage` with the device's own optimizer state and buffers
 // (DevicePrediction: under sharding they differ between a stage's devices; the shard buffer is

@@ -22,6 +22,7 @@ struct DeviceView {
   std::vector<int> count_f, count_b;
   std::vector<Span> compute, sends, recvs, reduces;
   std::map<std::int64_t, Span> reduce_of;  // collective -> interval
+  std::map<std::int64_t, Span> gather_of;  // weight gather (SimOptions) -> interval
   Span opt;
   int count_opt = 0;
 };
@@ -111,6 +112,14 @@ std::vector<std::string> check_timeline(const Plan& plan, const std::vector<Pipe
         v.recvs.push_back(sp);
         break;
       case ActionKind::ReduceGradients:
+        if (e.block >= static_cast<std::int64_t>(collectives.size())) {
+          const std::int64_t g = e.block - static_cast<std::int64_t>(collectives.size());
+          if (v.gather_of.count(g))
+            out.push_back(dev(e.device) + ": weight gather " + std::to_string(g) + " twice");
+          v.gather_of[g] = sp;
+          v.reduces.push_back(sp);
+          break;
+        }
         if (v.reduce_of.count(e.block))
           out.push_back(dev(e.device) + ": collective " + std::to_string(e.block) + " twice");
         v.reduce_of[e.block] = sp;
@@ -244,6 +253,27 @@ std::vector<std::string> check_timeline(const Plan& plan, const std::vector<Pipe
         out.push_back(who + ": starts at " + fmt(sp.start) +
                       " before the holder's gradients are final at " + fmt(ready));
       }
+    }
+  }
+  // Weight gathers: one entry per holder, a common interval of the priced length, after the
+  // holder's optimizer step (collectives and gathers of a device never overlap: above).
+  for (std::size_t g = 0; g < options.weight_gathers.size(); ++g) {
+    const SimCollective& w = options.weight_gathers[g];
+    Span common;
+    for (std::int64_t h : w.holders) {
+      const std::string who = "weight gather " + std::to_string(g) + " on " + dev(h);
+      auto vit = views.find(h);
+      if (vit == views.end() || !vit->second.gather_of.count(static_cast<std::int64_t>(g))) {
+        out.push_back(who + ": missing");
+        continue;
+      }
+      const Span sp = vit->second.gather_of.at(static_cast<std::int64_t>(g));
+      if (!common.present()) common = sp;
+      if (sp.start != common.start || sp.end != common.end)
+        out.push_back(who + ": holders disagree on its interval");
+      if (sp.end - sp.start != ms_to_ns(w.duration_ms)) out.push_back(who + ": length");
+      if (vit->second.count_opt == 1 && sp.start < vit->second.opt.end)
+        out.push_back(who + ": starts before the holder's optimizer step ended");
     }
   }
   return out;
