@@ -9,6 +9,8 @@
 // side: pipelines, stages, micro-batch sizes, stages that recompute.
 #include "plan_bench_sharding.h"
 
+#include "plan_bench.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -18,20 +20,11 @@
 #include "core/error.h"
 #include "cost/sharding_memory.h"
 #include "plan/sharding.h"
-#include "profile/analytic.h"
 #include "search/planner.h"
 
 namespace eth::bench {
 
 namespace {
-
-ProfileDb analytic(const ModelSpec& m, const ClusterSpec& c) {
-  std::vector<std::int64_t> tps;
-  for (std::int64_t t : {1, 2, 4, 8}) {
-    if (m.heads % t == 0 && m.ffn % t == 0) tps.push_back(t);
-  }
-  return analytic_profile_db(m, c, tps, {1, 2, 4, 8, 16}, m.seq_len);
-}
 
 Json figures(const Prediction& p) {
   double worst = 0;
@@ -78,29 +71,32 @@ Json run_sharding(bool quick) {
   for (const Case& k : cases) {
     const ModelSpec model = model_preset(k.model);
     const ClusterSpec cluster = load_cluster(k.cluster);
-    const ProfileDb db = analytic(model, cluster);
+    const ProfileDb db = analytic_for(model, cluster, model.seq_len);
     for (PlanMethod method : {PlanMethod::Eth, PlanMethod::Layer, PlanMethod::Uniform}) {
       Json row{{"model", k.model}, {"cluster", k.cluster},
                {"method", std::string(plan_method_name(method))}};
-      try {
-        const PlannerResult whole = plan_training(method, model, cluster, db, 1024, model.seq_len, {});
-        PlannerOptions o;
-        o.optimizer_sharding = OptimizerSharding::Memory;
-        const PlannerResult sharded =
-            plan_training(method, model, cluster, db, 1024, model.seq_len, o);
-        const Prediction unshard =
-            predict(with_optimizer_sharding(sharded.plan, OptimizerSharding::None), cluster, db);
-        row["whole"] = figures(whole.prediction);
-        row["sharded"] = figures(sharded.prediction);
-        row["speedup"] = whole.prediction.iteration_ms / sharded.prediction.iteration_ms;
-        row["only_sharded"] = !unshard.fits;
-        row["whole_shape"] = shape(whole.plan);
-        row["sharded_shape"] = shape(sharded.plan);
-        row["sharding_used"] = std::string(optimizer_sharding_name(sharded.plan.optimizer_sharding));
-        row["spent"] = sharded.plan.predicted.value("freed_memory_spent_on", Json::array());
-      } catch (const InputError& e) {
-        row["error"] = e.what();
+      PlannerOptions o;
+      o.optimizer_sharding = OptimizerSharding::Memory;
+      const Timed tw = timed_plan(method, model, cluster, db, 1024, model.seq_len, {});
+      const Timed ts = timed_plan(method, model, cluster, db, 1024, model.seq_len, o);
+      if (!tw.result || !ts.result) {
+        row["error"] = tw.result ? ts.error : tw.error;
+        rows.push_back(row);
+        continue;
       }
+      const PlannerResult& whole = *tw.result;
+      const PlannerResult& sharded = *ts.result;
+      const Prediction unshard =
+          predict(with_optimizer_sharding(sharded.plan, OptimizerSharding::None), cluster, db);
+      row["whole"] = figures(whole.prediction);
+      row["sharded"] = figures(sharded.prediction);
+      row["speedup"] = whole.prediction.iteration_ms / sharded.prediction.iteration_ms;
+      row["only_sharded"] = !unshard.fits;
+      row["whole_shape"] = shape(whole.plan);
+      row["sharded_shape"] = shape(sharded.plan);
+      row["sharding_used"] = std::string(optimizer_sharding_name(sharded.plan.optimizer_sharding));
+      row["spent"] = sharded.plan.predicted.value("freed_memory_spent_on", Json::array());
+      row["search_cpu_s"] = Json{{"whole", tw.cpu_s}, {"sharded", ts.cpu_s}};
       rows.push_back(row);
     }
   }
@@ -133,10 +129,11 @@ void print_sharding(const Json& rows) {
                 r["cluster"].get<std::string>().c_str(), r["method"].get<std::string>().c_str(),
                 col("whole").c_str(), col("sharded").c_str(), r["speedup"].get<double>(),
                 r["only_sharded"].get<bool>() ? "yes" : "no");
-    std::printf("    whole:   %s\n    sharded: %s (%s shares)\n",
+    std::printf("    whole:   %s\n    sharded: %s (%s shares); search CPU s %.2f / %.2f\n",
                 r["whole_shape"].get<std::string>().c_str(),
                 r["sharded_shape"].get<std::string>().c_str(),
-                r["sharding_used"].get<std::string>().c_str());
+                r["sharding_used"].get<std::string>().c_str(),
+                r["search_cpu_s"]["whole"].get<double>(), r["search_cpu_s"]["sharded"].get<double>());
     std::string spent;
     for (const Json& w : r["spent"]) spent += (spent.empty() ? "" : "; ") + w.get<std::string>();
     if (!spent.empty()) std::printf("    then spent on: %s\n", spent.c_str());
