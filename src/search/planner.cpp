@@ -230,11 +230,16 @@ PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const Clu
     }
   }
   if (cands.empty()) {
+    // The diagnosis is the unsharded pass's (its tables charge the whole state).
+    const std::string sharded_too =
+        sharding == OptimizerSharding::None
+            ? ""
+            : " (and none with the optimizer state sharded, in any pass: docs/planner.md)";
     throw InputError("planner", "", "",
                      std::string("no ") + std::string(plan_method_name(method)) +
                          (ctx.limits_not_memory ? " plan within the search limits: "
                                                 : " plan fits memory: ") +
-                         diagnosis);
+                         diagnosis + sharded_too);
   }
   PlannerResult best;
   best.method = method;
