@@ -57,9 +57,10 @@ TEST(PlanCli, OptimizerShardingWritesAShardedPlan) {
   const auto dir = std::filesystem::temp_directory_path() / "eth_plan_cli_sharding_test";
   std::filesystem::create_directories(dir);
   const auto out = (dir / "plan.json").string();
-  const CliRun r = run("plan --cluster 350m-910b2-910b4 --model gpt3-350m --gbs 16 --tp 1 "
-                       "--optimizer-sharding memory --format json --out " + out);
-  ASSERT_EQ(r.code, 0) << r.out;
+  const test::EthRun r =
+      test::eth_cli("plan --cluster 350m-910b2-910b4 --model gpt3-350m --gbs 16 --tp 1 "
+                    "--optimizer-sharding memory --format json --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out_and_err();
   const Json j = Json::parse(r.out);
   EXPECT_TRUE(j.at("predicted").contains("freed_memory_spent_on"));
   const Plan p = load_plan(out);
