@@ -12,8 +12,7 @@
 #include <variant>
 
 #include "core/error.h"
-#include "schedule/generate.h"
-#include "schedule/lower.h"
+#include "schedule/plan_schedules.h"
 
 namespace eth {
 
@@ -66,46 +65,11 @@ std::vector<SimCollective> make_weight_gathers(const Plan& plan, const ClusterSp
 
 std::vector<Schedule> build_schedules(const Plan& plan, ScheduleKind kind,
                                       const std::vector<SimCollective>& collectives) {
-  // Which stage each device sits in, to route collectives to stage programs.
-  std::vector<std::pair<std::int64_t, std::int64_t>> where;  // device -> (pipeline, stage)
-  for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
-    const auto& stages = plan.pipelines[p].stages;
-    for (std::size_t s = 0; s < stages.size(); ++s) {
-      for (std::int64_t d : stages[s].devices) {
-        if (static_cast<std::size_t>(d) >= where.size()) {
-          where.resize(static_cast<std::size_t>(d) + 1, {-1, -1});
-        }
-        where[static_cast<std::size_t>(d)] = {static_cast<std::int64_t>(p),
-                                              static_cast<std::int64_t>(s)};
-      }
-    }
-  }
-  std::vector<std::vector<std::vector<std::int64_t>>> blocks(plan.pipelines.size());
-  for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
-    blocks[p].resize(plan.pipelines[p].stages.size());
-  }
-  for (std::size_t c = 0; c < collectives.size(); ++c) {
-    for (std::int64_t h : collectives[c].holders) {
-      ETH_CHECK(h >= 0 && static_cast<std::size_t>(h) < where.size() &&
-                    where[static_cast<std::size_t>(h)].first >= 0,
-                "collective holder " + std::to_string(h) + " is not a device of the plan");
-      const auto [p, s] = where[static_cast<std::size_t>(h)];
-      auto& list = blocks[static_cast<std::size_t>(p)][static_cast<std::size_t>(s)];
-      if (list.empty() || list.back() != static_cast<std::int64_t>(c)) {
-        list.push_back(static_cast<std::int64_t>(c));
-      }
-    }
-  }
-  std::vector<Schedule> out;
-  for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
-    const auto& pipe = plan.pipelines[p];
-    Schedule s =
-        make_schedule(kind, static_cast<std::int64_t>(pipe.stages.size()), pipe.num_microbatches());
-    insert_p2p(s);
-    append_reductions(s, blocks[p]);
-    out.push_back(std::move(s));
-  }
-  return out;
+  // The runtime executes the programs of the same lowering (schedule/plan_schedules.h).
+  CollectiveHolders holders;
+  holders.reserve(collectives.size());
+  for (const SimCollective& c : collectives) holders.push_back(c.holders);
+  return lower_plan_schedules(plan, kind, holders);
 }
 
 namespace {
