@@ -114,7 +114,6 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
         if (cfg_.plan.optimizer_sharding == OptimizerSharding::None) {
           return ModelState(cfg_.plan.model, std::move(layout), cfg_.train.precision, backend);
         }
-        check_sharding_runnable(cfg_.plan, "--plan");
         // The sharded optimizer's collectives and shards are host buffers so far.
         if (is_gpu_device(cfg_.train.device)) {
           throw InputError("train", "--device", "",
@@ -168,7 +167,7 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
   sync_->set_trace(cfg_.trace);
   if (state_.sharded()) {
     sharded_ = std::make_unique<ShardedOptimizer>(cfg_.plan, cfg_.aggregation, world_,
-                                                  state_.layout());
+                                                  state_.layout(), tp_comm);
   }
   for (const StagePlan& other : cfg_.plan.pipelines.front().stages) {
     for (std::int64_t u = other.first_unit; u <= other.last_unit; ++u) {

@@ -1,7 +1,6 @@
 // Rank coordinates and dp chunks. See placement.h.
 #include "runtime/placement.h"
 
-#include "runtime/sharded_optimizer.h"
 
 #include <algorithm>
 
@@ -100,11 +99,6 @@ void check_runnable(const Plan& plan, const ClusterSpec& cluster, int world_size
                                 " ranks; start one rank per device (eth launch does)"));
     }
     check_tp_groups(plan, cluster, source, errors);
-    try {
-      check_sharding_runnable(plan, source);
-    } catch (const InputError& e) {
-      errors.push_back(e);
-    }
   }
   if (plan.seq_len > plan.model.seq_len) {
     errors.push_back(InputError("plan", source, "seq_len",

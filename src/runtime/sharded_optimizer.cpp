@@ -24,32 +24,17 @@ bool holds(const std::vector<std::int64_t>& holders, std::int64_t device) {
 
 }  // namespace
 
-void check_sharding_runnable(const Plan& plan, const std::string& source) {
-  if (plan.optimizer_sharding == OptimizerSharding::None) return;
-  for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
-    for (std::size_t s = 0; s < plan.pipelines[p].stages.size(); ++s) {
-      const StagePlan& st = plan.pipelines[p].stages[s];
-      if (st.tp == 1) continue;
-      throw InputError("plan", source, "optimizer_sharding",
-                       "the runtime shards the optimizer state of tp 1 stages only; "
-                       "pipelines[" + std::to_string(p) + "].stages[" + std::to_string(s) +
-                           "] has tp " + std::to_string(st.tp) +
-                           " (plan it with --optimizer-sharding none, or without tp)");
-    }
-  }
-}
-
 std::int64_t shard_numel(const Plan& plan, std::int64_t device) {
   return shard_elements(plan, device);
 }
 
 ShardedOptimizer::ShardedOptimizer(const Plan& plan, AggregationMode mode,
-                                   const Communicator& world, const ParamLayout& layout)
-    : plan_(plan), mode_(mode), world_(world) {
+                                   const Communicator& world, const ParamLayout& layout,
+                                   const Communicator& tp_comm)
+    : plan_(plan), mode_(mode), world_(world), tp_comm_(tp_comm) {
   device_ = plan.device_ids()[static_cast<std::size_t>(world.rank())];
   const std::vector<GradBlock> blocks = aggregation_collectives(plan, AggregationMode::Block);
   ETH_CHECK(plan.optimizer_shards.size() == blocks.size(), "shares not one per gradient block");
-  ETH_CHECK(layout.tp() == 1, "ShardedOptimizer: tp > 1 is not sharded");
   std::int64_t shard_at = 0;
   std::int64_t collective = -1;
   for (std::size_t i = 0; i < blocks.size(); ++i) {
@@ -80,27 +65,35 @@ ShardedOptimizer::ShardedOptimizer(const Plan& plan, AggregationMode mode,
     ETH_CHECK(g.size() == 1 && g.front().offset >= 0 && g.front().count == b.elements,
               "a sharded block must be one range of the gradient buffer");
     slot.grad_offset = g.front().offset;
-    // The block's parameters: one range too, in the gradients' element order (tp 1: no tensor
-    // is cut), found through the layout's runs; the shard is its own slice of both.
+    // The block's parameters in its gradients' element order, through the layout's runs (in
+    // gradient-buffer order): one range at tp 1; under tp the rows of each tensor's chunk, cut
+    // apart by the other chunks' rows and the tensors of other blocks. The shard is its own
+    // slice of both, in the block's order.
     bool found = false;
     const std::int64_t mine_begin = slot.grad_offset + slot.offsets[static_cast<std::size_t>(slot.me)];
     const std::int64_t mine_end = mine_begin + slot.counts[static_cast<std::size_t>(slot.me)];
     slot.shard_offset = shard_at;
     slot.run_begin = runs_.size();
+    std::int64_t covered = 0;
     for (const StateRun& r : layout.runs()) {
       const std::int64_t b0 = std::max(r.grad_offset, slot.grad_offset);
       const std::int64_t e0 = std::min(r.grad_offset + r.count, slot.grad_offset + b.elements);
       if (b0 >= e0) continue;
       const std::int64_t delta = r.param_offset - r.grad_offset;
-      if (!found) slot.param_offset = slot.grad_offset + delta;
-      ETH_CHECK(slot.param_offset - slot.grad_offset == delta,
-                "a sharded block's parameters are not one range in its gradients' order");
+      ETH_CHECK(b0 == slot.grad_offset + covered, "a block's gradients with a gap in the runs");
+      if (!slot.params.empty() && slot.params.back().offset + slot.params.back().count == b0 + delta) {
+        slot.params.back().count += e0 - b0;
+      } else {
+        slot.params.push_back(PackRun{b0 + delta, e0 - b0});
+      }
+      covered += e0 - b0;
       found = true;
       const std::int64_t b1 = std::max(b0, mine_begin), e1 = std::min(e0, mine_end);
       if (b1 >= e1) continue;
       runs_.push_back(ShardRun{b1 + delta, b1, shard_at, e1 - b1, r.decay});
       shard_at += e1 - b1;
     }
+    ETH_CHECK(covered == b.elements, "a block's gradients not all in the layout's runs");
     ETH_CHECK(found, "a block with no parameters on its holder");
     slot.run_end = runs_.size();
     ETH_CHECK(shard_at - slot.shard_offset == slot.counts[static_cast<std::size_t>(slot.me)],
@@ -110,6 +103,21 @@ ShardedOptimizer::ShardedOptimizer(const Plan& plan, AggregationMode mode,
   ETH_CHECK(shard_at == shard_numel(plan, device_), "the shard runs disagree with shard_numel");
   if (reduces_gradients()) {
     scratch_.resize(static_cast<std::size_t>(largest_shard_of_groups(plan, device_)));
+  }
+  if (!tp_comm_.is_null()) {
+    // Replicated tensors are in blocks on tp rank 0 only (grad_layout.h): it steps them and
+    // sends the new weights to the other tp ranks, which keep no optimizer state for them.
+    for (const UnitSlot& u : layout.units()) {
+      for (const TensorSlot& t : u.tensors) {
+        if (t.desc.split != TpSplit::Replicated) continue;
+        const std::int64_t n = t.desc.numel();
+        if (!replicated_.empty() && replicated_.back().offset + replicated_.back().count == t.offset) {
+          replicated_.back().count += n;
+        } else {
+          replicated_.push_back(PackRun{t.offset, n});
+        }
+      }
+    }
   }
 }
 
@@ -186,21 +194,58 @@ void ShardedOptimizer::update(ModelState& state, const AdamWConfig& cfg, double 
   all_gather(state);
 }
 
+namespace {
+
+// Calls f(weight offset, count, position in [begin, begin + count)) for the block elements
+// [begin, begin + count) along the block's parameter runs (in the block's element order).
+template <typename F>
+void along(const std::vector<PackRun>& params, std::int64_t begin, std::int64_t count, F f) {
+  std::int64_t pos = 0;
+  for (const PackRun& r : params) {
+    const std::int64_t b = std::max(pos, begin), e = std::min(pos + r.count, begin + count);
+    if (b < e) f(r.offset + (b - pos), e - b, b - begin);
+    pos += r.count;
+  }
+}
+
+}  // namespace
+
 void ShardedOptimizer::all_gather(ModelState& state) {
   // Ring: in pass s holder r passes chunk r-s (its own first, then what it received) to r+1 and
-  // receives chunk r-s-1 from r-1, in place in the weights.
+  // receives chunk r-s-1 from r-1. In place in the weights when the block's weights are one
+  // range (tp 1); else (the rows of tp-sharded tensors, between other tensors) in the block's
+  // range of the gradient buffer, spent after the update and as large in fp32, packed out of
+  // the weights before the ring and unpacked into them after: no buffer beyond the predicted.
   const bool bf16 = state.params_bf16() != nullptr;
   const std::size_t esize = bf16 ? sizeof(Bf16) : sizeof(float);
   auto* base = bf16 ? reinterpret_cast<std::byte*>(state.params_bf16())
                     : reinterpret_cast<std::byte*>(state.params());
+  auto* grads = reinterpret_cast<std::byte*>(state.grads());
   for (Slot& slot : slots_) {
     if (slot.comm.is_null()) continue;
     const int n = static_cast<int>(slot.counts.size()), r = slot.me;
-    std::byte* x = base + static_cast<std::size_t>(slot.param_offset) * esize;
+    const bool packed = slot.params.size() != 1;
+    std::byte* x = packed ? grads + static_cast<std::size_t>(slot.grad_offset) * sizeof(float)
+                          : base + static_cast<std::size_t>(slot.params.front().offset) * esize;
+    // Copies chunk c of the block between the weights and x.
+    auto move = [&](std::size_t c, bool into_weights) {
+      along(slot.params, slot.offsets[c], slot.counts[c],
+            [&](std::int64_t at, std::int64_t count, std::int64_t pos) {
+              std::byte* w = base + static_cast<std::size_t>(at) * esize;
+              std::byte* p = x + static_cast<std::size_t>(slot.offsets[c] + pos) * esize;
+              const std::size_t size = static_cast<std::size_t>(count) * esize;
+              if (into_weights) {
+                std::copy_n(p, size, w);
+              } else {
+                std::copy_n(w, size, p);
+              }
+            });
+    };
     auto chunk = [&](std::size_t c) {
       return std::span<std::byte>(x + static_cast<std::size_t>(slot.offsets[c]) * esize,
                                   static_cast<std::size_t>(slot.counts[c]) * esize);
     };
+    if (packed) move(static_cast<std::size_t>(r), false);
     for (int s = 0; s + 1 < n; ++s) {
       const auto sc = static_cast<std::size_t>(mod(r - s, n));
       const auto rc = static_cast<std::size_t>(mod(r - s - 1, n));
@@ -208,7 +253,13 @@ void ShardedOptimizer::all_gather(ModelState& state) {
       if (slot.counts[rc] > 0) reqs[0] = slot.comm.irecv_bytes(chunk(rc), mod(r - 1, n), 1);
       if (slot.counts[sc] > 0) reqs[1] = slot.comm.isend_bytes(chunk(sc), mod(r + 1, n), 1);
       wait_all(reqs);
+      if (packed) move(rc, true);
     }
+  }
+  for (const PackRun& run : replicated_) {
+    tp_comm_.broadcast_bytes(std::span<std::byte>(base + static_cast<std::size_t>(run.offset) * esize,
+                                                  static_cast<std::size_t>(run.count) * esize),
+                             0);
   }
 }
 

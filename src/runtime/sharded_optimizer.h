@@ -8,11 +8,13 @@
 // of the sums. The gradient norm adds each holder's shards, so each element counts once.
 // Checkpoints stay plan-independent: gather_whole joins every holder's shards into whole tensors
 // on rank 0, the single-process format; take_whole shards a whole state after a load.
-// Tensor parallelism is not sharded yet: check_sharding_runnable refuses tp > 1 stages.
+// Under tp a block holds each tp rank's row chunks (grad_layout.h): its weights are packed for
+// the all-gather into its range of the spent gradient buffer; replicated tensors are stepped by tp rank 0 alone (their only block holder)
+// and broadcast to its tp group after the all-gather.
 //
 // How to use (every rank, after GradSync's groups):
 //   ModelState state(model, layout, precision, OptimizerShard{shard_numel(plan, device)});
-//   ShardedOptimizer opt(plan, mode, world, state.layout());   // collective: its ring groups
+//   ShardedOptimizer opt(plan, mode, world, state.layout(), tp_comm);  // collective: ring groups
 //   opt.init(state, seed);                                     // or take_whole after a load
 //   per step: backward; mode block ? opt.reduce_scatter(grads) : GradSync all-reduce;
 //             norm^2 = allreduce(opt.sum_squares(state)); opt.update(...); opt.all_gather(state)
@@ -32,10 +34,6 @@
 
 namespace eth {
 
-// Throws InputError("plan", source, "optimizer_sharding", ...) when the runtime cannot shard this
-// plan (a stage of tp > 1); nothing when sharding is none.
-void check_sharding_runnable(const Plan& plan, const std::string& source);
-
 // Elements of the optimizer state `device` keeps: the sum of its shares of the blocks it holds
 // (plan/sharding.h shard_elements, which the predictor charges).
 std::int64_t shard_numel(const Plan& plan, std::int64_t device);
@@ -52,9 +50,10 @@ class ShardedOptimizer {
  public:
   // Collective over the holders of each block this rank holds (a group per block of two or
   // more holders, created in the global block order). `layout` is this rank's plan_layout for
-  // `mode`; each block must be one range of its gradients and of its parameters (tp 1).
+  // `mode`; each block must be one range of its gradients. `tp_comm`: the rank's tp group
+  // (null at tp 1), over which tp rank 0 broadcasts the replicated tensors' weights.
   ShardedOptimizer(const Plan& plan, AggregationMode mode, const Communicator& world,
-                   const ParamLayout& layout);
+                   const ParamLayout& layout, const Communicator& tp_comm = Communicator());
 
   // Whether the gradient is reduce-scattered here (block-wise) rather than by GradSync.
   bool reduces_gradients() const { return mode_ == AggregationMode::Block; }
@@ -68,7 +67,7 @@ class ShardedOptimizer {
   // Sum of squares of this rank's shards of the reduced gradients, blocks in the global order.
   double sum_squares(const ModelState& state) const;
   // AdamW on the shard (the same arithmetic as adamw_update, element for element), then every
-  // holder's updated compute weights to every holder.
+  // holder's updated compute weights to every holder. The gradients are spent afterwards.
   void update(ModelState& state, const AdamWConfig& cfg, double lr, std::int64_t step,
               double grad_scale);
   void all_gather(ModelState& state);
@@ -96,7 +95,8 @@ class ShardedOptimizer {
     Communicator comm;               // the block's holders (null with one holder)
     int me = 0;                      // this rank's index among the holders
     std::vector<std::int64_t> counts, offsets;  // each holder's share, its first element
-    std::int64_t grad_offset = 0, param_offset = 0;  // the block's first element here
+    std::int64_t grad_offset = 0;   // the block's first element in the gradients here
+    std::vector<PackRun> params;    // its weights, in the block's element order
     std::int64_t shard_offset = 0;  // this rank's shard in the shard buffers
     std::size_t run_begin = 0, run_end = 0;  // its ShardRuns in runs_
     std::int64_t elements() const { return offsets.back() + counts.back(); }
@@ -104,10 +104,12 @@ class ShardedOptimizer {
   Plan plan_;
   AggregationMode mode_;
   Communicator world_;
+  Communicator tp_comm_;
   std::int64_t device_ = 0;
   std::vector<Slot> slots_;
   std::vector<ShardRun> runs_;  // this rank's shard, slot by slot
   std::vector<float> scratch_;
+  std::vector<PackRun> replicated_;  // weights of replicated tensors (tp > 1)
   void ring_reduce_scatter(Slot& slot, float* grads);
 };
 

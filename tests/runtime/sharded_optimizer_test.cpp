@@ -4,7 +4,8 @@
 // holder ends with the same weights as the gathered masters (the all-gather is complete); each
 // rank allocates exactly its shares of the moments; checkpoints resume across sharded and
 // unsharded plans with the losses of an uninterrupted run; a tied model's embedding block is
-// sharded too; tp plans are refused by field.
+// sharded too; a plan with tp 2 stages (a block per tp chunk, replicated tensors on tp rank 0
+// only) equals one process in every mode, fp32 and bf16.
 //
 // Tolerances are equivalence_test.cpp's (fp32: losses 1e-5 relative; parameters, after 50 steps,
 // kParamTol) and bf16_equivalence_test.cpp's (losses 2e-3 relative). The
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "plan/sharding.h"
 #include "runtime_test_util.h"
@@ -112,7 +114,8 @@ ShardedRun run(const TrainConfig& c, const Plan& plan, std::int64_t steps, Aggre
       const UnitSlot& full = whole.layout().unit(u.unit);
       for (std::size_t i = 0; i < u.tensors.size(); ++i) {
         const float* a = w.data() + u.tensors[i].offset;
-        const float* b = whole.params() + full.tensors[i].offset;
+        const float* b = whole.params() + full.tensors[i].offset +
+                         u.tensors[i].rows.begin * u.tensors[i].row_size();
         if (!std::equal(a, a + u.tensors[i].desc.numel(), b)) r.holders_agree = false;
       }
     }
@@ -216,18 +219,48 @@ TEST(ShardedOptimizer, CheckpointsResumeAcrossShardedAndUnshardedPlans) {
   EXPECT_LT(test::max_diff(b.params, single.params), 1e-4);
 }
 
-TEST(ShardedOptimizer, TensorParallelPlansAreRefusedByField) {
-  const fs::path dir = test::temp_dir("sharded_tp");
-  const ModelSpec m{"tp", 3, 16, 4, kSeq, 32, 24};
-  const Plan plan = with_optimizer_sharding(
-      test::make_plan(m, kSeq, {{1, 2, {test::StageSpec{0, 4, 1, {}, 2}}}}),
-      OptimizerSharding::Even);
-  try {
-    check_sharding_runnable(plan, "plan.json");
-    FAIL() << "a tp 2 plan was sharded";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("optimizer_sharding"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("tp 2"), std::string::npos) << e.what();
+// Pipeline A: units 0-1 at tp 2 (devices 0, 1), units 2-4 (device 2); pipeline B: units 0-2
+// (device 3), units 3-4 at tp 2 (devices 4, 5). Blocks: each tp chunk of the sharded tensors
+// with its own holders ({0, 3} and {1, 3}; {2, 4} and {2, 5}), the replicated tensors on tp
+// rank 0 and the tp 1 stage ({0, 3}, {2, 4}); shares by free memory, all different.
+Plan tp_plan() {
+  const test::StageSpec tp2a{0, 1, 1, {}, 2}, tp2b{3, 4, 1, {}, 2};
+  const Plan plan = test::make_plan(test::small3(), kSeq,
+                                    {{2, 6, {tp2a, stage(2, 4)}}, {1, 2, {stage(0, 2), tp2b}}});
+  const std::map<std::int64_t, double> free{{0, 3e9}, {1, 1e9}, {2, 5e9},
+                                            {3, 2e9}, {4, 1.5e9}, {5, 4e9}};
+  return with_optimizer_sharding(plan, OptimizerSharding::Memory, free);
+}
+
+TEST(ShardedOptimizer, TensorParallelBlocksHaveTheirOwnHolders) {
+  const Plan plan = tp_plan();
+  std::set<std::vector<std::int64_t>> holders;
+  for (const BlockShards& b : plan.optimizer_shards) {
+    holders.insert(b.holders);
+    for (std::size_t k = 0; k < b.holders.size(); ++k) EXPECT_GT(b.elements[k], 0);
+  }
+  for (const std::vector<std::int64_t>& h : std::vector<std::vector<std::int64_t>>{
+           {0, 3}, {1, 3}, {2, 4}, {2, 5}}) {
+    EXPECT_TRUE(holders.count(h)) << "a block held by " << h.front() << " and " << h.back();
+  }
+}
+
+TEST(ShardedOptimizer, TensorParallelStagesMatchOneProcessInEveryAggregationMode) {
+  expect_fp32_matches_one_process(tp_plan(), test::temp_dir("sharded_tp"));
+}
+
+TEST(ShardedOptimizer, TensorParallelStagesMatchOneProcessInBf16) {
+  const fs::path dir = test::temp_dir("sharded_tp_bf16");
+  const Plan plan = tp_plan();
+  const std::int64_t steps = 50;
+  const TrainConfig c = config(plan, dir, steps, Precision::Bf16);
+  const test::RunResult single = test::run_single(c, steps);
+  for (AggregationMode mode :
+       {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
+    const std::string what(aggregation_mode_name(mode));
+    const ShardedRun r = run(c, plan, steps, mode, dir / what);
+    expect_losses(r.losses, single.losses, 0, 4e-3, "bf16 tp " + what);
+    EXPECT_TRUE(r.shard_bytes_right) << what;
   }
 }
 
