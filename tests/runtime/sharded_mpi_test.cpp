@@ -1,7 +1,7 @@
 // The sharded optimizer state (issue 28) under mpirun, end to end through `eth launch`: a
 // two-pipeline plan with unequal local batches (6 and 2) whose first block has three holders
 // (devices 0 and 1, pipeline A's dp 2 stage, and device 3 of pipeline B) with memory-proportional
-// shares all different, trained 50 steps, has the losses of one process within 1e-5 in fp32 in
+// shares all different and a tp 2 stage (its blocks one tp chunk each), trained 50 steps, has the losses of one process within 1e-5 in fp32 in
 // every aggregation mode and within the bf16 bound (tests/runtime/bf16_equivalence_test.cpp) in
 // bf16; a checkpoint of the sharded run resumes under the unsharded plan and the other way round
 // with the losses of the uninterrupted run.
@@ -30,8 +30,9 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
-// tiny (units 0..5) on 6 cpu devices. Blocks: units 0-2 on {0, 1, 3}, unit 3 on {2, 4}, units
-// 4-5 on {2, 5}.
+// tiny (units 0..5) on 6 cpu devices, pipeline B's second stage at tp 2. Blocks: units 0-2 on
+// {0, 1, 3}; of units 3-5 tp chunk 0 on {2, 4}, chunk 1 on {2, 5}, the replicated tensors on
+// {2, 4} (tp rank 0).
 const char* kPlan = R"({"format": "eth-plan", "version": 1, "model": "tiny", "gbs": 8,
   "seq_len": 16, "pipelines": [
   {"micro_batch_size": 2, "local_batch": 6, "stages": [
@@ -39,8 +40,7 @@ const char* kPlan = R"({"format": "eth-plan", "version": 1, "model": "tiny", "gb
     {"device_type": "cpu", "devices": [2], "units": [3, 5]}]},
   {"micro_batch_size": 1, "local_batch": 2, "stages": [
     {"device_type": "cpu", "devices": [3], "units": [0, 2]},
-    {"device_type": "cpu", "devices": [4], "units": [3, 3]},
-    {"device_type": "cpu", "devices": [5], "units": [4, 5]}]}]})";
+    {"device_type": "cpu", "devices": [4, 5], "tp": 2, "units": [3, 5]}]}]})";
 
 struct Fixture {
   fs::path dir, plain, sharded, cluster, data;
@@ -93,6 +93,11 @@ TEST(ShardedMpi, FiftyStepsMatchOneProcessInEveryAggregationModeAndInBf16) {
   ASSERT_EQ(three.holders, (std::vector<std::int64_t>{0, 1, 3}));
   EXPECT_GT(three.elements[0], three.elements[2]);
   EXPECT_GT(three.elements[2], three.elements[1]);
+  bool chunk1 = false;  // tp rank 1's chunk is a block of its own
+  for (const BlockShards& b : plan.optimizer_shards) {
+    chunk1 = chunk1 || b.holders == std::vector<std::int64_t>{2, 5};
+  }
+  EXPECT_TRUE(chunk1);
   const std::vector<double> want = one_process(f, 50, "fp32");
   ASSERT_EQ(want.size(), 50u);
   for (const char* mode : {"block", "tensor", "device"}) {
