@@ -182,21 +182,26 @@ TEST(ShardedOptimizer, TiedEmbeddingsMatchOneProcessInEveryAggregationMode) {
   expect_fp32_matches_one_process(plan, dir);
 }
 
-TEST(ShardedOptimizer, Bf16MatchesOneProcessWithinTheBf16Bound) {
-  const fs::path dir = test::temp_dir("sharded_bf16");
-  const Plan plan = sharded_plan();
+// 50 bf16 steps of `plan` in `modes` against one process.
+void expect_bf16_matches_one_process(const Plan& plan, const fs::path& dir,
+                                     const std::vector<AggregationMode>& modes) {
   const std::int64_t steps = 50;
   const TrainConfig c = config(plan, dir, steps, Precision::Bf16);
   const test::RunResult single = test::run_single(c, steps);
-  for (AggregationMode mode : {AggregationMode::Block, AggregationMode::Device}) {
+  for (AggregationMode mode : modes) {
     const std::string what(aggregation_mode_name(mode));
     const ShardedRun r = run(c, plan, steps, mode, dir / what);
     // 50 bf16 steps drift apart with the build's rounding (the plan's reduction order and GEMM
     // shapes are not one process's): measured 2e-3 at most in Release, 2.2e-3 at -O0 (the
     // sanitizer pass); the fp32 test above holds the arithmetic to 1e-5.
-    expect_losses(r.losses, single.losses, 0, 4e-3, "bf16 " + what);
+    expect_losses(r.losses, single.losses, 0, 4e-3, "bf16 " + plan.model.name + " " + what);
     EXPECT_TRUE(r.shard_bytes_right) << what;
   }
+}
+
+TEST(ShardedOptimizer, Bf16MatchesOneProcessWithinTheBf16Bound) {
+  expect_bf16_matches_one_process(sharded_plan(), test::temp_dir("sharded_bf16"),
+                                  {AggregationMode::Block, AggregationMode::Device});
 }
 
 TEST(ShardedOptimizer, CheckpointsResumeAcrossShardedAndUnshardedPlans) {
@@ -250,18 +255,9 @@ TEST(ShardedOptimizer, TensorParallelStagesMatchOneProcessInEveryAggregationMode
 }
 
 TEST(ShardedOptimizer, TensorParallelStagesMatchOneProcessInBf16) {
-  const fs::path dir = test::temp_dir("sharded_tp_bf16");
-  const Plan plan = tp_plan();
-  const std::int64_t steps = 50;
-  const TrainConfig c = config(plan, dir, steps, Precision::Bf16);
-  const test::RunResult single = test::run_single(c, steps);
-  for (AggregationMode mode :
-       {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
-    const std::string what(aggregation_mode_name(mode));
-    const ShardedRun r = run(c, plan, steps, mode, dir / what);
-    expect_losses(r.losses, single.losses, 0, 4e-3, "bf16 tp " + what);
-    EXPECT_TRUE(r.shard_bytes_right) << what;
-  }
+  expect_bf16_matches_one_process(
+      tp_plan(), test::temp_dir("sharded_tp_bf16"),
+      {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device});
 }
 
 }  // namespace
