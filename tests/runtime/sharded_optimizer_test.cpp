@@ -4,8 +4,8 @@
 // holder ends with the same weights as the gathered masters (the all-gather is complete); each
 // rank allocates exactly its shares of the moments; checkpoints resume across sharded and
 // unsharded plans with the losses of an uninterrupted run; a tied model's embedding block is
-// sharded too; a plan with tp 2 stages (a block per tp chunk, replicated tensors on tp rank 0
-// only) equals one process in every mode, fp32 and bf16.
+// sharded too; a plan with tp 2 stages, one at dp 2 (a block per tp chunk, replicated tensors
+// on tp rank 0 only) equals one process in every mode, fp32 and bf16.
 //
 // Tolerances are equivalence_test.cpp's (fp32: losses 1e-5 relative; parameters, after 50 steps,
 // kParamTol) and bf16_equivalence_test.cpp's (losses 2e-3 relative). The
@@ -224,16 +224,17 @@ TEST(ShardedOptimizer, CheckpointsResumeAcrossShardedAndUnshardedPlans) {
   EXPECT_LT(test::max_diff(b.params, single.params), 1e-4);
 }
 
-// Pipeline A: units 0-1 at tp 2 (devices 0, 1), units 2-4 (device 2); pipeline B: units 0-2
-// (device 3), units 3-4 at tp 2 (devices 4, 5). Blocks: each tp chunk of the sharded tensors
-// with its own holders ({0, 3} and {1, 3}; {2, 4} and {2, 5}), the replicated tensors on tp
-// rank 0 and the tp 1 stage ({0, 3}, {2, 4}); shares by free memory, all different.
+// Pipeline A: units 0-1 at tp 2 and dp 2 (replicas {0, 1} and {2, 3}), units 2-4 (device 4);
+// pipeline B: units 0-2 (device 5), units 3-4 at tp 2 (devices 6, 7). Blocks: each tp chunk of
+// the sharded tensors with its own holders ({0, 2, 5} and {1, 3, 5}; {4, 6} and {4, 7}), the
+// replicated tensors on tp rank 0 and the tp 1 stage ({0, 2, 5}, {4, 6}); shares by free
+// memory, all different.
 Plan tp_plan() {
-  const test::StageSpec tp2a{0, 1, 1, {}, 2}, tp2b{3, 4, 1, {}, 2};
+  const test::StageSpec tp2a{0, 1, 2, {}, 2}, tp2b{3, 4, 1, {}, 2};
   const Plan plan = test::make_plan(test::small3(), kSeq,
                                     {{2, 6, {tp2a, stage(2, 4)}}, {1, 2, {stage(0, 2), tp2b}}});
-  const std::map<std::int64_t, double> free{{0, 3e9}, {1, 1e9}, {2, 5e9},
-                                            {3, 2e9}, {4, 1.5e9}, {5, 4e9}};
+  const std::map<std::int64_t, double> free{{0, 3e9}, {1, 1e9}, {2, 5e9}, {3, 2e9},
+                                            {4, 1.5e9}, {5, 4e9}, {6, 2.5e9}, {7, 3.5e9}};
   return with_optimizer_sharding(plan, OptimizerSharding::Memory, free);
 }
 
@@ -245,8 +246,8 @@ TEST(ShardedOptimizer, TensorParallelBlocksHaveTheirOwnHolders) {
     for (std::size_t k = 0; k < b.holders.size(); ++k) EXPECT_GT(b.elements[k], 0);
   }
   for (const std::vector<std::int64_t>& h : std::vector<std::vector<std::int64_t>>{
-           {0, 3}, {1, 3}, {2, 4}, {2, 5}}) {
-    EXPECT_TRUE(holders.count(h)) << "a block held by " << h.front() << " and " << h.back();
+           {0, 2, 5}, {1, 3, 5}, {4, 6}, {4, 7}}) {
+    EXPECT_TRUE(holders.count(h)) << "a block held by " << h.front() << " ... " << h.back();
   }
 }
 
