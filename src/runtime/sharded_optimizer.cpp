@@ -22,6 +22,15 @@ bool holds(const std::vector<std::int64_t>& holders, std::int64_t device) {
   return std::binary_search(holders.begin(), holders.end(), device);
 }
 
+// Appends [offset, offset + count) to `runs`, into the last run when it continues it.
+void append(std::vector<PackRun>& runs, std::int64_t offset, std::int64_t count) {
+  if (!runs.empty() && runs.back().offset + runs.back().count == offset) {
+    runs.back().count += count;
+  } else {
+    runs.push_back(PackRun{offset, count});
+  }
+}
+
 }  // namespace
 
 std::int64_t shard_numel(const Plan& plan, std::int64_t device) {
@@ -81,11 +90,7 @@ ShardedOptimizer::ShardedOptimizer(const Plan& plan, AggregationMode mode,
       if (b0 >= e0) continue;
       const std::int64_t delta = r.param_offset - r.grad_offset;
       ETH_CHECK(b0 == slot.grad_offset + covered, "a block's gradients with a gap in the runs");
-      if (!slot.params.empty() && slot.params.back().offset + slot.params.back().count == b0 + delta) {
-        slot.params.back().count += e0 - b0;
-      } else {
-        slot.params.push_back(PackRun{b0 + delta, e0 - b0});
-      }
+      append(slot.params, b0 + delta, e0 - b0);
       covered += e0 - b0;
       found = true;
       const std::int64_t b1 = std::max(b0, mine_begin), e1 = std::min(e0, mine_end);
@@ -109,13 +114,7 @@ ShardedOptimizer::ShardedOptimizer(const Plan& plan, AggregationMode mode,
     // sends the new weights to the other tp ranks, which keep no optimizer state for them.
     for (const UnitSlot& u : layout.units()) {
       for (const TensorSlot& t : u.tensors) {
-        if (t.desc.split != TpSplit::Replicated) continue;
-        const std::int64_t n = t.desc.numel();
-        if (!replicated_.empty() && replicated_.back().offset + replicated_.back().count == t.offset) {
-          replicated_.back().count += n;
-        } else {
-          replicated_.push_back(PackRun{t.offset, n});
-        }
+        if (t.desc.split == TpSplit::Replicated) append(replicated_, t.offset, t.desc.numel());
       }
     }
   }
@@ -257,9 +256,9 @@ void ShardedOptimizer::all_gather(ModelState& state) {
     }
   }
   for (const PackRun& run : replicated_) {
-    tp_comm_.broadcast_bytes(std::span<std::byte>(base + static_cast<std::size_t>(run.offset) * esize,
-                                                  static_cast<std::size_t>(run.count) * esize),
-                             0);
+    std::byte* w = base + static_cast<std::size_t>(run.offset) * esize;
+    const std::size_t size = static_cast<std::size_t>(run.count) * esize;
+    tp_comm_.broadcast_bytes(std::span<std::byte>(w, size), 0);
   }
 }
 

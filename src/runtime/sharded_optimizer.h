@@ -9,8 +9,8 @@
 // Checkpoints stay plan-independent: gather_whole joins every holder's shards into whole tensors
 // on rank 0, the single-process format; take_whole shards a whole state after a load.
 // Under tp a block holds each tp rank's row chunks (grad_layout.h): its weights are packed for
-// the all-gather into its range of the spent gradient buffer; replicated tensors are stepped by tp rank 0 alone (their only block holder)
-// and broadcast to its tp group after the all-gather.
+// the all-gather into its range of the spent gradient buffer; replicated tensors are stepped by
+// tp rank 0 alone (their only block holder) and broadcast to its tp group after the all-gather.
 //
 // How to use (every rank, after GradSync's groups):
 //   ModelState state(model, layout, precision, OptimizerShard{shard_numel(plan, device)});

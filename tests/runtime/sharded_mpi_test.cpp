@@ -1,10 +1,11 @@
 // The sharded optimizer state (issue 28) under mpirun, end to end through `eth launch`: a
 // two-pipeline plan with unequal local batches (6 and 2) whose first block has three holders
 // (devices 0 and 1, pipeline A's dp 2 stage, and device 3 of pipeline B) with memory-proportional
-// shares all different and a tp 2 stage (its blocks one tp chunk each), trained 50 steps, has the losses of one process within 1e-5 in fp32 in
-// every aggregation mode and within the bf16 bound (tests/runtime/bf16_equivalence_test.cpp) in
-// bf16; a checkpoint of the sharded run resumes under the unsharded plan and the other way round
-// with the losses of the uninterrupted run.
+// shares all different and a tp 2 stage (its blocks one tp chunk each), trained 50 steps, has
+// the losses of one process within 1e-5 in fp32 in every aggregation mode and within the bf16
+// bound (tests/runtime/bf16_equivalence_test.cpp) in bf16; a checkpoint of the sharded run
+// resumes under the unsharded plan and the other way round with the losses of the
+// uninterrupted run.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
