@@ -20,7 +20,7 @@
 #include "bench_json.h"
 #include "bench_util.h"
 #include "comm/communicator.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 #include "comm/mpirun.h"
 #include "core/json_cursor.h"
 #include "train/measure_profile.h"

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 #include "comm/mpirun.h"
 #include "core/json_cursor.h"
 #include "cost/predictor.h"

@@ -69,7 +69,7 @@
 #include "bench_json.h"
 #include "bench_util.h"
 #include "link_probe.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 #include "comm/mpirun.h"
 #include "core/json_cursor.h"
 #include "cost/blocks.h"

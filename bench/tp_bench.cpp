@@ -27,7 +27,7 @@
 #include "bench_json.h"
 #include "bench_util.h"
 #include "cluster/cluster_spec.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 #include "comm/mpirun.h"
 #include "core/json_cursor.h"
 #include "data/token_file.h"

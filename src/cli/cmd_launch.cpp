@@ -14,7 +14,7 @@
 #include "cli/launch_hosts.h"
 #include "cli/train_args.h"
 #include "comm/mpirun.h"
-#include "comm/nccl_comm.h"
+#include "comm/nccl/nccl_comm.h"
 #include "core/error.h"
 #include "plan/plan.h"
 

@@ -30,7 +30,7 @@
 #include "profile/analytic.h"
 #include "profile/metis_format.h"
 #include "profile/profile_io.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 #include "train/measure_profile.h"
 
 namespace eth::cli {
