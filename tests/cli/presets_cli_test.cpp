@@ -3,9 +3,9 @@
 // to the very preset; and one of each, written to a file, plans exactly as the preset name does.
 #include <gtest/gtest.h>
 
-#include "cli/cli_run.h"
 #include "cluster/cluster_spec.h"
 #include "core/json_file.h"
+#include "eth_run.h"
 #include "model/model_spec.h"
 #include "test_util.h"
 

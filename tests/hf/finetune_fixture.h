@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_run.h"
 #include "core/json_cursor.h"
+#include "eth_run.h"
 #include "test_util.h"
 
 namespace eth {
