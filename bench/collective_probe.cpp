@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "bench_json.h"
 #include "bench_util.h"
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_comm.h"

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench_json.h"
+#include "bench_util.h"
 #include "core/error.h"
 #include "plan_bench.h"
 #include "plan_bench_sharding.h"

@@ -14,7 +14,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "bench_json.h"
 #include "bench_util.h"
 #include "data/bpe_tokenizer.h"
 #include "data/pretokenize.h"

@@ -24,7 +24,6 @@
 #include <string>
 #include <vector>
 
-#include "bench_json.h"
 #include "bench_util.h"
 #include "cluster/cluster_spec.h"
 #include "comm/mpi/mpi_comm.h"
