@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_util.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpirun.h"

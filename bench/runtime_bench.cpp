@@ -66,6 +66,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_json.h"
 #include "bench_util.h"
 #include "link_probe.h"

@@ -6,6 +6,8 @@
 #include <iostream>
 #include <memory>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/command.h"
 #include "cli/device_choice.h"
 #include "cli/elastic_launch.h"

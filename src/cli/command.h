@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli_fwd.h"
 
 namespace eth::cli {
 

@@ -14,6 +14,9 @@
 #include <set>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/launch_supervisor.h"
 #include "cli/output.h"
@@ -268,7 +271,7 @@ CurrentPlan ElasticRun::plan_for(const std::set<std::int64_t>& lost, int index) 
     c.predicted_ms = predict(c.plan, r.surviving.cluster, *replan_in_.profile).iteration_ms;
   }
   // Which devices of the run's cluster the plan's ids stand for, for a person reading it.
-  Json search = c.plan.search.is_object() ? c.plan.search : Json::object();
+  Json search = c.plan.search->is_object() ? *c.plan.search : Json::object();
   search["elastic"] = Json{{"full_cluster_device_of", c.original}, {"lost", ids_json(lost)}};
   c.plan.search = search;
   c.file = (dir_ / ("elastic-plan-" + std::to_string(index) + ".json")).string();

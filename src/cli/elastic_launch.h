@@ -13,8 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
+#include "cli/cli_fwd.h"
 #include "cli/launch_command.h"
 #include "cli/planner_args.h"
 

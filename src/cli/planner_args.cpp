@@ -1,6 +1,9 @@
 // The planner's flags, shared by eth plan, eth compare and eth launch --elastic (planner_args.h).
 #include "cli/planner_args.h"
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/plan_inputs.h"
 #include "core/error.h"
@@ -75,9 +78,9 @@ Plan apply_optimizer_sharding(const PlannerArgs& a, Plan plan, const ClusterSpec
   if (mode == OptimizerSharding::None) return plan;
   plan = shard_optimizer_state(plan, mode, cluster, profile);
   prediction = predict(plan, cluster, profile);
-  if (plan.predicted.is_object()) {
-    plan.predicted["optimizer_sharding"] = a.optimizer_sharding;
-    plan.predicted["iteration_ms"] = prediction.iteration_ms;
+  if (plan.predicted->is_object()) {
+    (*plan.predicted)["optimizer_sharding"] = a.optimizer_sharding;
+    (*plan.predicted)["iteration_ms"] = prediction.iteration_ms;
   }
   return plan;
 }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "model/model_spec.h"
 #include "search/engine.h"

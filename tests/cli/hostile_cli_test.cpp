@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli_run.h"
 #include "core/json_cursor.h"
 #include "model/arithmetic.h"

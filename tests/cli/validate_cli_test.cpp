@@ -9,6 +9,8 @@
 #include <fstream>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 #include "core/json_file.h"
 

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_file.h"
 #include "data/token_file.h"
 #include "data/tokenize.h"

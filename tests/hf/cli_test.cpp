@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli_run.h"
 #include "core/json_file.h"
 #include "test_util.h"

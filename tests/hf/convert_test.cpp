@@ -11,6 +11,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/json_file.h"
 #include "data/sampler.h"

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli_run.h"
 #include "core/json_cursor.h"
 #include "core/json_file.h"

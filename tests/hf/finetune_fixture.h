@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli_run.h"
 #include "core/json_cursor.h"
 #include "test_util.h"

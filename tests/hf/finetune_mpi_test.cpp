@@ -6,6 +6,8 @@
 #include <fstream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli_run.h"
 #include "core/json_cursor.h"
 #include "finetune_fixture.h"

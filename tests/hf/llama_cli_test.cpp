@@ -3,6 +3,8 @@
 // exits 2 naming the file and the field, and writes nothing.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli_run.h"
 #include "core/json_file.h"
 #include "test_util.h"

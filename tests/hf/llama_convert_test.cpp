@@ -14,6 +14,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/json_file.h"
 #include "hf/convert.h"

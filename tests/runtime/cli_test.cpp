@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 #include "log_util.h"
 #include "test_util.h"

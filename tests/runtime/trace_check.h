@@ -16,6 +16,8 @@
 #include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 
 namespace eth::test {

@@ -11,6 +11,8 @@
 #include <map>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 #include "runtime/trace_check.h"
 #include "test_util.h"

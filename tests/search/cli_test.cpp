@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_file.h"
 #include "plan/plan.h"
 

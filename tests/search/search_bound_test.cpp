@@ -6,6 +6,8 @@
 // depend on the node order.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cluster/cluster_spec.h"
 #include "plan/plan.h"
 #include "profile/analytic.h"
