@@ -1,7 +1,7 @@
 // collective_probe: what Open MPI holds per gradient-collective piece in flight, the figure the
 // predictor's collective buffers (PredictOptions::collective_window_bytes, docs/training.md,
 // "Memory") rest on. Each rank of an mpirun job started as `eth launch` starts its ranks (same
-// flags and environment, comm/mpirun.h) posts one Communicator::iallreduce_sum over a 32 MiB
+// flags and environment, launch/mpirun.h) posts one Communicator::iallreduce_sum over a 32 MiB
 // buffer, which the communicator cuts into 512 KiB pieces posted at once, as GradSync does; it
 // reads the heap in use (glibc mallinfo2) before and right after posting, and its resident set
 // before and after completion. Runs 2 and 4 ranks; prints the heap per posted piece over the
@@ -23,7 +23,7 @@
 #include "bench_util.h"
 #include "comm/communicator.h"
 #include "comm/mpi_comm.h"
-#include "comm/mpirun.h"
+#include "launch/mpirun.h"
 #include "core/json_cursor.h"
 #include "train/measure_profile.h"
 

@@ -138,7 +138,7 @@ Json measured_recoveries(bool print) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("eth_elastic_bench_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  // tiny on two fast and two slow devices, the plan of tests/elastic/elastic_launch_test.cpp.
+  // tiny on two fast and two slow devices, the plan of tests/launch/elastic_launch_test.cpp.
   fs::copy_file(ETH_ELASTIC_PLAN, dir / "plan.json", fs::copy_options::overwrite_existing);
   Json out = Json::array();
   if (shell(std::string(ETH_BINARY_PATH) + " data --synthetic 20000 --out " +

@@ -31,7 +31,7 @@
 
 #include "bench_util.h"
 #include "comm/mpi_comm.h"
-#include "comm/mpirun.h"
+#include "launch/mpirun.h"
 #include "core/json_cursor.h"
 #include "cost/predictor.h"
 #include "data/token_file.h"

@@ -72,7 +72,7 @@
 #include "bench_util.h"
 #include "link_probe.h"
 #include "comm/mpi_comm.h"
-#include "comm/mpirun.h"
+#include "launch/mpirun.h"
 #include "core/json_cursor.h"
 #include "cost/blocks.h"
 #include "cost/predictor.h"

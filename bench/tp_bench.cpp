@@ -30,7 +30,7 @@
 #include "bench_util.h"
 #include "cluster/cluster_spec.h"
 #include "comm/mpi_comm.h"
-#include "comm/mpirun.h"
+#include "launch/mpirun.h"
 #include "core/json_cursor.h"
 #include "data/token_file.h"
 #include "data/tokenize.h"

@@ -1,11 +1,11 @@
 // Hostfiles: Metis's hostfile and clusterfile (profile/metis_format.h, read_metis_cluster; the
 // input is the hostfile, a NUL byte, then the clusterfile, no NUL: an empty clusterfile), and
-// the same hostfile text as eth launch --hostfile reads it (comm/mpirun.h, parse_hostfile).
+// the same hostfile text as eth launch --hostfile reads it (launch/mpirun.h, parse_hostfile).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "comm/mpirun.h"
+#include "launch/mpirun.h"
 #include "profile/metis_format.h"
 #include "fuzz_util.h"
 

@@ -25,7 +25,7 @@ echo "== build (ASan + UBSan)"
 cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
   -DETH_WERROR=ON -DETH_SANITIZE=address -DETH_BUILD_BENCH=OFF -DETH_CUDA=OFF >/dev/null
 # Every test target labelled unit or integration (no LABEL means unit), found from tests/*/CMakeLists.txt.
-targets=$(grep -h "eth_test(" "$root"/tests/*/CMakeLists.txt | grep -v "LABEL numerics\|LABEL mpi" |
+targets=$(grep -h "eth_test(" "$root"/tests/*/CMakeLists.txt | grep -v "LABEL numerics\|LABEL mpi\|LABEL gpu" |
   sed -E 's/.*eth_test\(([a-z_]+).*/test_\1/' | tr '\n' ' ')
 cmake --build "$root/build-asan" -j"${ETH_JOBS:-2}" --target eth $targets
 echo "== unit and CLI tests under ASan + UBSan"

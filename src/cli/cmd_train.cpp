@@ -90,26 +90,12 @@ int run_train(const TrainArgs& a) {
   return kExitOk;
 }
 
-}  // namespace
+// Bounds keep every product of these flags in 64 bits; memory decides the rest (checked before
+// anything is allocated).
+constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;
 
-void add_train_command(CLI::App& app, Registry& r) {
-  auto* sub = app.add_subcommand(
-      "train",
-      "Train a model on a token file: in this process (all units, gradient accumulation over "
-      "micro-batches), or with --plan on one rank per device of an HPP plan (start it with "
-      "`eth launch`). AdamW, warm-up + cosine schedule, checkpoints any plan can resume.");
-  auto a = std::make_shared<TrainArgs>();
-  add_train_options(sub, a.get());
-  r.on(sub, [a] { return run_train(*a); });
-}
-
-void add_train_options(CLI::App* sub, TrainArgs* a) {
-  sub->add_option("--model", a->model,
-                  "Model preset name or JSON file (see `eth models`); with --plan, the plan's");
-  sub->add_option("--data", a->data, "Token file (llm.c format; see `eth data`)")->required();
-  // Bounds keep every product of these flags in 64 bits; memory decides the rest (checked
-  // before anything is allocated).
-  constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;
+// The run's length and batch shape, the optimizer's schedule, the model's numerics and device.
+void add_schedule_options(CLI::App* sub, TrainArgs* a) {
   sub->add_option("--steps", a->steps, "Total optimizer steps (the schedule's length)")
       ->check(CLI::Range(std::int64_t{1}, kMaxCount))
       ->capture_default_str();
@@ -162,6 +148,10 @@ void add_train_options(CLI::App* sub, TrainArgs* a) {
   sub->add_option("--device", a->device, kDeviceHelp)
       ->check(CLI::IsMember(kDeviceNames))
       ->capture_default_str();
+}
+
+// Checkpoints, resuming, the log and progress lines.
+void add_checkpoint_options(CLI::App* sub, TrainArgs* a) {
   sub->add_option(
       "--checkpoint-dir", a->checkpoint_dir,
       "Write step_<N>.safetensors here at the end (and every --checkpoint-every steps)");
@@ -180,6 +170,10 @@ void add_train_options(CLI::App* sub, TrainArgs* a) {
                   "Stop (and checkpoint) once this step is reached, keeping the --steps schedule; "
                   "--resume continues from there")
       ->check(CLI::Range(std::int64_t{1}, kMaxCount));
+}
+
+// Running one rank of an HPP plan: its cluster, backend, emulation and trace.
+void add_plan_options(CLI::App* sub, TrainArgs* a) {
   auto* dist = "Distributed (HPP)";
   sub->add_option("--plan", a->plan,
                   "Run this plan (eth plan --out): one MPI rank per device, rank i on the i-th "
@@ -252,6 +246,28 @@ void add_train_options(CLI::App* sub, TrainArgs* a) {
                   "With --plan and --checkpoint-dir: after each checkpoint, stop there (exit 0) "
                   "when this file exists; eth launch --elastic asks a run to stop this way")
       ->group(dist);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, Registry& r) {
+  auto* sub = app.add_subcommand(
+      "train",
+      "Train a model on a token file: in this process (all units, gradient accumulation over "
+      "micro-batches), or with --plan on one rank per device of an HPP plan (start it with "
+      "`eth launch`). AdamW, warm-up + cosine schedule, checkpoints any plan can resume.");
+  auto a = std::make_shared<TrainArgs>();
+  add_train_options(sub, a.get());
+  r.on(sub, [a] { return run_train(*a); });
+}
+
+void add_train_options(CLI::App* sub, TrainArgs* a) {
+  sub->add_option("--model", a->model,
+                  "Model preset name or JSON file (see `eth models`); with --plan, the plan's");
+  sub->add_option("--data", a->data, "Token file (llm.c format; see `eth data`)")->required();
+  add_schedule_options(sub, a);
+  add_checkpoint_options(sub, a);
+  add_plan_options(sub, a);
   add_finetune_options(sub, &a->finetune);
   add_format_option(sub, &a->format);
 }

@@ -24,7 +24,7 @@
 
 #include "cli/command.h"
 #include "cli/device_choice.h"
-#include "cli/fault_injection.h"
+#include "launch/fault_injection.h"
 #include "cli/output.h"
 #include "cli/plan_inputs.h"
 #include "cli/precision_choice.h"

@@ -1,5 +1,6 @@
 // The subcommands of `eth`. Each lives in its own cmd_*.cpp and registers itself on the
-// top-level CLI11 app; only cli/ prints, reads the environment or chooses exit codes.
+// top-level CLI11 app; only cli/ (and launch/, for the processes it starts) prints, reads the
+// environment or chooses exit codes.
 #pragma once
 
 #include <functional>
@@ -9,18 +10,19 @@
 
 #include "cli/cli_fwd.h"
 
+#include "core/exit_codes.h"
+
 namespace eth::cli {
 
-// Exit codes, documented in `eth --help`, README.md and docs/exit-codes.md.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitUsage = 1;     // bad flags
-inline constexpr int kExitInput = 2;     // bad input file or value, a plan that breaks a rule, or
-                                         // an output that cannot be written
-inline constexpr int kExitInternal = 3;  // a bug in ETH
-inline constexpr int kExitComm = 4;      // a rank died or stopped answering (distributed runs)
-inline constexpr int kExitNoPlan = 5;    // eth launch --elastic: no plan fits the devices left
-inline constexpr int kExitSigint = 130;  // eth launch interrupted (128 + SIGINT)
-inline constexpr int kExitSigterm = 143; // eth launch terminated (128 + SIGTERM)
+// Exit codes: core/exit_codes.h, declared here too so eth::cli::kExitOk ... keep naming them.
+using eth::kExitComm;
+using eth::kExitInput;
+using eth::kExitInternal;
+using eth::kExitNoPlan;
+using eth::kExitOk;
+using eth::kExitSigint;
+using eth::kExitSigterm;
+using eth::kExitUsage;
 
 // A command line that is wrong whatever the files hold: a flag missing, a value outside its set,
 // flags that exclude each other. Exit 1, like CLI11's own parse errors. Problems that depend on

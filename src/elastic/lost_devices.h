@@ -1,7 +1,7 @@
 // Which devices of the full cluster an elastic run must not use, from the places a loss shows:
 // the lost-devices file a person edits (`eth launch --elastic --lost-devices FILE`), and the
 // hosts that left the hostfile (every device of such a host's node). Parsing and set arithmetic
-// only; the supervisor (cli/elastic_launch.h) reads the files and watches the run.
+// only; the elastic loop (launch/elastic_run.h) reads the files and watches the run.
 //
 // The file lists device ids of the full cluster (the cluster of the plan the run started from),
 // one or more per line, as ids or ranges, separated by spaces or commas; `#` starts a comment:

@@ -1,7 +1,7 @@
 // What an elastic run decides between two launches, without starting anything: the checkpoint
 // to resume (the newest that reads back whole) and the plan for the devices left (the planner on
 // the surviving cluster, with the model, global batch, sequence length and planner options of
-// the run). The supervisor in cli/elastic_launch.h does the processes, the clock and the files.
+// the run). The loop in launch/elastic_run.h does the processes, the clock and the files.
 //
 // How to use:
 //   auto from = latest_whole_checkpoint(dir);  // nullopt: start from step 0

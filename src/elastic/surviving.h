@@ -1,6 +1,6 @@
 // Elastic training's view of a cluster whose devices come and go: which devices of the full
 // cluster are still usable, the smaller cluster a re-plan runs on, and the map between the two
-// numberings. Pure: no processes, no clock (the supervisor in cli/ does those).
+// numberings. Pure: no processes, no clock (launch/ does those).
 //
 // How to use:
 //   SurvivingCluster s = surviving_cluster(full, {3});      // device 3 of `full` is lost

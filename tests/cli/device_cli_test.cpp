@@ -8,7 +8,7 @@
 
 #include <filesystem>
 
-#include "cli/cli_run.h"
+#include "eth_run.h"
 #include "kernels/cuda/runtime.h"
 #include "test_util.h"
 

@@ -1,6 +1,6 @@
 // The built `eth` against the inputs that crashed, hung or misled it (issue 11): each now ends in
 // its documented exit code with a message naming the file and field, within a liveness bound
-// (cli_run.h; no timing is asserted). Outputs: a FIFO or a device as target is refused and left
+// (eth_run.h; no timing is asserted). Outputs: a FIFO or a device as target is refused and left
 // as it was, a missing folder is an error, a full disk (/dev/full as stdout, a file size limit)
 // is exit 2 naming what could not be written.
 #include <gtest/gtest.h>
@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_run.h"
 #include "core/json_cursor.h"
+#include "eth_run.h"
 #include "model/arithmetic.h"
 #include "model/model_spec.h"
 #include "test_util.h"

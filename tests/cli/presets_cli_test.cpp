@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_run.h"
 #include "cluster/cluster_spec.h"
 #include "core/json_file.h"
+#include "eth_run.h"
 #include "model/model_spec.h"
 #include "test_util.h"
 

@@ -1,7 +1,6 @@
-// The built `eth` tool, run as a user would (popen): `eth validate` on the shipped example plans
-// and on broken copies, its exit codes and JSON output, and `eth models --format json`.
+// The built `eth` tool, run as a user would (eth_run.h): `eth validate` on the shipped example
+// plans and on broken copies, its exit codes and JSON output, and `eth models --format json`.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,30 +12,12 @@
 
 #include "core/json_cursor.h"
 #include "core/json_file.h"
+#include "eth_run.h"
 
 namespace eth {
 namespace {
 
-const std::string kEth = ETH_BINARY;
 const std::string kExamples = ETH_EXAMPLES_DIR;
-
-struct CliRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-CliRun run(const std::string& args) {
-  const std::string cmd = "'" + kEth + "' " + args + " 2>&1";
-  CliRun r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 std::string q(const std::string& path) { return "'" + path + "'"; }
 
@@ -71,46 +52,49 @@ class ValidateCli : public ::testing::Test {
 };
 
 TEST_F(ValidateCli, ExamplesAreValid) {
-  const CliRun r13 = run("validate --plan " + q(kExamples + "/13b-hpp.json"));
-  EXPECT_EQ(r13.exit_code, 0) << r13.output;
-  EXPECT_EQ(r13.output.rfind("plan OK: 6 pipelines, 64 of 64 devices (cluster 13b-910b2-910b4)", 0),
+  const test::EthRun r13 = test::eth_cli("validate --plan " + q(kExamples + "/13b-hpp.json"));
+  EXPECT_EQ(r13.code, 0) << r13.out_and_err();
+  EXPECT_EQ(r13.out_and_err().rfind(
+                "plan OK: 6 pipelines, 64 of 64 devices (cluster 13b-910b2-910b4)", 0),
             0u)
-      << r13.output;
-  const CliRun explicit_cluster =
-      run("validate --plan " + q(kExamples + "/13b-hpp.json") + " --cluster 13b-910b2-910b4");
-  EXPECT_EQ(explicit_cluster.exit_code, 0) << explicit_cluster.output;
-  const CliRun tiny = run("validate --plan " + q(kExamples + "/tiny-hpp.json"));
-  EXPECT_EQ(tiny.exit_code, 0) << tiny.output;
-  EXPECT_EQ(tiny.output.rfind("plan OK: 2 pipelines, 4 of 4 devices (cluster tiny-fast-slow)", 0),
-            0u)
-      << tiny.output;
+      << r13.out_and_err();
+  const test::EthRun explicit_cluster = test::eth_cli(
+      "validate --plan " + q(kExamples + "/13b-hpp.json") + " --cluster 13b-910b2-910b4");
+  EXPECT_EQ(explicit_cluster.code, 0) << explicit_cluster.out_and_err();
+  const test::EthRun tiny = test::eth_cli("validate --plan " + q(kExamples + "/tiny-hpp.json"));
+  EXPECT_EQ(tiny.code, 0) << tiny.out_and_err();
+  EXPECT_EQ(
+      tiny.out_and_err().rfind("plan OK: 2 pipelines, 4 of 4 devices (cluster tiny-fast-slow)", 0),
+      0u)
+      << tiny.out_and_err();
 }
 
 TEST_F(ValidateCli, BrokenPlanPrintsEveryViolationAndExits2) {
   const std::string file = broken_tiny();
-  const CliRun r = run("validate --plan " + q(file));
-  EXPECT_EQ(r.exit_code, 2) << r.output;
+  const test::EthRun r = test::eth_cli("validate --plan " + q(file));
+  EXPECT_EQ(r.code, 2) << r.out_and_err();
   const std::string expected =
       file + ": gbs: expected the sum of the pipelines' local_batch (11 + 5 = 16), got 17\n" +
       file +
       ": pipelines[1].stages[1].units: unit 3 is covered by no stage: stages[0] ends at unit 2 and "
       "stages[1] starts at unit 4\n"
       "plan INVALID: 2 violations (rules: docs/plan-format.md)\n";
-  EXPECT_EQ(r.output, expected);
+  EXPECT_EQ(r.out_and_err(), expected);
 }
 
 TEST_F(ValidateCli, JsonOutputParses) {
-  const CliRun ok = run("validate --format json --plan " + q(kExamples + "/tiny-hpp.json"));
-  EXPECT_EQ(ok.exit_code, 0) << ok.output;
-  const Json good = Json::parse(ok.output);
+  const test::EthRun ok =
+      test::eth_cli("validate --format json --plan " + q(kExamples + "/tiny-hpp.json"));
+  EXPECT_EQ(ok.code, 0) << ok.out_and_err();
+  const Json good = Json::parse(ok.out);
   EXPECT_EQ(good.at("valid"), true);
   EXPECT_EQ(good.at("violations"), Json::array());
   EXPECT_EQ(good.at("devices"), 4);
 
   const std::string file = broken_tiny();
-  const CliRun bad = run("validate --format json --plan " + q(file));
-  EXPECT_EQ(bad.exit_code, 2) << bad.output;
-  const Json j = Json::parse(bad.output);
+  const test::EthRun bad = test::eth_cli("validate --format json --plan " + q(file));
+  EXPECT_EQ(bad.code, 2) << bad.out_and_err();
+  const Json j = Json::parse(bad.out);
   EXPECT_EQ(j.at("valid"), false);
   ASSERT_EQ(j.at("violations").size(), 2u);
   EXPECT_EQ(j["violations"][0].at("path"), "gbs");
@@ -122,13 +106,13 @@ TEST_F(ValidateCli, JsonOutputParses) {
 
 TEST_F(ValidateCli, UnreadablePlan) {
   const std::string file = write("cut.json", "{\"model\": \"tiny\", \"gbs\": ");
-  const CliRun text = run("validate --plan " + q(file));
-  EXPECT_EQ(text.exit_code, 2) << text.output;
-  EXPECT_EQ(text.output.rfind("error: [plan] " + file + ": invalid JSON at line 1", 0), 0u)
-      << text.output;
-  const CliRun json = run("validate --format json --plan " + q(file));
-  EXPECT_EQ(json.exit_code, 2) << json.output;
-  const Json j = Json::parse(json.output);
+  const test::EthRun text = test::eth_cli("validate --plan " + q(file));
+  EXPECT_EQ(text.code, 2) << text.out_and_err();
+  EXPECT_EQ(text.out_and_err().rfind("error: [plan] " + file + ": invalid JSON at line 1", 0), 0u)
+      << text.out_and_err();
+  const test::EthRun json = test::eth_cli("validate --format json --plan " + q(file));
+  EXPECT_EQ(json.code, 2) << json.out_and_err();
+  const Json j = Json::parse(json.out);
   EXPECT_EQ(j.at("valid"), false);
   ASSERT_EQ(j.at("violations").size(), 1u);
   EXPECT_EQ(j["violations"][0].at("source"), file);
@@ -140,36 +124,40 @@ TEST_F(ValidateCli, ClusterComesFromFlagOrPlan) {
   const Json cluster = plan["cluster"];
   plan.erase("cluster");
   const std::string plan_file = write("plan.json", plan.dump(2));
-  const CliRun none = run("validate --plan " + q(plan_file));
-  EXPECT_EQ(none.exit_code, 2) << none.output;
-  EXPECT_NE(none.output.find("--cluster: missing: the plan has no \"cluster\" field"),
+  const test::EthRun none = test::eth_cli("validate --plan " + q(plan_file));
+  EXPECT_EQ(none.code, 2) << none.out_and_err();
+  EXPECT_NE(none.out_and_err().find("--cluster: missing: the plan has no \"cluster\" field"),
             std::string::npos)
-      << none.output;
+      << none.out_and_err();
   const std::string cluster_file = write("cluster.json", cluster.dump(2));
-  const CliRun from_file = run("validate --plan " + q(plan_file) + " --cluster " + q(cluster_file));
-  EXPECT_EQ(from_file.exit_code, 0) << from_file.output;
+  const test::EthRun from_file =
+      test::eth_cli("validate --plan " + q(plan_file) + " --cluster " + q(cluster_file));
+  EXPECT_EQ(from_file.code, 0) << from_file.out_and_err();
   // --cluster wins over the plan's own field: the tiny plan does not fit the 13B cluster's types.
-  const CliRun wrong =
-      run("validate --plan " + q(kExamples + "/tiny-hpp.json") + " --cluster 13b-910b2-910b4");
-  EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
-  EXPECT_NE(wrong.output.find("pipelines[0].stages[0].device_type: unknown device type \"fast\""),
-            std::string::npos)
-      << wrong.output;
-  const CliRun unknown = run("validate --plan " + q(plan_file) + " --cluster no-such-cluster");
-  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
-  EXPECT_NE(unknown.output.find("unknown cluster preset \"no-such-cluster\""), std::string::npos);
+  const test::EthRun wrong = test::eth_cli("validate --plan " + q(kExamples + "/tiny-hpp.json") +
+                                           " --cluster 13b-910b2-910b4");
+  EXPECT_EQ(wrong.code, 2) << wrong.out_and_err();
+  EXPECT_NE(
+      wrong.out_and_err().find("pipelines[0].stages[0].device_type: unknown device type \"fast\""),
+      std::string::npos)
+      << wrong.out_and_err();
+  const test::EthRun unknown =
+      test::eth_cli("validate --plan " + q(plan_file) + " --cluster no-such-cluster");
+  EXPECT_EQ(unknown.code, 2) << unknown.out_and_err();
+  EXPECT_NE(unknown.out_and_err().find("unknown cluster preset \"no-such-cluster\""),
+            std::string::npos);
 }
 
 TEST_F(ValidateCli, MissingPlanFlagIsAUsageError) {
-  const CliRun r = run("validate");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("--plan"), std::string::npos) << r.output;
+  const test::EthRun r = test::eth_cli("validate");
+  EXPECT_EQ(r.code, 1) << r.out_and_err();
+  EXPECT_NE(r.out_and_err().find("--plan"), std::string::npos) << r.out_and_err();
 }
 
 TEST(ModelsCli, JsonListsTheFourteenPresets) {
-  const CliRun r = run("models --format json");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const Json j = Json::parse(r.output);
+  const test::EthRun r = test::eth_cli("models --format json");
+  ASSERT_EQ(r.code, 0) << r.out_and_err();
+  const Json j = Json::parse(r.out);
   std::set<std::string> names;
   for (const auto& m : j) names.insert(m.at("name").get<std::string>());
   EXPECT_EQ(names, (std::set<std::string>{"gpt3-350m", "gpt3-1.3b", "gpt3-2.6b", "gpt3-6.7b",

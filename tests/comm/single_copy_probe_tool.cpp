@@ -2,7 +2,7 @@
 // which: CTest runs the single-copy MPI test only where eth launch would choose it.
 #include <cstdio>
 
-#include "comm/single_copy_probe.h"
+#include "launch/single_copy_probe.h"
 
 int main() {
   const bool ok = eth::single_copy_available();

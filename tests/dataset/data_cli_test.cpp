@@ -4,9 +4,7 @@
 // --train-tokenizer writes a tokenizer that round-trips, bad files exit 2 naming the file and
 // field, and the byte tokenizer path is unchanged.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +12,7 @@
 #include "core/json_file.h"
 #include "data/token_file.h"
 #include "data/tokenize.h"
+#include "eth_run.h"
 #include "test_util.h"
 
 namespace eth {
@@ -25,22 +24,6 @@ const fs::path kDir = fs::path(ETH_TEST_DATA_DIR) / "tokenizer";
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
-}
-
-struct EthRun {
-  int code;
-  std::string out, err;
-};
-
-EthRun eth(const std::string& args) {
-  static int n = 0;
-  const fs::path dir = test::scratch("data_cli", "runs");
-  const fs::path out = dir / ("out" + std::to_string(n)), err = dir / ("err" + std::to_string(n));
-  ++n;
-  const std::string cmd = std::string("OMP_NUM_THREADS=1 ") + ETH_BINARY + " " + args + " >" +
-                          out.string() + " 2>" + err.string();
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
 
 std::vector<std::uint32_t> ids_of(const fs::path& token_file) {
@@ -56,18 +39,21 @@ TEST(DataCli, TokenizerGivesTheLibrarysIdsAndDecodesBack) {
   for (const std::string style : {"gpt2", "llama3"}) {
     const fs::path bin = dir / (style + ".bin"), back = dir / (style + ".txt");
     const std::string tok = (kDir / (style + "_style.json")).string();
-    EthRun r = eth("data --tokenizer " + tok + " --text " + (kDir / "unicode.txt").string() +
-                " --out " + bin.string() + " --format json");
+    test::EthRun r =
+        test::eth_cli("data --tokenizer " + tok + " --text " + (kDir / "unicode.txt").string() +
+                      " --out " + bin.string() + " --format json");
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(ids_of(bin), want.at(style).at("unicode").get<std::vector<std::uint32_t>>());
     EXPECT_EQ(TokenFile::open(bin).version(), 1);  // vocabulary 2000-2500: 16-bit ids
     EXPECT_EQ(Json::parse(r.out).at("invalid_utf8_replaced"), 0);
-    r = eth("data --tokenizer " + tok + " --decode " + bin.string() + " --out " + back.string());
+    r = test::eth_cli("data --tokenizer " + tok + " --decode " + bin.string() + " --out " +
+                      back.string());
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(slurp(back), slurp(kDir / "unicode.txt"));
   }
   // Invalid UTF-8 is repaired as Python's errors="replace" and counted.
-  const EthRun r = eth("data --tokenizer " + (kDir / "gpt2_style.json").string() + " --text " +
+  const test::EthRun r =
+      test::eth_cli("data --tokenizer " + (kDir / "gpt2_style.json").string() + " --text " +
                     (kDir / "invalid_utf8.bin").string() + " --out " + (dir / "i.bin").string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(ids_of(dir / "i.bin"),
@@ -102,8 +88,8 @@ TEST(DataCli, VocabularyPastSixteenBitsWritesVersionTwo) {
   const fs::path tok = dir / "wide.json", text = dir / "text.txt", bin = dir / "wide.bin";
   std::ofstream(tok) << json;
   std::ofstream(text) << slurp(kDir / "english.txt") << "<|big|>";
-  EthRun r = eth("data --tokenizer " + tok.string() + " --text " + text.string() + " --out " +
-              bin.string());
+  test::EthRun r = test::eth_cli("data --tokenizer " + tok.string() + " --text " + text.string() +
+                                 " --out " + bin.string());
   ASSERT_EQ(r.code, 0) << r.err;
   auto want = read_json_file(kDir / "ids.json", "test")
                   .at("gpt2")
@@ -112,12 +98,12 @@ TEST(DataCli, VocabularyPastSixteenBitsWritesVersionTwo) {
   want.push_back(70000);
   EXPECT_EQ(TokenFile::open(bin).version(), 2);
   EXPECT_EQ(ids_of(bin), want);
-  r = eth("data --info " + bin.string() + " --format json");
+  r = test::eth_cli("data --info " + bin.string() + " --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(Json::parse(r.out).at("bytes_per_token"), 4);
   EXPECT_EQ(Json::parse(r.out).at("max_token"), 70000);
-  r = eth("data --tokenizer " + tok.string() + " --decode " + bin.string() + " --out " +
-          (dir / "back.txt").string());
+  r = test::eth_cli("data --tokenizer " + tok.string() + " --decode " + bin.string() + " --out " +
+                    (dir / "back.txt").string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(slurp(dir / "back.txt"), slurp(text));
 }
@@ -134,9 +120,11 @@ TEST(DataCli, TrainerReadsBothVersionsAlike) {
   ASSERT_EQ(TokenFile::open(dir / "v2.bin").version(), 2);
   std::vector<double> loss[2];
   for (int v = 0; v < 2; ++v) {
-    const EthRun r = eth("train --model tiny --data " + (dir / (v == 0 ? "v1.bin" : "v2.bin")).string() +
-                      " --steps 2 --batch 2 --micro-batch-size 1 --print-every 0 --precision fp32 "
-                      "--log " + (dir / ("log" + std::to_string(v))).string());
+    const test::EthRun r = test::eth_cli(
+        "train --model tiny --data " + (dir / (v == 0 ? "v1.bin" : "v2.bin")).string() +
+        " --steps 2 --batch 2 --micro-batch-size 1 --print-every 0 --precision fp32 "
+        "--log " +
+        (dir / ("log" + std::to_string(v))).string());
     ASSERT_EQ(r.code, 0) << r.err;
     std::ifstream log(dir / ("log" + std::to_string(v)));
     for (std::string line; std::getline(log, line);) {
@@ -152,16 +140,17 @@ TEST(DataCli, TrainTokenizerRoundTripsThroughTheCli) {
   const fs::path dir = test::scratch("data_cli", "learn");
   const fs::path tok = dir / "tok.json", bin = dir / "t.bin", back = dir / "back.txt";
   const std::string text = (kDir / "english.txt").string();
-  EthRun r = eth("data --train-tokenizer --vocab 400 --text " + text + " --out " + tok.string() +
-              " --format json");
+  test::EthRun r = test::eth_cli("data --train-tokenizer --vocab 400 --text " + text + " --out " +
+                                 tok.string() + " --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(Json::parse(r.out).at("vocab_size"), 400);
   EXPECT_EQ(read_json_file(tok, "test").at("model").at("vocab").size(), 400u);
-  r = eth("data --tokenizer " + tok.string() + " --text " + text + " --out " + bin.string());
+  r = test::eth_cli("data --tokenizer " + tok.string() + " --text " + text + " --out " +
+                    bin.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_LT(TokenFile::open(bin).size() * 2, static_cast<std::int64_t>(slurp(text).size()));
-  r = eth("data --tokenizer " + tok.string() + " --decode " + bin.string() + " --out " +
-          back.string());
+  r = test::eth_cli("data --tokenizer " + tok.string() + " --decode " + bin.string() + " --out " +
+                    back.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(slurp(back), slurp(text));
 }
@@ -171,26 +160,28 @@ TEST(DataCli, BadInputExitsTwoNamingTheFileAndField) {
   Json doc = read_json_file(kDir / "gpt2_style.json", "test");
   doc["model"]["type"] = "WordPiece";
   std::ofstream(dir / "wp.json") << doc.dump();
-  EthRun r = eth("data --tokenizer " + (dir / "wp.json").string() + " --text " +
-              (kDir / "english.txt").string() + " --out " + (dir / "x.bin").string());
+  test::EthRun r =
+      test::eth_cli("data --tokenizer " + (dir / "wp.json").string() + " --text " +
+                    (kDir / "english.txt").string() + " --out " + (dir / "x.bin").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find((dir / "wp.json").string() + ": model.type: unsupported model type "
                                                      "\"WordPiece\""),
             std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(dir / "x.bin"));
-  r = eth("data --train-tokenizer --vocab 100 --text " + (kDir / "english.txt").string() +
-          " --out " + (dir / "t.json").string());
+  r = test::eth_cli("data --train-tokenizer --vocab 100 --text " + (kDir / "english.txt").string() +
+                    " --out " + (dir / "t.json").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--vocab: expected at least 257"), std::string::npos) << r.err;
-  r = eth("data --decode " + (dir / "x.bin").string() + " --out " + (dir / "y.txt").string());
+  r = test::eth_cli("data --decode " + (dir / "x.bin").string() + " --out " +
+                    (dir / "y.txt").string());
   EXPECT_NE(r.code, 0);
 }
 
 TEST(DataCli, ByteTokenizerPathIsUnchanged) {
   const fs::path dir = test::scratch("data_cli", "bytes");
-  const EthRun r = eth("data --text " + (kDir / "unicode.txt").string() + " --out " +
-                    (dir / "b.bin").string());
+  const test::EthRun r = test::eth_cli("data --text " + (kDir / "unicode.txt").string() +
+                                       " --out " + (dir / "b.bin").string());
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string text = slurp(kDir / "unicode.txt");
   const auto ids = ids_of(dir / "b.bin");

@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_run.h"
 #include "core/json_cursor.h"
 #include "core/json_file.h"
+#include "eth_run.h"
 #include "finetune_fixture.h"
 #include "test_util.h"
 

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_run.h"
 #include "core/json_cursor.h"
+#include "eth_run.h"
 #include "finetune_fixture.h"
 #include "test_util.h"
 
@@ -26,8 +26,7 @@ TEST(FinetuneMpi, LaunchFromConvertedGpt2LogsTheThreadsRunsLosses) {
   ASSERT_EQ(r.code, 0) << r.err;
   std::string launch = train_args(f, "--cluster '" + f.cluster.string() + "' --threads 1", "mpi");
   launch.replace(0, 5, "launch " + plan + " --");  // "train" -> "launch --plan P --"
-  r = test::eth_cli(launch, f.dir,
-                    "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+  r = test::eth_cli(launch, f.dir);
   ASSERT_EQ(r.code, 0) << r.err;
   const std::vector<Json> a = log_lines(f.dir / "threads.jsonl");
   const std::vector<Json> b = log_lines(f.dir / "mpi.jsonl");

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_run.h"
 #include "core/json_file.h"
+#include "eth_run.h"
 #include "test_util.h"
 
 namespace eth {

@@ -3,11 +3,9 @@
 // bad plans are refused once with exit code 2 before any compute, and a rank that dies ends the
 // run with an error instead of a hang, leaving no half-written checkpoint.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_cursor.h"
+#include "eth_run.h"
 #include "log_util.h"
 #include "test_util.h"
 
@@ -34,21 +33,6 @@ fs::path temp_dir(const std::string& name) {
 using test::log_losses;
 using test::occurrences;
 using test::slurp;
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs a shell command line with `eth` standing for the built tool.
-Result run(const std::string& args, const fs::path& dir, const std::string& env = "") {
-  const fs::path out = dir / "stdout", err = dir / "stderr";
-  const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + env +
-                          " " + ETH_BINARY + " " + args + " >" + out.string() + " 2>" +
-                          err.string();
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
 
 // tiny (6 units) on 5 cpu devices: pipeline A 2 stages, micro-batch 2, local batch 6; pipeline
 // B 3 stages, micro-batch 1, local batch 2; cut in different places.
@@ -88,7 +72,7 @@ Fixture setup(const std::string& name, const std::string& plan_text = kPlan, int
   std::ofstream(f.plan) << plan_text;
   std::ofstream(f.cluster) << R"({"nodes": [{"device_type": "cpu", "devices": )" << devices
                            << "}]}";
-  const Result r = run("data --synthetic 20000 --out " + f.data.string(), f.dir);
+  const test::EthRun r = test::eth_cli("data --synthetic 20000 --out " + f.data.string(), f.dir);
   EXPECT_EQ(r.code, 0) << r.err;
   return f;
 }
@@ -101,9 +85,9 @@ std::string train_args(const Fixture& f, const fs::path& log, int steps = 3) {
 // The losses of `steps` steps of one process on the fixture's data: the reference each
 // distributed run of these tests is held to (its log: single.jsonl).
 std::vector<double> one_process_losses(const Fixture& f, int steps = 3) {
-  const Result single = run("train --model tiny --batch 8 --seq-len 16 " +
-                                train_args(f, f.dir / "single.jsonl", steps),
-                            f.dir);
+  const test::EthRun single = test::eth_cli(
+      "train --model tiny --batch 8 --seq-len 16 " + train_args(f, f.dir / "single.jsonl", steps),
+      f.dir);
   EXPECT_EQ(single.code, 0) << single.err;
   return log_losses(f.dir / "single.jsonl");
 }
@@ -123,9 +107,10 @@ TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
   ASSERT_EQ(want.size(), 3u);
   for (const char* mode : {"block", "tensor", "device"}) {
     const fs::path log = f.dir / (std::string(mode) + ".jsonl");
-    const Result r = run("launch --plan " + f.plan.string() + " -- --cluster " +
-                             f.cluster.string() + " --allreduce " + mode + " " + train_args(f, log),
-                         f.dir);
+    const test::EthRun r =
+        test::eth_cli("launch --plan " + f.plan.string() + " -- --cluster " + f.cluster.string() +
+                          " --allreduce " + mode + " " + train_args(f, log),
+                      f.dir);
     ASSERT_EQ(r.code, 0) << mode << "\n" << r.err;
     const std::vector<double> got = log_losses(log);
     ASSERT_EQ(got.size(), want.size()) << mode;
@@ -133,9 +118,10 @@ TEST(TrainPlanCli, MpiRunMatchesOneProcessForEveryAggregationMode) {
     EXPECT_NE(r.out.find("measured iteration"), std::string::npos) << r.out;
   }
   const fs::path log = f.dir / "threads.jsonl";
-  const Result t = run("train --plan " + f.plan.string() + " --cluster " + f.cluster.string() +
-                           " --backend threads " + train_args(f, log),
-                       f.dir);
+  const test::EthRun t =
+      test::eth_cli("train --plan " + f.plan.string() + " --cluster " + f.cluster.string() +
+                        " --backend threads " + train_args(f, log),
+                    f.dir);
   ASSERT_EQ(t.code, 0) << t.err;
   expect_one_process_losses(log_losses(log), want, "threads");
 }
@@ -150,10 +136,11 @@ TEST(TrainPlanCli, EmulatedMpiRunWithTransfersDrivenDuringComputeMatchesOneProce
   for (const char* mode : {"block", "device"}) {
     for (const char* copy : {"none", "auto"}) {
       const fs::path log = f.dir / (std::string(mode) + "-" + copy + ".jsonl");
-      const Result r = run("launch --mpi-single-copy " + std::string(copy) + " --plan " +
-                               f.plan.string() + " -- --cluster " + f.cluster.string() +
-                               " --emulate cpu=3 --allreduce " + mode + " " + train_args(f, log),
-                           f.dir);
+      const test::EthRun r =
+          test::eth_cli("launch --mpi-single-copy " + std::string(copy) + " --plan " +
+                            f.plan.string() + " -- --cluster " + f.cluster.string() +
+                            " --emulate cpu=3 --allreduce " + mode + " " + train_args(f, log),
+                        f.dir);
       ASSERT_EQ(r.code, 0) << mode << " " << copy << "\n" << r.err;
       const std::vector<double> got = log_losses(log);
       ASSERT_EQ(got.size(), want.size()) << mode;
@@ -168,12 +155,13 @@ TEST(TrainPlanCli, LaunchPassesThePrecisionThroughAndEveryRankRunsIt) {
   const Fixture f = setup("precision");
   std::string args = train_args(f, f.dir / "single.jsonl");
   args.replace(args.find("--precision fp32"), 16, "--precision bf16");
-  const Result single = run("train --model tiny --batch 8 --seq-len 16 " + args, f.dir);
+  const test::EthRun single =
+      test::eth_cli("train --model tiny --batch 8 --seq-len 16 " + args, f.dir);
   ASSERT_EQ(single.code, 0) << single.err;
   args.replace(args.find("single.jsonl"), 12, "launch.jsonl");
-  const Result r = run("launch --plan " + f.plan.string() + " -- --cluster " +
-                           f.cluster.string() + " --format json " + args,
-                       f.dir);
+  const test::EthRun r = test::eth_cli("launch --plan " + f.plan.string() + " -- --cluster " +
+                                           f.cluster.string() + " --format json " + args,
+                                       f.dir);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("\nprecision bf16 (requested with --precision bf16"), std::string::npos)
       << r.err;
@@ -195,10 +183,11 @@ TEST(TrainPlanCli, TensorParallelPlanUnderMpiMatchesOneProcess) {
   for (const auto& [mode, steps] :
        {std::pair{"block", 20}, std::pair{"tensor", 3}, std::pair{"device", 3}}) {
     const fs::path log = f.dir / (std::string(mode) + ".jsonl");
-    const Result r = run("launch --plan " + f.plan.string() + " -- --cluster " +
-                             f.cluster.string() + " --allreduce " + mode + " --stop-at " +
-                             std::to_string(steps) + " " + train_args(f, log, 20),
-                         f.dir);
+    const test::EthRun r =
+        test::eth_cli("launch --plan " + f.plan.string() + " -- --cluster " + f.cluster.string() +
+                          " --allreduce " + mode + " --stop-at " + std::to_string(steps) + " " +
+                          train_args(f, log, 20),
+                      f.dir);
     ASSERT_EQ(r.code, 0) << mode << "\n" << r.err;
     const std::vector<double> got = log_losses(log);
     ASSERT_EQ(got.size(), static_cast<std::size_t>(steps)) << mode;
@@ -211,18 +200,20 @@ TEST(TrainPlanCli, APlanOfThePlannerWithItsDefaultTpRunsLikeOneProcess) {
   // tiny (checked below, so the test keeps exercising tp if the planner changes its mind).
   const Fixture f = setup("planner");
   const fs::path plan = f.dir / "planned.json";
-  const Result p = run("plan --cluster 1.3b-910b2-910b4 --model tiny --gbs 16 --seq 16 --analytic "
-                       "--out " + plan.string(),
-                       f.dir);
+  const test::EthRun p = test::eth_cli(
+      "plan --cluster 1.3b-910b2-910b4 --model tiny --gbs 16 --seq 16 --analytic "
+      "--out " +
+          plan.string(),
+      f.dir);
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_NE(slurp(plan).find("\"tp\": 2"), std::string::npos) << slurp(plan);
-  const Result single = run("train --model tiny --batch 16 --seq-len 16 " +
-                                train_args(f, f.dir / "single.jsonl"),
-                            f.dir);
+  const test::EthRun single = test::eth_cli(
+      "train --model tiny --batch 16 --seq-len 16 " + train_args(f, f.dir / "single.jsonl"), f.dir);
   ASSERT_EQ(single.code, 0) << single.err;
-  const Result t = run("train --plan " + plan.string() + " --cluster 1.3b-910b2-910b4 " +
-                           "--backend threads " + train_args(f, f.dir / "threads.jsonl"),
-                       f.dir);
+  const test::EthRun t =
+      test::eth_cli("train --plan " + plan.string() + " --cluster 1.3b-910b2-910b4 " +
+                        "--backend threads " + train_args(f, f.dir / "threads.jsonl"),
+                    f.dir);
   ASSERT_EQ(t.code, 0) << t.err;
   const std::vector<double> want = log_losses(f.dir / "single.jsonl");
   const std::vector<double> got = log_losses(f.dir / "threads.jsonl");
@@ -246,10 +237,11 @@ TEST(TrainPlanCli, ResumesUnderAnotherPlanWithDpUnderMpi) {
   ASSERT_EQ(want.size(), 4u);
   const std::string common = " -- --cluster " + f.cluster.string() + " --checkpoint-dir " +
                              ckpt.string() + " " + train_args(f, f.dir / "dist.jsonl", 4);
-  const Result a = run("launch --plan " + f.plan.string() + common + " --stop-at 2", f.dir);
+  const test::EthRun a =
+      test::eth_cli("launch --plan " + f.plan.string() + common + " --stop-at 2", f.dir);
   ASSERT_EQ(a.code, 0) << a.err;
-  const Result b = run("launch --plan " + second.string() + common + " --resume " + ckpt.string(),
-                       f.dir);
+  const test::EthRun b = test::eth_cli(
+      "launch --plan " + second.string() + common + " --resume " + ckpt.string(), f.dir);
   ASSERT_EQ(b.code, 0) << b.err;
   const std::vector<double> got = log_losses(f.dir / "dist.jsonl");
   ASSERT_EQ(got.size(), 4u);
@@ -259,14 +251,12 @@ TEST(TrainPlanCli, ResumesUnderAnotherPlanWithDpUnderMpi) {
 TEST(TrainPlanCli, WrongRankCountIsRefusedOnceBeforeCompute) {
   const Fixture f = setup("ranks");
   const fs::path log = f.dir / "log.jsonl";
-  const std::string mpirun = std::string("mpirun --oversubscribe --bind-to none -n 3 ") +
-                             ETH_BINARY + " train --plan " + f.plan.string() + " --cluster " +
-                             f.cluster.string() + " " + train_args(f, log);
-  const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + mpirun +
-                          " >" + (f.dir / "o").string() + " 2>" + (f.dir / "e").string();
-  const int status = std::system(cmd.c_str());
-  EXPECT_NE(WEXITSTATUS(status), 0);
-  const std::string err = slurp(f.dir / "e");
+  const test::EthRun r = test::eth_shell(
+      "mpirun --oversubscribe --bind-to none -n 3 " + test::eth_binary() + " train --plan " +
+          f.plan.string() + " --cluster " + f.cluster.string() + " " + train_args(f, log),
+      f.dir);
+  EXPECT_NE(r.code, 0);
+  const std::string& err = r.err;
   EXPECT_EQ(occurrences(err, "the plan has 5 devices but the run has 3 ranks"), 1) << err;
   EXPECT_FALSE(fs::exists(log)) << "no rank may start training";
 }
@@ -281,9 +271,9 @@ TEST(TrainPlanCli, BadPlansAreRefusedWithOneMessageNamingTheField) {
         std::tuple{"gap", gap, std::string("pipelines[1]")}}) {
     const Fixture f = setup(name, text);
     const fs::path log = f.dir / "log.jsonl";
-    const Result r = run("launch --plan " + f.plan.string() + " -- --cluster " +
-                             f.cluster.string() + " " + train_args(f, log),
-                         f.dir);
+    const test::EthRun r = test::eth_cli("launch --plan " + f.plan.string() + " -- --cluster " +
+                                             f.cluster.string() + " " + train_args(f, log),
+                                         f.dir);
     EXPECT_EQ(r.code, 2) << name << "\n" << r.err;
     EXPECT_NE(r.err.find(want), std::string::npos) << name << "\n" << r.err;
     EXPECT_EQ(occurrences(r.err, "error: [plan]"), 1) << name << "\n" << r.err;
@@ -295,10 +285,11 @@ TEST(TrainPlanCli, ADeadRankEndsTheRunWithoutAHangOrAHalfCheckpoint) {
   const Fixture f = setup("dead");
   const fs::path log = f.dir / "log.jsonl", ckpt = f.dir / "ckpt";
   const auto t0 = std::chrono::steady_clock::now();
-  const Result r = run("launch --plan " + f.plan.string() + " -- --cluster " +
-                           f.cluster.string() + " --timeout 5 --checkpoint-dir " + ckpt.string() +
-                           " --checkpoint-every 1 " + train_args(f, log, 4),
-                       f.dir, "ETH_TEST_KILL_RANK=3:2");
+  const test::EthRun r =
+      test::eth_cli("launch --plan " + f.plan.string() + " -- --cluster " + f.cluster.string() +
+                        " --timeout 5 --checkpoint-dir " + ckpt.string() +
+                        " --checkpoint-every 1 " + train_args(f, log, 4),
+                    f.dir, "export ETH_TEST_KILL_RANK=3:2");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.code, 0) << r.err;

@@ -12,7 +12,6 @@
 // this plan has two ranks, where Open MPI's sum is rank 0's value plus rank 1's, LocalWorld's
 // order (docs/comm.md, "What is bitwise").
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -21,6 +20,7 @@
 #include <fstream>
 #include <string>
 
+#include "eth_run.h"
 #include "log_util.h"
 #include "test_util.h"
 
@@ -30,21 +30,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kLossTol = 2e-3;
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-Result run(const std::string& args, const fs::path& dir) {
-  const fs::path out = dir / "stdout", err = dir / "stderr";
-  const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                          "OMP_NUM_THREADS=1 timeout -s KILL 300 " +
-                          std::string(ETH_BINARY) + " " + args + " >" + out.string() + " 2>" +
-                          err.string();
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, test::slurp(out), test::slurp(err)};
-}
 
 // tiny (6 units) on 5 devices: pipeline A units 0-2 at tp 2 and 3-5 (recompute of full units),
 // micro-batch 4 over 6 samples (4 + 2); pipeline B units 0-3 (attention recompute) and 4-5,
@@ -72,7 +57,7 @@ Fixture setup(const std::string& name) {
   f.data = f.dir / "data.bin";
   std::ofstream(f.plan) << kPlan;
   std::ofstream(f.cluster) << R"({"nodes": [{"device_type": "cpu", "devices": 5}]})";
-  const Result r = run("data --synthetic 20000 --out " + f.data.string(), f.dir);
+  const test::EthRun r = test::eth_cli("data --synthetic 20000 --out " + f.data.string(), f.dir);
   EXPECT_EQ(r.code, 0) << r.err;
   return f;
 }
@@ -85,22 +70,24 @@ std::string train_args(const Fixture& f, const fs::path& log, int steps) {
 TEST(EmulatedTrainPlanCli, MpiAndThreadsOnTheEmulatedDeviceTrainLikeOneProcessFor20Steps) {
   const Fixture f = setup("plan20");
   const int steps = 20;
-  const Result single = run("train --device emulated --model tiny --batch 8 --seq-len 16 " +
-                                train_args(f, f.dir / "single.jsonl", steps),
-                            f.dir);
+  const test::EthRun single =
+      test::eth_cli("train --device emulated --model tiny --batch 8 --seq-len 16 " +
+                        train_args(f, f.dir / "single.jsonl", steps),
+                    f.dir);
   ASSERT_EQ(single.code, 0) << single.err;
   const std::vector<double> want = test::log_losses(f.dir / "single.jsonl");
   ASSERT_EQ(want.size(), static_cast<std::size_t>(steps));
 
-  const Result mpi = run("launch --device emulated --plan " + f.plan.string() + " -- --cluster " +
-                             f.cluster.string() + " " + train_args(f, f.dir / "mpi.jsonl", steps),
-                         f.dir);
+  const test::EthRun mpi =
+      test::eth_cli("launch --device emulated --plan " + f.plan.string() + " -- --cluster " +
+                        f.cluster.string() + " " + train_args(f, f.dir / "mpi.jsonl", steps),
+                    f.dir);
   ASSERT_EQ(mpi.code, 0) << mpi.err;
   EXPECT_NE(mpi.err.find("on the emulated device"), std::string::npos) << mpi.err;
-  const Result thr = run("train --device emulated --backend threads --plan " + f.plan.string() +
-                             " --cluster " + f.cluster.string() + " " +
-                             train_args(f, f.dir / "threads.jsonl", steps),
-                         f.dir);
+  const test::EthRun thr = test::eth_cli("train --device emulated --backend threads --plan " +
+                                             f.plan.string() + " --cluster " + f.cluster.string() +
+                                             " " + train_args(f, f.dir / "threads.jsonl", steps),
+                                         f.dir);
   ASSERT_EQ(thr.code, 0) << thr.err;
   const std::vector<double> got_mpi = test::log_losses(f.dir / "mpi.jsonl");
   const std::vector<double> got_thr = test::log_losses(f.dir / "threads.jsonl");
@@ -126,10 +113,10 @@ TEST(EmulatedTrainPlanCli, TensorAndDeviceWiseAggregationOverMpiOnTheEmulatedDev
   const char* modes[3] = {"block", "tensor", "device"};
   for (int m = 0; m < 3; ++m) {
     const fs::path log = f.dir / (std::string(modes[m]) + ".jsonl");
-    const Result r = run("launch --device emulated --plan " + f.plan.string() + " -- --cluster " +
-                             f.cluster.string() + " --allreduce " + modes[m] + " " +
-                             train_args(f, log, steps),
-                         f.dir);
+    const test::EthRun r = test::eth_cli(
+        "launch --device emulated --plan " + f.plan.string() + " -- --cluster " +
+            f.cluster.string() + " --allreduce " + modes[m] + " " + train_args(f, log, steps),
+        f.dir);
     ASSERT_EQ(r.code, 0) << modes[m] << "\n" << r.err;
     by_mode[m] = test::log_losses(log);
     ASSERT_EQ(by_mode[m].size(), static_cast<std::size_t>(steps)) << modes[m];
@@ -150,7 +137,7 @@ TEST(EmulatedTrainPlanCli, Fp32OnTheDeviceIsRefusedBeforeAnyRankStarts) {
         "launch --device emulated --plan " + f.plan.string() + " -- --precision fp32 --cluster " +
             f.cluster.string() + " --checkpoint-dir " + ck.string() + " " +
             train_args(f, f.dir / "m.jsonl", 1)}) {
-    const Result r = run(cmd, f.dir);
+    const test::EthRun r = test::eth_cli(cmd, f.dir);
     EXPECT_EQ(r.code, 2) << cmd << "\n" << r.err;
     EXPECT_NE(r.err.find("--precision"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("bf16 only"), std::string::npos) << r.err;

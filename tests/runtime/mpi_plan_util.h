@@ -1,38 +1,21 @@
 // Helpers for the mpirun tests of one model under one plan file: write the model, plan and
 // cluster files and a token file into a scratch folder, run single-process `eth train` and
 // `eth launch --plan` on them with the same arguments, and read back the losses each logged.
-// Test-only; the runs need the built tool (ETH_BINARY) and mpirun.
+// Test-only; the runs need the built tool (eth_run.h) and mpirun.
 #pragma once
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "eth_run.h"
 #include "log_util.h"
 #include "test_util.h"
 
 namespace eth::test {
-
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs `eth <args>` (as root too, for mpirun) on one OpenMP thread per process, output to files
-// in `dir`.
-inline CliResult run_eth(const std::string& args, const std::filesystem::path& dir) {
-  const std::filesystem::path out = dir / "stdout", err = dir / "stderr";
-  const std::string cmd =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 " +
-      std::string(ETH_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
 
 struct PlanRun {
   std::filesystem::path dir, model, plan, cluster, data;
@@ -55,9 +38,9 @@ inline PlanRun plan_run(const std::string& name, const std::string& model_json,
   std::ofstream(r.plan) << plan_json;
   std::ofstream(r.cluster) << R"({"nodes": [{"device_type": "cpu", "devices": )" << devices
                            << "}]}";
-  const CliResult d = run_eth("data --synthetic 20000 --vocab " + std::to_string(vocab) +
-                                  " --out " + r.data.string(),
-                              r.dir);
+  const EthRun d = eth_cli(
+      "data --synthetic 20000 --vocab " + std::to_string(vocab) + " --out " + r.data.string(),
+      r.dir);
   if (d.code != 0) ADD_FAILURE() << d.err;
   return r;
 }
@@ -76,11 +59,10 @@ inline std::vector<double> one_process(const PlanRun& r, std::int64_t gbs, std::
                                        int steps, const std::string& extra,
                                        const std::string& tag = "") {
   const std::filesystem::path log = r.dir / ("single" + tag + ".jsonl");
-  const CliResult c = run_eth("train --model " + r.model.string() + " --batch " +
-                                  std::to_string(gbs) + " --seq-len " + std::to_string(seq) +
-                                  " " + shared_train_args(r, steps, extra) + " --log " +
-                                  log.string(),
-                              r.dir);
+  const EthRun c = eth_cli("train --model " + r.model.string() + " --batch " + std::to_string(gbs) +
+                               " --seq-len " + std::to_string(seq) + " " +
+                               shared_train_args(r, steps, extra) + " --log " + log.string(),
+                           r.dir);
   if (c.code != 0) ADD_FAILURE() << c.err;
   return log_losses(log);
 }
@@ -90,10 +72,10 @@ inline std::vector<double> one_process(const PlanRun& r, std::int64_t gbs, std::
 inline std::vector<double> launched(const PlanRun& r, int steps, const std::string& extra,
                                     const std::string& tag) {
   const std::filesystem::path log = r.dir / (tag + ".jsonl");
-  const CliResult c = run_eth("launch --plan " + r.plan.string() + " -- --cluster " +
-                                  r.cluster.string() + " " + shared_train_args(r, steps, extra) +
-                                  " --log " + log.string(),
-                              r.dir);
+  const EthRun c =
+      eth_cli("launch --plan " + r.plan.string() + " -- --cluster " + r.cluster.string() + " " +
+                  shared_train_args(r, steps, extra) + " --log " + log.string(),
+              r.dir);
   if (c.code != 0) ADD_FAILURE() << tag << "\n" << c.err;
   return log_losses(log);
 }

@@ -6,14 +6,13 @@
 // bf16; a checkpoint of the sharded run resumes under the unsharded plan and the other way round
 // with the losses of the uninterrupted run.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "eth_run.h"
 #include "log_util.h"
 #include "plan/plan.h"
 #include "plan/sharding.h"
@@ -29,20 +28,6 @@ fs::path temp_dir(const std::string& name) {
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
-}
-
-struct Result {
-  int code = -1;
-  std::string err;
-};
-
-Result run(const std::string& args, const fs::path& dir) {
-  const fs::path out = dir / "stdout", err = dir / "stderr";
-  const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
-                          std::string(ETH_BINARY) + " " + args + " >" + out.string() + " 2>" +
-                          err.string();
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, test::slurp(err)};
 }
 
 // tiny (units 0..5) on 6 cpu devices. Blocks: units 0-2 on {0, 1, 3}, unit 3 on {2, 4}, units
@@ -75,7 +60,7 @@ Fixture setup(const std::string& name) {
                                              {5, 2e9}});
   save_plan(plan, f.sharded.string());
   std::ofstream(f.cluster) << R"({"nodes": [{"device_type": "cpu", "devices": 6}]})";
-  EXPECT_EQ(run("data --synthetic 20000 --out " + f.data.string(), f.dir).code, 0);
+  EXPECT_EQ(test::eth_cli("data --synthetic 20000 --out " + f.data.string(), f.dir).code, 0);
   return f;
 }
 
@@ -87,9 +72,8 @@ std::string train_args(const Fixture& f, const fs::path& log, int steps, const c
 
 std::vector<double> one_process(const Fixture& f, int steps, const char* precision) {
   const fs::path log = f.dir / (std::string("single-") + precision + ".jsonl");
-  const Result r =
-      run("train --model tiny --batch 8 --seq-len 16 " + train_args(f, log, steps, precision),
-          f.dir);
+  const test::EthRun r = test::eth_cli(
+      "train --model tiny --batch 8 --seq-len 16 " + train_args(f, log, steps, precision), f.dir);
   EXPECT_EQ(r.code, 0) << r.err;
   return test::log_losses(log);
 }
@@ -113,18 +97,19 @@ TEST(ShardedMpi, FiftyStepsMatchOneProcessInEveryAggregationModeAndInBf16) {
   ASSERT_EQ(want.size(), 50u);
   for (const char* mode : {"block", "tensor", "device"}) {
     const fs::path log = f.dir / (std::string(mode) + ".jsonl");
-    const Result r = run("launch --plan " + f.sharded.string() + " -- --cluster " +
-                             f.cluster.string() + " --allreduce " + mode + " " +
-                             train_args(f, log, 50, "fp32"),
-                         f.dir);
+    const test::EthRun r = test::eth_cli("launch --plan " + f.sharded.string() + " -- --cluster " +
+                                             f.cluster.string() + " --allreduce " + mode + " " +
+                                             train_args(f, log, 50, "fp32"),
+                                         f.dir);
     ASSERT_EQ(r.code, 0) << mode << "\n" << r.err;
     expect_losses(test::log_losses(log), want, 1e-5, mode);
   }
   const std::vector<double> want16 = one_process(f, 50, "bf16");
   const fs::path log = f.dir / "bf16.jsonl";
-  const Result r = run("launch --plan " + f.sharded.string() + " -- --cluster " +
-                           f.cluster.string() + " " + train_args(f, log, 50, "bf16"),
-                       f.dir);
+  const test::EthRun r =
+      test::eth_cli("launch --plan " + f.sharded.string() + " -- --cluster " + f.cluster.string() +
+                        " " + train_args(f, log, 50, "bf16"),
+                    f.dir);
   ASSERT_EQ(r.code, 0) << r.err;
   expect_losses(test::log_losses(log), want16, 2e-3, "bf16");
 }
@@ -139,10 +124,11 @@ TEST(ShardedMpi, CheckpointsResumeAcrossShardedAndUnshardedPlans) {
     const fs::path log = f.dir / ("resume-" + first.stem().string() + ".jsonl");
     const std::string common = " -- --cluster " + f.cluster.string() + " --checkpoint-dir " +
                                ckpt.string() + " " + train_args(f, log, 8, "fp32");
-    const Result a = run("launch --plan " + first.string() + common + " --stop-at 4", f.dir);
+    const test::EthRun a =
+        test::eth_cli("launch --plan " + first.string() + common + " --stop-at 4", f.dir);
     ASSERT_EQ(a.code, 0) << a.err;
-    const Result b =
-        run("launch --plan " + second.string() + common + " --resume " + ckpt.string(), f.dir);
+    const test::EthRun b = test::eth_cli(
+        "launch --plan " + second.string() + common + " --resume " + ckpt.string(), f.dir);
     ASSERT_EQ(b.code, 0) << b.err;
     expect_losses(test::log_losses(log), want, 1e-5, first.stem().string() + " then " +
                                                          second.stem().string());
@@ -155,9 +141,10 @@ TEST(ShardedMpi, SharesThatDoNotAddUpAreRefusedByFieldBeforeCompute) {
   plan.optimizer_shards.front().elements.front() += 1;
   const fs::path bad = f.dir / "bad.json";
   save_plan(plan, bad.string());
-  const Result r = run("launch --plan " + bad.string() + " -- --cluster " + f.cluster.string() +
-                           " " + train_args(f, f.dir / "bad.jsonl", 2, "fp32"),
-                       f.dir);
+  const test::EthRun r =
+      test::eth_cli("launch --plan " + bad.string() + " -- --cluster " + f.cluster.string() + " " +
+                        train_args(f, f.dir / "bad.jsonl", 2, "fp32"),
+                    f.dir);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("optimizer_shards[0].elements"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(f.dir / "bad.jsonl"));

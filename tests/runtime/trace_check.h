@@ -5,10 +5,8 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -21,16 +19,6 @@
 #include "core/json_cursor.h"
 
 namespace eth::test {
-
-// Runs the built tool (`eth <args>`) with `env` before it, stdout and stderr to <dir>/out and
-// <dir>/err; returns the exit code.
-inline int run_eth(const std::string& args, const std::filesystem::path& dir,
-                   const std::string& env = "OMP_NUM_THREADS=1") {
-  const std::string cmd = env + " " + ETH_BINARY + " " + args + " >" + (dir / "out").string() +
-                          " 2>" + (dir / "err").string();
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 // The holder groups of block-wise aggregation, from the plan JSON alone: for each unit, the set
 // of devices whose stage holds it (every pipeline, every dp replica); each distinct set of two

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_cursor.h"
+#include "eth_run.h"
 #include "runtime/trace_check.h"
 #include "test_util.h"
 
@@ -30,9 +31,8 @@ const char* kPlan = R"({"format": "eth-plan", "version": 1, "model": "tiny", "gb
   {"micro_batch_size": 2, "local_batch": 2, "stages": [
     {"device_type": "cpu", "devices": [2], "units": [0, 5]}]}]})";
 
-int run(const std::string& args, const fs::path& dir) {
-  return test::run_eth(args, dir, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
-}
+// The tool's exit code; its output stays in <dir>/eth.stdout and <dir>/eth.stderr.
+int run(const std::string& args, const fs::path& dir) { return test::eth_cli(args, dir).code; }
 
 TEST(TraceMpi, LaunchWritesOneValidTraceOfEveryRank) {
   const fs::path dir = test::scratch("trace_mpi", "launch");
@@ -40,13 +40,14 @@ TEST(TraceMpi, LaunchWritesOneValidTraceOfEveryRank) {
   const fs::path trace = dir / "trace.json";
   std::ofstream(plan) << kPlan;
   std::ofstream(cluster) << R"({"nodes": [{"device_type": "cpu", "devices": 3}]})";
-  ASSERT_EQ(run("data --synthetic 20000 --out " + data.string(), dir), 0) << slurp(dir / "err");
-  ASSERT_EQ(run("launch --plan " + plan.string() + " -- --cluster " + cluster.string() +
-                    " --data " + data.string() + " --steps 3 --print-every 0 --trace " +
-                    trace.string(),
-                dir),
-            0)
-      << slurp(dir / "err");
+  ASSERT_EQ(run("data --synthetic 20000 --out " + data.string(), dir), 0)
+      << slurp(dir / "eth.stderr");
+  ASSERT_EQ(
+      run("launch --plan " + plan.string() + " -- --cluster " + cluster.string() + " --data " +
+              data.string() + " --steps 3 --print-every 0 --trace " + trace.string(),
+          dir),
+      0)
+      << slurp(dir / "eth.stderr");
   const Json doc = Json::parse(slurp(trace));
   test::TraceSummary s;
   test::check_trace(doc, Json::parse(kPlan), 3, &s);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_cursor.h"
+#include "eth_run.h"
 #include "runtime/trace_check.h"
 #include "test_util.h"
 
@@ -35,7 +36,8 @@ const char* kPlan = R"({"format": "eth-plan", "version": 1, "model": "tiny", "gb
     {"device_type": "cpu", "devices": [3], "units": [0, 3]},
     {"device_type": "cpu", "devices": [4], "units": [4, 5]}]}]})";
 
-int run(const std::string& args, const fs::path& dir) { return test::run_eth(args, dir); }
+// The tool's exit code; its output stays in <dir>/eth.stdout and <dir>/eth.stderr.
+int run(const std::string& args, const fs::path& dir) { return test::eth_cli(args, dir).code; }
 
 struct Fixture {
   fs::path dir, plan, cluster, data, profile;
@@ -51,7 +53,7 @@ Fixture setup(const std::string& name) {
   std::ofstream(f.plan) << kPlan;
   std::ofstream(f.cluster) << R"({"nodes": [{"device_type": "cpu", "devices": 5}]})";
   EXPECT_EQ(run("data --synthetic 20000 --out " + f.data.string(), f.dir), 0)
-      << slurp(f.dir / "err");
+      << slurp(f.dir / "eth.stderr");
   return f;
 }
 
@@ -64,7 +66,7 @@ std::string train(const Fixture& f, const fs::path& trace) {
 TEST(TraceCli, ThreadsRunWritesAValidChromeTraceOfEveryRank) {
   const Fixture f = setup("threads");
   const fs::path trace = f.dir / "trace.json";
-  ASSERT_EQ(run(train(f, trace), f.dir), 0) << slurp(f.dir / "err");
+  ASSERT_EQ(run(train(f, trace), f.dir), 0) << slurp(f.dir / "eth.stderr");
   const Json doc = Json::parse(slurp(trace));
   test::TraceSummary s;
   test::check_trace(doc, Json::parse(kPlan), 5, &s);
@@ -87,9 +89,9 @@ TEST(TraceCli, BadTraceStepsAreRefusedBeforeTraining) {
                            f.cluster.string() + " --backend threads --data " + f.data.string() +
                            " --steps 3 --print-every 0 --trace " + (f.dir / "t.json").string();
   EXPECT_EQ(run(base + " --trace-steps 2-1", f.dir), 2);
-  EXPECT_NE(slurp(f.dir / "err").find("--trace-steps"), std::string::npos);
+  EXPECT_NE(slurp(f.dir / "eth.stderr").find("--trace-steps"), std::string::npos);
   EXPECT_EQ(run(base + " --trace-steps 7", f.dir), 2);
-  EXPECT_NE(slurp(f.dir / "err").find("not in this run"), std::string::npos);
+  EXPECT_NE(slurp(f.dir / "eth.stderr").find("not in this run"), std::string::npos);
   EXPECT_FALSE(fs::exists(f.dir / "t.json"));
 }
 
@@ -125,19 +127,20 @@ double simulated_mean(const Json& cmp, std::int64_t pipelines, std::int64_t stri
 TEST(TraceCli, SimulateMeasuredDrawsBothAndTabulatesTheErrors) {
   const Fixture f = setup("measured");
   const fs::path trace = f.dir / "trace.json", svg = f.dir / "cmp.svg", cmp = f.dir / "cmp.json";
-  ASSERT_EQ(run(train(f, trace), f.dir), 0) << slurp(f.dir / "err");
-  ASSERT_EQ(run("profile --measure --model tiny --micro-batch-sizes 1,2 --seq 16 --cache warm --repeats 1 --out " +
+  ASSERT_EQ(run(train(f, trace), f.dir), 0) << slurp(f.dir / "eth.stderr");
+  ASSERT_EQ(run("profile --measure --model tiny --micro-batch-sizes 1,2 --seq 16 --cache warm "
+                "--repeats 1 --out " +
                     f.profile.string(),
                 f.dir),
             0)
-      << slurp(f.dir / "err");
+      << slurp(f.dir / "eth.stderr");
   ASSERT_EQ(run("simulate --plan " + f.plan.string() + " --cluster " + f.cluster.string() +
                     " --profile " + f.profile.string() + " --measured " + trace.string() +
                     " --svg " + svg.string() + " --trace " + cmp.string() + " --format json",
                 f.dir),
             0)
-      << slurp(f.dir / "err");
-  const Json report = Json::parse(slurp(f.dir / "out"));
+      << slurp(f.dir / "eth.stderr");
+  const Json report = Json::parse(slurp(f.dir / "eth.stdout"));
   const Json measured_trace = Json::parse(slurp(trace));
   const Json both = Json::parse(slurp(cmp));
   const Json& m = report.at("measured");
@@ -195,10 +198,11 @@ TEST(TraceCli, EmulatedOpsLastTheProfilesTimeWhateverTheirCompute) {
   // step is traced, so the rank's first op is the run's.
   const Fixture f = setup("nominal");
   ASSERT_EQ(run("profile --measure --model tiny --micro-batch-sizes 1,2 --seq 16 --cache warm "
-                "--repeats 1 --out " + f.profile.string(),
+                "--repeats 1 --out " +
+                    f.profile.string(),
                 f.dir),
             0)
-      << slurp(f.dir / "err");
+      << slurp(f.dir / "eth.stderr");
   set_profile_times(f.profile, 2.0, 4.0);
   const fs::path trace = f.dir / "trace.json";
   ASSERT_EQ(run("train --plan " + f.plan.string() + " --cluster " + f.cluster.string() +
@@ -208,8 +212,8 @@ TEST(TraceCli, EmulatedOpsLastTheProfilesTimeWhateverTheirCompute) {
                     " --format json",
                 f.dir),
             0)
-      << slurp(f.dir / "err");
-  const Json report = Json::parse(slurp(f.dir / "out"));
+      << slurp(f.dir / "eth.stderr");
+  const Json report = Json::parse(slurp(f.dir / "eth.stdout"));
   EXPECT_EQ(report.at("emulated_from"), "profile");
   const Json plan = Json::parse(kPlan);
   std::map<std::int64_t, std::int64_t> units;  // rank (= device) -> units of its stage
@@ -250,7 +254,7 @@ TEST(TraceCli, EmulatedOpsLastTheProfilesTimeWhateverTheirCompute) {
   // Profile emulation needs the profile.
   EXPECT_EQ(run(train(f, f.dir / "t2.json") + " --emulate cpu=3 --emulate-from profile", f.dir),
             2);
-  EXPECT_NE(slurp(f.dir / "err").find("--emulate-from"), std::string::npos);
+  EXPECT_NE(slurp(f.dir / "eth.stderr").find("--emulate-from"), std::string::npos);
 }
 
 }  // namespace

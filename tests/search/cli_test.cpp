@@ -1,47 +1,26 @@
 // `eth plan` and `eth compare` as a user runs them: exit codes, the plan file, the JSON fields.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
-#include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "core/json_file.h"
+#include "eth_run.h"
 #include "plan/plan.h"
 
 namespace eth {
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out;
-};
-
-CliRun run(const std::string& args) {
-  const std::string cmd = std::string(ETH_BINARY) + " " + args + " 2>&1";
-  CliRun r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 TEST(PlanCli, JsonPlanFileAndPrediction) {
   const auto dir = std::filesystem::temp_directory_path() / "eth_plan_cli_test";
   std::filesystem::create_directories(dir);
   const auto out = (dir / "plan.json").string();
-  const CliRun r =
-      run("plan --cluster 350m-a100-rtx3090 --model gpt3-350m --gbs 61 --tp 1,2 "
-          "--micro-batch-sizes 1,2,4 --format json --out " +
-          out);
-  ASSERT_EQ(r.code, 0) << r.out;
+  const test::EthRun r = test::eth_cli(
+      "plan --cluster 350m-a100-rtx3090 --model gpt3-350m --gbs 61 --tp 1,2 "
+      "--micro-batch-sizes 1,2,4 --format json --out " +
+      out);
+  ASSERT_EQ(r.code, 0) << r.out_and_err();
   const Json j = Json::parse(r.out);
   EXPECT_GT(j.at("predicted").at("iteration_ms").get<double>(), 0.0);
   EXPECT_GT(j.at("predicted").at("ideal_iteration_ms").get<double>(), 0.0);
@@ -60,26 +39,31 @@ TEST(PlanCli, JsonPlanFileAndPrediction) {
 }
 
 TEST(PlanCli, TextOutputAndCompare) {
-  const CliRun r = run("plan --cluster 350m-910b2-910b4 --model gpt3-350m --gbs 64 --tp 1,2");
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("predicted iteration"), std::string::npos);
-  EXPECT_NE(r.out.find("ideal bound"), std::string::npos);
-  EXPECT_NE(r.out.find("search:"), std::string::npos);
-  const CliRun c = run("compare --cluster 350m-910b2-910b4 --model gpt3-350m --gbs 64 --tp 1,2");
-  ASSERT_EQ(c.code, 0) << c.out;
+  const test::EthRun r =
+      test::eth_cli("plan --cluster 350m-910b2-910b4 --model gpt3-350m --gbs 64 --tp 1,2");
+  ASSERT_EQ(r.code, 0) << r.out_and_err();
+  EXPECT_NE(r.out_and_err().find("predicted iteration"), std::string::npos);
+  EXPECT_NE(r.out_and_err().find("ideal bound"), std::string::npos);
+  EXPECT_NE(r.out_and_err().find("search:"), std::string::npos);
+  const test::EthRun c =
+      test::eth_cli("compare --cluster 350m-910b2-910b4 --model gpt3-350m --gbs 64 --tp 1,2");
+  ASSERT_EQ(c.code, 0) << c.out_and_err();
   for (const char* m : {"eth", "layer", "uniform", "eth speedup"}) {
-    EXPECT_NE(c.out.find(m), std::string::npos) << m;
+    EXPECT_NE(c.out_and_err().find(m), std::string::npos) << m;
   }
 }
 
 TEST(PlanCli, BadInputExitCodes) {
   // A bad command line is exit 1 (docs/exit-codes.md), bad input exit 2.
-  EXPECT_EQ(run("plan --cluster 350m-910b2-910b4 --model gpt3-350m --gbs 8 --method fast").code, 1);
+  EXPECT_EQ(
+      test::eth_cli("plan --cluster 350m-910b2-910b4 --model gpt3-350m --gbs 8 --method fast").code,
+      1);
   // A 70B model on four devices cannot fit: exit 2 with the overflowing device named.
-  const CliRun r = run("plan --cluster 350m-910b2-910b4 --model gpt3-70b --gbs 8 --tp 1,2");
+  const test::EthRun r =
+      test::eth_cli("plan --cluster 350m-910b2-910b4 --model gpt3-70b --gbs 8 --tp 1,2");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("overflows stage"), std::string::npos) << r.out;
-  EXPECT_EQ(run("plan --model gpt3-350m --gbs 8").code, 1);  // no cluster: a usage error
+  EXPECT_NE(r.out_and_err().find("overflows stage"), std::string::npos) << r.out_and_err();
+  EXPECT_EQ(test::eth_cli("plan --model gpt3-350m --gbs 8").code, 1);  // no cluster: a usage error
 }
 
 }  // namespace

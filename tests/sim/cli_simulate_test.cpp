@@ -2,9 +2,7 @@
 // carries both iteration times, --trace and --svg write parseable files, bad flags exit 1 and a
 // plan that breaks a rule exits 2 naming the field.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,30 +11,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_cursor.h"
+#include "eth_run.h"
 #include "test_util.h"
 
 namespace eth {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct ToolRun {
-  int code = -1;
-  std::string out;  // stdout and stderr
-};
-
-ToolRun run_eth(const std::string& args) {
-  ToolRun r;
-  const std::string cmd = std::string(ETH_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 using test::slurp;
 
@@ -68,8 +49,9 @@ class CliSimulate : public ::testing::Test {
 };
 
 TEST_F(CliSimulate, JsonReportCarriesBothIterationTimes) {
-  const ToolRun r = run_eth("simulate --plan " + (dir_ / "plan.json").string() + " --format json");
-  ASSERT_EQ(r.code, 0) << r.out;
+  const test::EthRun r =
+      test::eth_cli("simulate --plan " + (dir_ / "plan.json").string() + " --format json");
+  ASSERT_EQ(r.code, 0) << r.out_and_err();
   const Json j = Json::parse(r.out);
   const double pred = j.at("predicted").at("iteration_ms").get<double>();
   const double sim = j.at("simulated").at("iteration_ms").get<double>();
@@ -83,14 +65,15 @@ TEST_F(CliSimulate, JsonReportCarriesBothIterationTimes) {
 
 TEST_F(CliSimulate, TextReportTraceAndSvg) {
   const fs::path trace = dir_ / "trace.json", svg = dir_ / "timeline.svg";
-  const ToolRun r = run_eth("simulate --plan " + (dir_ / "plan.json").string() +
-                            " --allreduce tensor --schedule gpipe --no-overlap --trace " +
-                            trace.string() + " --svg " + svg.string());
-  ASSERT_EQ(r.code, 0) << r.out;
+  const test::EthRun r =
+      test::eth_cli("simulate --plan " + (dir_ / "plan.json").string() +
+                    " --allreduce tensor --schedule gpipe --no-overlap --trace " + trace.string() +
+                    " --svg " + svg.string());
+  ASSERT_EQ(r.code, 0) << r.out_and_err();
   for (const char* s : {"pipeline 0: local batch 9, micro-batch 2 x 5 (last 1)",
                         "pipeline 1: local batch 7, micro-batch 1 x 7", "iteration time",
                         "predicted", "simulated", "capacity"}) {
-    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+    EXPECT_NE(r.out_and_err().find(s), std::string::npos) << s << "\n" << r.out_and_err();
   }
   const Json t = Json::parse(slurp(trace));
   std::size_t x = 0;
@@ -104,17 +87,17 @@ TEST_F(CliSimulate, TextReportTraceAndSvg) {
 
 TEST_F(CliSimulate, BadInputExitCodes) {
   const std::string plan = (dir_ / "plan.json").string();
-  EXPECT_EQ(run_eth("simulate --plan " + plan + " --allreduce ring").code, 1);
-  EXPECT_EQ(run_eth("simulate --plan " + plan + " --schedule zb").code, 1);
-  EXPECT_EQ(run_eth("simulate --plan " + plan + " --profile x --analytic").code, 1);
+  EXPECT_EQ(test::eth_cli("simulate --plan " + plan + " --allreduce ring").code, 1);
+  EXPECT_EQ(test::eth_cli("simulate --plan " + plan + " --schedule zb").code, 1);
+  EXPECT_EQ(test::eth_cli("simulate --plan " + plan + " --profile x --analytic").code, 1);
   // gbs 16 but the batches sum to 17: a plan rule, exit 2, the field named.
   std::string text = slurp(plan);
   text.replace(text.find("\"local_batch\": 7"), 16, "\"local_batch\": 8");
   std::ofstream(dir_ / "bad.json") << text;
-  const ToolRun r = run_eth("simulate --plan " + (dir_ / "bad.json").string());
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("local_batch"), std::string::npos) << r.out;
-  EXPECT_EQ(run_eth("simulate --plan " + (dir_ / "missing.json").string()).code, 2);
+  const test::EthRun r = test::eth_cli("simulate --plan " + (dir_ / "bad.json").string());
+  EXPECT_EQ(r.code, 2) << r.out_and_err();
+  EXPECT_NE(r.out_and_err().find("local_batch"), std::string::npos) << r.out_and_err();
+  EXPECT_EQ(test::eth_cli("simulate --plan " + (dir_ / "missing.json").string()).code, 2);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_cursor.h"
+#include "eth_run.h"
 #include "kernels/emulated/runtime.h"
 #include "model/arithmetic.h"
 #include "profile/profile_io.h"
@@ -34,7 +35,7 @@ namespace eth {
 namespace {
 
 namespace fs = std::filesystem;
-using test::eth_run;
+using test::eth_cli;
 using test::slurp;
 
 MeasureOptions on_emulated(std::int64_t mbs, std::int64_t seq) {
@@ -153,10 +154,12 @@ TEST(MeasureDevice, Fp32AndNeighboursOnADeviceAreRefusedByFlag) {
 
 TEST(MeasureDevice, ToolWritesAnEmulatedProfileThatPlanValidateAndSimulateAccept) {
   const fs::path dir = test::temp_dir("measure_device_cli");
-  const fs::path prof = dir / "prof", out = dir / "out", err = dir / "err";
-  ASSERT_EQ(eth_run("profile --measure --device emulated --model tiny --micro-batch-sizes 2,1 "
-                    "--seq 32 --repeats 1 --format json --out " + prof.string(),
-                    out, err),
+  const fs::path prof = dir / "prof", out = dir / "eth.stdout", err = dir / "eth.stderr";
+  ASSERT_EQ(eth_cli("profile --measure --device emulated --model tiny --micro-batch-sizes 2,1 "
+                    "--seq 32 --repeats 1 --format json --out " +
+                        prof.string(),
+                    dir)
+                .code,
             0)
       << slurp(err);
   const Json j = Json::parse(slurp(out));
@@ -173,31 +176,35 @@ TEST(MeasureDevice, ToolWritesAnEmulatedProfileThatPlanValidateAndSimulateAccept
   std::ofstream(cluster) << R"({"name": "emu2", "nodes": [{"device_type": "emulated", "devices": 2}],
     "inter_node_bandwidth_gbps": 100,
     "device_types": {"emulated": {"tflops": 1, "memory_gb": 4, "intra_node_bandwidth_gbps": 20}}})";
-  ASSERT_EQ(eth_run("plan --model tiny --cluster " + cluster.string() + " --profile " +
-                        prof.string() + " --seq 32 --gbs 8 --tp 1 --micro-batch-sizes 1,2 --out " +
-                        plan.string(),
-                    out, err),
-            0)
+  ASSERT_EQ(
+      eth_cli("plan --model tiny --cluster " + cluster.string() + " --profile " + prof.string() +
+                  " --seq 32 --gbs 8 --tp 1 --micro-batch-sizes 1,2 --out " + plan.string(),
+              dir)
+          .code,
+      0)
       << slurp(err) << slurp(out);
   ASSERT_TRUE(fs::exists(plan));
-  EXPECT_EQ(eth_run("validate --plan " + plan.string() + " --cluster " + cluster.string(), out,
-                    err),
-            0)
+  EXPECT_EQ(
+      eth_cli("validate --plan " + plan.string() + " --cluster " + cluster.string(), dir).code, 0)
       << slurp(err) << slurp(out);
-  EXPECT_EQ(eth_run("simulate --plan " + plan.string() + " --cluster " + cluster.string() +
+  EXPECT_EQ(eth_cli("simulate --plan " + plan.string() + " --cluster " + cluster.string() +
                         " --profile " + prof.string(),
-                    out, err),
+                    dir)
+                .code,
             0)
       << slurp(err) << slurp(out);
   // The device is no CPU: fp32 and neighbours there are refused by flag, nothing written.
-  EXPECT_EQ(eth_run("profile --measure --device emulated --precision fp32 --model tiny --out " +
+  EXPECT_EQ(eth_cli("profile --measure --device emulated --precision fp32 --model tiny --out " +
                         (dir / "never").string(),
-                    out, err),
+                    dir)
+                .code,
             2);
   EXPECT_NE(slurp(err).find("--precision"), std::string::npos) << slurp(err);
-  EXPECT_EQ(eth_run("profile --measure --device emulated --optimizer-neighbours 1 --model tiny "
-                    "--out " + (dir / "never").string(),
-                    out, err),
+  EXPECT_EQ(eth_cli("profile --measure --device emulated --optimizer-neighbours 1 --model tiny "
+                    "--out " +
+                        (dir / "never").string(),
+                    dir)
+                .code,
             1);
   EXPECT_NE(slurp(err).find("--optimizer-neighbours"), std::string::npos) << slurp(err);
   EXPECT_FALSE(fs::exists(dir / "never"));
@@ -252,12 +259,13 @@ TEST(TrainMemory, TheDeviceFigureIsWhatTheTrainerAllocatesOnTheDevice) {
 
 TEST(TrainMemory, EthTrainOnTheEmulatedDeviceRefusesByDeviceMemory) {
   const fs::path dir = test::temp_dir("train_memory_cli");
-  const fs::path data = test::synthetic_file(dir, 20000, 256), out = dir / "out",
-                 err = dir / "err";
+  const fs::path data = test::synthetic_file(dir, 20000, 256), out = dir / "eth.stdout",
+                 err = dir / "eth.stderr";
   // gpt2-small's logits alone at 100000 x 1024 tokens are 20 PB: past any device and host.
-  EXPECT_EQ(eth_run("train --device emulated --model gpt2-small --data " + data.string() +
+  EXPECT_EQ(eth_cli("train --device emulated --model gpt2-small --data " + data.string() +
                         " --batch 100000 --steps 1",
-                    out, err),
+                    dir)
+                .code,
             2);
   const std::string msg = slurp(err);
   EXPECT_NE(msg.find("--batch"), std::string::npos) << msg;

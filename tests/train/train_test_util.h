@@ -2,7 +2,6 @@
 #pragma once
 
 #include <omp.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -83,15 +82,5 @@ class OneThread {
 
 using eth::test::error_of;
 using eth::test::slurp;
-
-// Runs the built `eth <args>` (ETH_BINARY) on one OpenMP thread, stdout and stderr to files;
-// returns the exit code.
-inline int eth_run(const std::string& args, const std::filesystem::path& out,
-                   const std::filesystem::path& err) {
-  const std::string cmd = std::string("OMP_NUM_THREADS=1 ") + ETH_BINARY + " " + args + " >" +
-                          out.string() + " 2>" + err.string();
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 }  // namespace eth::test

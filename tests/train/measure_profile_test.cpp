@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_cursor.h"
+#include "eth_run.h"
 #include "model/arithmetic.h"
 #include "profile/profile_io.h"
 #include "train/measure_profile.h"
@@ -23,7 +24,7 @@ namespace eth {
 namespace {
 
 namespace fs = std::filesystem;
-using test::eth_run;
+using test::eth_cli;
 using test::slurp;
 
 MeasureOptions quick(std::int64_t mbs, std::int64_t seq, float dropout) {
@@ -218,10 +219,12 @@ TEST(Measure, WrittenProfileRoundTripsThroughTheReader) {
 
 TEST(Measure, ToolWritesAProfileThatPlanAndSimulateAccept) {
   const fs::path dir = test::temp_dir("measure_cli");
-  const fs::path prof = dir / "prof", out = dir / "out", err = dir / "err";
-  ASSERT_EQ(eth_run("profile --measure --model tiny --micro-batch-sizes 2,1 --seq 32 --repeats 1"
-                    " --format json --out " + prof.string(),
-                    out, err),
+  const fs::path prof = dir / "prof", out = dir / "eth.stdout", err = dir / "eth.stderr";
+  ASSERT_EQ(eth_cli("profile --measure --model tiny --micro-batch-sizes 2,1 --seq 32 --repeats 1"
+                    " --format json --out " +
+                        prof.string(),
+                    dir)
+                .code,
             0)
       << slurp(err);
   const Json j = Json::parse(slurp(out));
@@ -238,36 +241,40 @@ TEST(Measure, ToolWritesAProfileThatPlanAndSimulateAccept) {
   const fs::path cluster = dir / "cpu2.json", plan = dir / "plan.json";
   std::ofstream(cluster) << R"({"name": "cpu2", "nodes": [{"device_type": "cpu", "devices": 2}],
                                "inter_node_bandwidth_gbps": 100})";
-  ASSERT_EQ(eth_run("plan --model tiny --cluster " + cluster.string() + " --profile " +
-                        prof.string() + " --seq 32 --gbs 8 --tp 1 --micro-batch-sizes 1,2 --out " +
-                        plan.string(),
-                    out, err),
-            0)
+  ASSERT_EQ(
+      eth_cli("plan --model tiny --cluster " + cluster.string() + " --profile " + prof.string() +
+                  " --seq 32 --gbs 8 --tp 1 --micro-batch-sizes 1,2 --out " + plan.string(),
+              dir)
+          .code,
+      0)
       << slurp(err) << slurp(out);
   ASSERT_TRUE(fs::exists(plan));
-  EXPECT_EQ(eth_run("simulate --plan " + plan.string() + " --cluster " + cluster.string() +
+  EXPECT_EQ(eth_cli("simulate --plan " + plan.string() + " --cluster " + cluster.string() +
                         " --profile " + prof.string(),
-                    out, err),
+                    dir)
+                .code,
             0)
       << slurp(err) << slurp(out);
 }
 
 TEST(Measure, ToolRefusesBadSizesByFlagBeforeWork) {
   const fs::path dir = test::temp_dir("measure_bad");
-  const fs::path out = dir / "out", err = dir / "err";
+  const fs::path out = dir / "eth.stdout", err = dir / "eth.stderr";
   for (const char* sizes : {"0,1", "1,1", "-2", "2,x"}) {
     const fs::path prof = dir / "never";
-    const int rc = eth_run(std::string("profile --measure --model tiny --micro-batch-sizes ") +
+    const int rc = eth_cli(std::string("profile --measure --model tiny --micro-batch-sizes ") +
                                sizes + " --out " + prof.string(),
-                           out, err);
+                           dir)
+                       .code;
     EXPECT_NE(rc, 0) << sizes;
     EXPECT_NE(slurp(err).find("--micro-batch-sizes"), std::string::npos) << slurp(err);
     EXPECT_FALSE(fs::exists(prof)) << "work started for sizes " << sizes;
   }
   // Too large for any machine: refused by arithmetic, before a byte is allocated.
-  EXPECT_EQ(eth_run("profile --measure --model gpt2-small --micro-batch-sizes 1,60000 --out " +
+  EXPECT_EQ(eth_cli("profile --measure --model gpt2-small --micro-batch-sizes 1,60000 --out " +
                         (dir / "never").string(),
-                    out, err),
+                    dir)
+                .code,
             2);
   EXPECT_NE(slurp(err).find("60000"), std::string::npos) << slurp(err);
   EXPECT_FALSE(fs::exists(dir / "never"));

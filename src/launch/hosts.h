@@ -6,22 +6,21 @@
 #include <string>
 #include <vector>
 
-#include "comm/mpirun.h"
+#include "cluster/cluster_spec.h"
+#include "launch/mpirun.h"
 #include "plan/plan.h"
 
-namespace eth::cli {
+namespace eth {
 
-// The hosts that get ranks, in rank order, with their counts, for `plan` on the cluster given by
-// `--cluster X` in `train_args` (else the plan's own). Throws InputError naming the hostfile
-// (unreadable, malformed, fewer hosts than the plan's nodes), --cluster, or the plan (a
-// device outside the cluster). The host of a rank is
-// host_of_rank(result, rank) (comm/mpirun.h).
+// The hosts that get ranks, in rank order, with their counts, for `plan` on `cluster` (the one
+// eth train resolves: --cluster, else the plan's own). Throws InputError naming the hostfile
+// (unreadable, malformed, fewer hosts than the plan's nodes) or the plan (a device outside the
+// cluster). The host of a rank is host_of_rank(result, rank) (launch/mpirun.h).
 std::vector<HostRanks> launch_hosts(const Plan& plan, const std::string& plan_file,
-                                    const std::string& hostfile,
-                                    const std::vector<std::string>& train_args);
+                                    const ClusterSpec& cluster, const std::string& hostfile);
 
 // NAME of every ETH_* variable set here (ETH_TEST_KILL_RANK, ...), for mpirun -x: Open MPI passes
 // its ranks on other hosts only the variables it is told to.
 std::vector<std::string> eth_environment();
 
-}  // namespace eth::cli
+}  // namespace eth

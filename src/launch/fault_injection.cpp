@@ -1,6 +1,6 @@
 // ETH_TEST_KILL_RANK (fault_injection.h). Malformed specs are an InputError naming the variable:
 // a test whose fault never fires would pass for the wrong reason.
-#include "cli/fault_injection.h"
+#include "launch/fault_injection.h"
 
 #include <unistd.h>
 
@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "train/checkpoint.h"
 
-namespace eth::cli {
+namespace eth {
 
 namespace {
 
@@ -145,4 +145,4 @@ void maybe_fail_in_checkpoint(int rank, int ranks, std::int64_t step,
   ::raise(SIGKILL);
 }
 
-}  // namespace eth::cli
+}  // namespace eth

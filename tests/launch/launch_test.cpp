@@ -2,8 +2,8 @@
 // message naming the rank and the device the plan gave it; SIGINT and SIGTERM to eth launch stop
 // every rank, exit 130 and 143, and leave the last checkpoint whole (it loads, checksums and
 // all) with no temporary beside it. Label mpi: runs mpirun.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "cli/cli_run.h"
-#include "comm/single_copy_probe.h"
+#include "eth_run.h"
+#include "launch/single_copy_probe.h"
 #include "model/model_spec.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
@@ -64,10 +64,11 @@ class LaunchTest : public ::testing::Test {
       const int err = ::open((dir_ / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(out, 1);
       ::dup2(err, 2);
-      std::vector<char*> argv{const_cast<char*>(ETH_BINARY)};
+      const std::string eth = test::eth_binary();
+      std::vector<char*> argv{const_cast<char*>(eth.c_str())};
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
-      ::execv(ETH_BINARY, argv.data());
+      ::execv(eth.c_str(), argv.data());
       ::_exit(127);
     }
     return pid;
@@ -143,10 +144,10 @@ TEST_F(LaunchTest, SingleCopyIsChosenByFlagAndLeavesTheLossesAsTheyWere) {
   std::vector<std::string> logs;
   for (const std::string mode : {"none", "cma"}) {
     const std::string log = (dir_ / ("log-" + mode + ".jsonl")).string();
-    const test::EthRun r = test::eth_cli(
-        base + " --mpi-single-copy " + mode + " -- --cluster cpu-2 --data " + data_ +
-            " --steps 3 --print-every 0 --timeout 20 --log " + log,
-        dir_, "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+    const test::EthRun r =
+        test::eth_cli(base + " --mpi-single-copy " + mode + " -- --cluster cpu-2 --data " + data_ +
+                          " --steps 3 --print-every 0 --timeout 20 --log " + log,
+                      dir_);
     ASSERT_EQ(r.code, 0) << r.err;
     std::string losses;
     std::istringstream lines(test::slurp(log));

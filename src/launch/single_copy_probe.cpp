@@ -1,5 +1,5 @@
 // Cross-memory attach probe (single_copy_probe.h).
-#include "comm/single_copy_probe.h"
+#include "launch/single_copy_probe.h"
 
 #include <sys/prctl.h>
 #include <sys/uio.h>

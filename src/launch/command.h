@@ -1,14 +1,14 @@
 // What `eth launch` was given and the mpirun command line it runs: `eth train --plan P --backend
 // mpi ...` on one rank per device of the plan, here or host by host. Shared by a plain launch
-// (cmd_launch.cpp) and the elastic supervisor (elastic_launch.h), which runs one after another.
+// (cli/cmd_launch.cpp) and the elastic loop (elastic_run.h), which runs one after another.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "comm/mpirun.h"
+#include "launch/mpirun.h"
 
-namespace eth::cli {
+namespace eth {
 
 struct LaunchArgs {
   std::string plan;
@@ -37,4 +37,4 @@ std::vector<std::string> train_launch_argv(const LaunchArgs& a, const std::strin
 // The command line as a shell would take it (words with spaces or quotes single-quoted).
 std::string command_line_text(const std::vector<std::string>& argv);
 
-}  // namespace eth::cli
+}  // namespace eth

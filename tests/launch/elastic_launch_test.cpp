@@ -1,5 +1,5 @@
 // `eth launch --elastic` end to end under mpirun (label mpi): ranks killed by the fault injection
-// (ETH_TEST_KILL_RANK, cli/fault_injection.h) at chosen steps, the supervisor re-plans on the
+// (ETH_TEST_KILL_RANK, launch/fault_injection.h) at chosen steps, the supervisor re-plans on the
 // devices left and resumes from the newest whole checkpoint. The losses of every step (the last
 // time each step ran) must equal those of one uninterrupted single-process `eth train` on the same
 // global batches: the property that makes recovery invisible in the loss curve. A loss that
@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_run.h"
+#include "eth_run.h"
 #include "core/json_cursor.h"
 #include "model/model_spec.h"
 #include "test_util.h"

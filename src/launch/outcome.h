@@ -1,18 +1,12 @@
-// `eth launch` as a parent of mpirun rather than mpirun itself: it runs mpirun as a child, passes
-// its output through, and turns the way the run ended into ETH's exit codes with the rank named:
-//   - a rank that dies (SIGKILL, a crash) or exits without reporting an error: exit 4, naming
-//     the rank and the device (and pipeline, stage, device type) the plan gave it;
-//   - SIGINT or SIGTERM to eth launch: forwarded to mpirun, which stops every rank; eth launch
-//     says it was interrupted and exits 130 or 143;
-//   - a rank that reported its own error (exit 2, 3 or 4 through MPI_Abort): that code.
-// Checkpoints are written atomically, so an interrupted run leaves the last one whole; the
-// temporaries of a write cut short are removed. Kept apart from comm/mpirun.h (the command
-// line) so the two change independently.
+// How one launch ended, typed: what mpirun and the ranks printed (MpirunMessages, fed line by
+// line), read into a LaunchOutcome that says which way it ended (all ranks done, a device lost,
+// a rank's own error, interrupted), the exit code and what was lost, with the rank named by the
+// plan. Pure: no processes, no clock, no files (supervisor.h runs mpirun and feeds this; the
+// elastic loop decides on the outcome in restart.h).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -20,7 +14,7 @@
 
 #include "plan/plan.h"
 
-namespace eth::cli {
+namespace eth {
 
 // What the plan says about one rank, for messages.
 struct LaunchRank {
@@ -39,8 +33,23 @@ std::vector<LaunchRank> launch_ranks(const Plan& plan);
 // "rank 3 (device 3, cpu-slow, pipeline 1 stage 1)"
 std::string describe_rank(const std::vector<LaunchRank>& ranks, int rank);
 
+// The four ways a launch ends. The exit code says which (ended_of): the supervisor turns every
+// failure that is not a rank's own report into kExitComm.
+enum class Ended {
+  AllOk,        // 0: every rank finished (or stopped when asked)
+  DeviceLost,   // 4: a rank died, stopped answering, or its host went
+  OwnError,     // 2 or 3: a rank reported bad input or a bug; another plan would meet it again
+  Interrupted,  // 130 or 143: SIGINT or SIGTERM to eth launch
+};
+Ended ended_of(int exit_code);
+
+// Whether a rank's exit code is one a rank chooses when it reports an error (2, 3, 4 through
+// MPI_Abort, its message printed): any other non-zero code is a rank lost without a word.
+bool is_reported_code(int code);
+
 struct LaunchOutcome {
   using TimePoint = std::chrono::steady_clock::time_point;
+  Ended ended = Ended::AllOk;
   int exit_code = 0;
   std::string message;  // printed by the caller when not empty
   // What was lost, as data (eth launch --elastic acts on it; `message` says it in words).
@@ -52,28 +61,8 @@ struct LaunchOutcome {
   // When the failure first showed (the fault injection's own timestamp, else the first line of
   // mpirun's or a rank's report of it), and when mpirun had ended: the detection time.
   std::optional<TimePoint> failed_at;
-  TimePoint ended{};
+  TimePoint ended_at{};
 };
-
-struct SuperviseHooks {
-  // Called about every `poll_interval` while mpirun runs (eth launch --elastic watches its files
-  // from here); it must not block.
-  std::function<void()> on_poll;
-  std::chrono::milliseconds poll_interval{100};
-};
-
-// Runs `argv` (mpirun and its arguments) as a child and waits for it, forwarding SIGINT and
-// SIGTERM. `checkpoint_dir` (may be empty) is where the ranks write checkpoints. Throws
-// InputError("launch", "--mpirun", ...) when mpirun cannot be started.
-LaunchOutcome supervise_launch(const std::vector<std::string>& argv,
-                               const std::vector<LaunchRank>& ranks,
-                               const std::filesystem::path& checkpoint_dir,
-                               const SuperviseHooks& hooks = {});
-
-// Removes what checkpoint writes cut short left in `dir` (AtomicFile's temporaries) and says
-// which checkpoint is the newest that reads back: "; the last checkpoint, FILE (step K), is
-// whole: --resume DIR continues from it" ("" for an empty `dir`).
-std::string checkpoint_report(const std::filesystem::path& dir);
 
 // What mpirun's messages say about how the run ended (Open MPI 4: "process rank 1 with PID ...
 // exited on signal 9", "Process name: [[x,1],3]" + "Exit code: 9"). Fed line by line.
@@ -90,7 +79,7 @@ class MpirunMessages {
   // port 22" or "Could not resolve hostname B", scripts/netns-agent's "lost host B" / "host "B"
   // is unreachable".
   std::string lost_host;
-  // ETH_TEST_KILL_RANK's "[fault] ... at monotonic T s" (cli/fault_injection.h), seconds.
+  // ETH_TEST_KILL_RANK's "[fault] ... at monotonic T s" (launch/fault_injection.h), seconds.
   std::optional<double> fault_monotonic_s;
   // Whether any line so far reported a failure.
   bool failure_seen() const;
@@ -99,4 +88,21 @@ class MpirunMessages {
   int pending_rank_ = -1;  // "Process name" seen, "Exit code" not yet
 };
 
-}  // namespace eth::cli
+// How mpirun itself ended.
+struct MpirunExit {
+  int code = 0;          // its exit status; -1 when a signal ended it
+  int signal = 0;        // that signal
+  int interrupted = 0;   // SIGINT or SIGTERM eth launch received (and passed on), else 0
+};
+
+// The outcome of a launch whose mpirun ended as `exit` after printing `m`. `report` is called
+// for the checkpoint sentence that ends a failure's message (supervisor.h checkpoint_report)
+// only when the run failed or was interrupted. Times are left to the caller.
+LaunchOutcome outcome_of(const MpirunMessages& m, const MpirunExit& exit,
+                         const std::vector<LaunchRank>& ranks,
+                         const std::function<std::string()>& report);
+
+// "SIGKILL", ..., "a signal" for one without a name here.
+const char* signal_name(int sig);
+
+}  // namespace eth

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 
-namespace eth::cli {
+namespace eth {
 
 // Before step `step` on rank `rank` of `ranks`; `stop_file`: eth train's --stop-file (may be
 // empty), for hold.
@@ -28,4 +28,4 @@ void maybe_fail_before_step(int rank, int ranks, std::int64_t step,
 void maybe_fail_in_checkpoint(int rank, int ranks, std::int64_t step,
                               const std::filesystem::path& dir);
 
-}  // namespace eth::cli
+}  // namespace eth

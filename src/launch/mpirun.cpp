@@ -1,6 +1,6 @@
 // Builds mpirun argument vectors, reads hostfiles and places ranks on hosts (see mpirun.h);
 // validation names the offending field.
-#include "comm/mpirun.h"
+#include "launch/mpirun.h"
 
 #include <unistd.h>
 

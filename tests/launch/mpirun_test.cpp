@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "comm/mpirun.h"
 #include "core/error.h"
+#include "launch/mpirun.h"
 #include "test_util.h"
 
 namespace eth {

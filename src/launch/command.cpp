@@ -1,13 +1,13 @@
-// The mpirun command line of eth launch (launch_command.h).
-#include "cli/launch_command.h"
+// The mpirun command line of eth launch (command.h).
+#include "launch/command.h"
 
 #include <filesystem>
 
-#include "cli/launch_hosts.h"
-#include "comm/single_copy_probe.h"
+#include "launch/hosts.h"
+#include "launch/single_copy_probe.h"
 #include "core/error.h"
 
-namespace eth::cli {
+namespace eth {
 
 namespace {
 
@@ -62,4 +62,4 @@ std::string command_line_text(const std::vector<std::string>& argv) {
   return line;
 }
 
-}  // namespace eth::cli
+}  // namespace eth

@@ -1,33 +1,17 @@
-// Rank placement over the hosts of a hostfile (launch_hosts.h).
-#include "cli/launch_hosts.h"
+// Rank placement over the hosts of a hostfile (hosts.h).
+#include "launch/hosts.h"
 
-#include "cli/plan_inputs.h"
 #include "core/error.h"
 #include "core/json_file.h"
 
 extern char** environ;
 
-namespace eth::cli {
-
-namespace {
-
-// The value of --cluster among eth train's arguments ("" when absent).
-std::string cluster_flag(const std::vector<std::string>& args) {
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--cluster" && i + 1 < args.size()) return args[i + 1];
-    if (args[i].rfind("--cluster=", 0) == 0) return args[i].substr(10);
-  }
-  return "";
-}
-
-}  // namespace
+namespace eth {
 
 std::vector<HostRanks> launch_hosts(const Plan& plan, const std::string& plan_file,
-                                    const std::string& hostfile,
-                                    const std::vector<std::string>& train_args) {
+                                    const ClusterSpec& cluster, const std::string& hostfile) {
   const std::vector<std::string> hosts =
       parse_hostfile(read_text_file(hostfile, "hostfile"), hostfile);
-  const ClusterSpec cluster = cluster_for_plan(plan, cluster_flag(train_args));
   std::vector<std::int64_t> node_of_rank;
   for (std::int64_t id : plan.device_ids()) {
     if (id < 0 || id >= cluster.num_devices()) {
@@ -49,4 +33,4 @@ std::vector<std::string> eth_environment() {
   return names;
 }
 
-}  // namespace eth::cli
+}  // namespace eth
