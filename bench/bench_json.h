@@ -1,14 +1,12 @@
 // Shared by the bench programs that print their figures either as tables or, with
 // `--format json`, as one JSON document (scripts/evaluate.sh draws docs/evaluation/ from those):
-// the machine's CPU model and load (every figure is printed beside them), and a text table
-// printed from the same JSON rows, so the text and the JSON can never disagree.
+// a text table printed from the same JSON rows, so the text and the JSON can never disagree.
+// The machine line every figure is printed beside is bench_util.h's.
 #pragma once
 
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,49 +14,6 @@
 #include "core/json_cursor.h"
 
 namespace eth::bench {
-
-// CPU model (/proc/cpuinfo), cores, and the 1/5/15-minute load averages (/proc/loadavg): the
-// machine is shared, so measured figures mean little without them.
-inline Json machine_info() {
-  // The model name alone does not tell this machine kind's CPUs apart (notes: Zen 3 vs Zen 5):
-  // the family and the widest vector extension do.
-  std::string model = "unknown", family = "?", vector = "none";
-  std::ifstream cpu("/proc/cpuinfo");
-  auto value = [](const std::string& line) {
-    const auto colon = line.find(':');
-    return colon == std::string::npos ? std::string() : line.substr(colon + 2);
-  };
-  for (std::string line; std::getline(cpu, line);) {
-    if (line.rfind("model name", 0) == 0) model = value(line);
-    if (line.rfind("cpu family", 0) == 0) family = value(line);
-    if (line.rfind("flags", 0) == 0) {
-      const std::string f = " " + value(line) + " ";
-      vector = f.find(" avx512_bf16 ") != std::string::npos ? "avx512+bf16"
-               : f.find(" avx512f ") != std::string::npos   ? "avx512"
-               : f.find(" avx2 ") != std::string::npos      ? "avx2"
-                                                            : "none";
-      break;
-    }
-  }
-  model += " (family " + family + ", " + vector + ")";
-  double load[3] = {0, 0, 0};
-  std::ifstream la("/proc/loadavg");
-  la >> load[0] >> load[1] >> load[2];
-  return Json{{"cpu_model", model},
-              {"cores", std::thread::hardware_concurrency()},
-              {"load_1m", load[0]},
-              {"load_5m", load[1]},
-              {"load_15m", load[2]}};
-}
-
-inline std::string machine_line(const Json& m) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "(machine: %s, %d cores, load %.2f %.2f %.2f)",
-                m["cpu_model"].get<std::string>().c_str(), m["cores"].get<int>(),
-                m["load_1m"].get<double>(), m["load_5m"].get<double>(),
-                m["load_15m"].get<double>());
-  return buf;
-}
 
 // One column of a text table: a header, the dotted path of the value inside a row
 // ("methods.eth.iteration_ms") and a printf format for numbers (strings print as they are).

@@ -19,7 +19,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench_json.h"
 #include "bench_util.h"
 #include "comm/communicator.h"
 #include "comm/mpi_comm.h"

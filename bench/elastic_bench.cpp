@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_util.h"
 #include "cluster/cluster_spec.h"
 #include "core/error.h"
 #include "core/json_cursor.h"
@@ -35,20 +36,6 @@
 namespace {
 
 using namespace eth;
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
-
-double load_average() {
-  double l[1] = {0};
-  return ::getloadavg(l, 1) == 1 ? l[0] : -1;
-}
 
 struct Outcome {
   double wall_s = 0, cpu_s = 0, iteration_ms = 0;
@@ -62,8 +49,7 @@ Outcome plan_on(const ModelSpec& model, const ClusterSpec& c, std::int64_t gbs) 
     if (model.heads % t == 0 && model.ffn % t == 0) tps.push_back(t);
   }
   Outcome o;
-  const auto w0 = std::chrono::steady_clock::now();
-  const std::clock_t c0 = std::clock();
+  const bench::Stopwatch watch;
   try {
     // The profile is built inside the timed region: a supervisor re-plans from the model and
     // the surviving cluster, so building it is part of the recovery's planning time.
@@ -74,8 +60,8 @@ Outcome plan_on(const ModelSpec& model, const ClusterSpec& c, std::int64_t gbs) 
   } catch (const InputError& e) {
     o.error = e.what();
   }
-  o.cpu_s = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-  o.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  o.cpu_s = watch.cpu_s();
+  o.wall_s = watch.wall_s();
   return o;
 }
 
@@ -106,11 +92,6 @@ std::vector<Loss> losses(const ClusterSpec& c) {
   return out;
 }
 
-int shell(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 // One elastic run killed at step 12: the recovery event of its log, or an error text.
 Json measure_recovery(const std::filesystem::path& dir, int run) {
   namespace fs = std::filesystem;
@@ -119,7 +100,7 @@ Json measure_recovery(const std::filesystem::path& dir, int run) {
   const std::string env =
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
       "ETH_TEST_KILL_RANK=3:12:kill@4 ";
-  const int code = shell(env + ETH_BINARY_PATH + " launch --plan " + (dir / "plan.json").string() +
+  const int code = bench::run_capture(env + ETH_BINARY_PATH + " launch --plan " + (dir / "plan.json").string() +
                          " --elastic --checkpoint-dir " + ckpt.string() +
                          " --checkpoint-every 5 --elastic-log " + log.string() + " -- --data " +
                          (dir / "data.bin").string() +
@@ -141,7 +122,7 @@ Json measured_recoveries(bool print) {
   // tiny on two fast and two slow devices, the plan of tests/launch/elastic_launch_test.cpp.
   fs::copy_file(ETH_ELASTIC_PLAN, dir / "plan.json", fs::copy_options::overwrite_existing);
   Json out = Json::array();
-  if (shell(std::string(ETH_BINARY_PATH) + " data --synthetic 20000 --out " +
+  if (bench::run_capture(std::string(ETH_BINARY_PATH) + " data --synthetic 20000 --out " +
             (dir / "data.bin").string() + " >/dev/null 2>&1") != 0) {
     fs::remove_all(dir);
     return out;
@@ -150,12 +131,12 @@ Json measured_recoveries(bool print) {
     std::printf("\nmeasured on this machine: eth launch --elastic, tiny on 4 ranks (2 fast + 2 "
                 "slow), rank 3 SIGKILLed at step 12, checkpoints every 5 steps\ncpu: %s, load "
                 "%.2f\n%-4s %12s %12s %12s %22s\n",
-                cpu_model().c_str(), load_average(), "run", "detect s", "plan s", "relaunch s",
+                bench::cpu_model_name().c_str(), bench::load_1m(), "run", "detect s", "plan s", "relaunch s",
                 "death -> 1st step s");
   }
   for (int run = 0; run < 3; ++run) {
     Json r = measure_recovery(dir, run);
-    r["load"] = load_average();
+    r["load"] = bench::load_1m();
     out.push_back(r);
     if (!print) continue;
     if (r.contains("error")) {
@@ -180,14 +161,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   Json out;
-  out["cpu"] = cpu_model();
-  out["load_before"] = load_average();
+  out["cpu"] = bench::cpu_model_name();
+  out["load_before"] = bench::load_1m();
   out["profile"] = "analytic";
   out["rows"] = Json::array();
   if (!json) {
     std::printf("elastic_bench: re-planning after a loss (PREDICTED iteration times, analytic "
                 "profile; planning time measured)\ncpu: %s, load %.2f\n\n",
-                cpu_model().c_str(), load_average());
+                bench::cpu_model_name().c_str(), bench::load_1m());
     std::printf("%-22s %-40s %9s %9s %10s %10s %7s\n", "cluster", "lost", "plan s", "cpu s",
                 "old ms", "new ms", "new/old");
   }
@@ -222,7 +203,7 @@ int main(int argc, char** argv) {
     }
   }
   out["measured_recoveries"] = measured_recoveries(!json);
-  out["load_after"] = load_average();
+  out["load_after"] = bench::load_1m();
   if (json) std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "kernels/bf16.h"
 #include "kernels/cpu/bf16/convert.h"
 #include "kernels/cpu/bf16/gemm.h"
@@ -38,11 +39,6 @@ using Clock = std::chrono::steady_clock;
 using eth::Bf16;
 using eth::cpu::Trans;
 namespace bf16 = eth::cpu::bf16;
-
-double load_average() {
-  double l[1] = {0};
-  return ::getloadavg(l, 1) == 1 ? l[0] : -1;
-}
 
 // Seconds of the fastest of `repeats` runs of each function, the functions alternating within
 // a round so that a burst of someone else's load hits all of them.
@@ -484,11 +480,11 @@ int main(int argc, char** argv) {
               std::string(bf16::convert_isa_name(bf16::convert_isa_for(cpu))).c_str());
   std::printf("default precision: %s\n",
               std::string(eth::cpu::precision_name(eth::cpu::default_precision(cpu))).c_str());
-  std::printf("load average before: %.2f\n", load_average());
+  std::printf("load average before: %.2f\n", eth::bench::load_1m());
   if (!skip_gemms) bench_gemms(batch * seq, repeats);
   if (!skip_block) bench_block(batch, seq, repeats);
   if (!skip_llama) bench_llama(batch, seq, repeats);
   std::printf("\nload average after: %.2f (figures taken above ~1 on 2 cores are suspect)\n",
-              load_average());
+              eth::bench::load_1m());
   return 0;
 }

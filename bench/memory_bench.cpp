@@ -29,6 +29,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -213,12 +214,12 @@ int main(int argc, char** argv) {
                               (dir / "data.bin").string() + " --steps " + std::to_string(steps) +
                               " --profile " + prof.string() + " --precision " + pname +
                               " --print-every 0 --format json --threads 1 2>/dev/null";
-      std::string out;
-      if (run_capture(cmd, &out) != 0 || out.find('{') == std::string::npos) {
+      const std::optional<Json> run = bench::run_json(cmd);
+      if (!run) {
         std::printf("%s, %s: the run failed: %s\n", pname.c_str(), np.name.c_str(), cmd.c_str());
         continue;
       }
-      const Json j = Json::parse(out.substr(out.find('{')));
+      const Json& j = *run;
       Json rows = Json::array();
       for (const Json& r : j["rank_memory"]) {
         const double arenas = num(r, "weights_bytes") + num(r, "gradients_bytes") +

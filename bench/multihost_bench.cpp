@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -68,18 +69,9 @@ ClusterSpec bench_cluster(double gbps) {
 }
 
 std::string load() {
-  std::ifstream in("/proc/loadavg");
-  std::string one;
-  in >> one;
-  return "load " + one;
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
+  char b[32];
+  std::snprintf(b, sizeof b, "load %.2f", bench::load_1m());
+  return b;
 }
 
 using bench::median;
@@ -223,10 +215,9 @@ struct Measured {
 };
 
 Measured worker_ms(const std::string& line) {
-  std::string out;
-  if (run_capture(line, &out) != 0 || out.find('{') == std::string::npos) return {};
-  const Json j = Json::parse(out.substr(out.find('{')));
-  return {j["best"], j["median"]};
+  const std::optional<Json> j = bench::run_json(line);
+  if (!j) return {};
+  return {(*j)["best"], (*j)["median"]};
 }
 
 void row(const std::string& what, double predicted, const Measured& m) {
@@ -311,13 +302,13 @@ void bandwidth_section(double mbit, const std::string& self, const std::string& 
                             (dir / "profile").string() +
                             " --print-every 0 --format json --threads 1 --precision fp32"
                             " 2>/dev/null";  // the measured profile is fp32
-    std::string out;
     const std::string label = std::string(plan_method_name(m)) + " plan, iteration";
-    if (run_capture(cmd, &out) != 0 || out.find('{') == std::string::npos) {
+    const std::optional<Json> run = bench::run_json(cmd);
+    if (!run) {
       std::printf("%-46s (run failed: %s)\n", label.substr(0, 46).c_str(), cmd.c_str());
       continue;
     }
-    const Json j = Json::parse(out.substr(out.find('{')));
+    const Json& j = *run;
     // The mean over steps (the first left out), as eth train prints it.
     const double meas = j["measured_iteration_ms"];
     row(label, j["predicted_iteration_ms"], {meas, meas});
@@ -391,7 +382,7 @@ int main(int argc, char** argv) {
   }
   std::printf("multihost_bench on %s, %u cores, %s; %s, gbs %lld, seq %lld, EMULATED devices "
               "(cpu-fast 4x, cpu-slow 12x)\n",
-              cpu_model().c_str(), std::thread::hardware_concurrency(), load().c_str(),
+              bench::cpu_model_name().c_str(), std::thread::hardware_concurrency(), load().c_str(),
               bench_model().name.c_str(), static_cast<long long>(kGbs),
               static_cast<long long>(bench_model().seq_len));
   const fs::path dir =

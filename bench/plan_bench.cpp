@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_json.h"
+#include "bench_util.h"
 #include "core/error.h"
 #include "plan_bench.h"
 #include "plan_bench_sharding.h"

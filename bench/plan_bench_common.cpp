@@ -2,9 +2,8 @@
 #include "plan_bench.h"
 
 #include <algorithm>
-#include <chrono>
-#include <ctime>
 
+#include "bench_util.h"
 #include "core/error.h"
 #include "profile/analytic.h"
 
@@ -23,15 +22,14 @@ double stage_busy_ms(const PipelinePrediction& p, const StagePrediction& st) {
 Timed timed_plan(PlanMethod m, const ModelSpec& model, const ClusterSpec& c, const ProfileDb& db,
                  std::int64_t gbs, std::int64_t seq, const PlannerOptions& o) {
   Timed t;
-  const auto w0 = std::chrono::steady_clock::now();
-  const std::clock_t c0 = std::clock();
+  const Stopwatch watch;
   try {
     t.result = plan_training(m, model, c, db, gbs, seq, o);
   } catch (const InputError& e) {
     t.error = e.what();
   }
-  t.cpu_s = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-  t.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  t.cpu_s = watch.cpu_s();
+  t.wall_s = watch.wall_s();
   return t;
 }
 

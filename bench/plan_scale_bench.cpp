@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_util.h"
 #include "cluster/cluster_spec.h"
 #include "core/error.h"
 #include "model/model_spec.h"
@@ -47,19 +48,6 @@ ClusterSpec cluster_of(std::int64_t devices, int n_types) {
     c.device_types[kTypes[t]] = *find_device_type_preset(kTypes[t]);
   }
   return c;
-}
-
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  for (std::string line; std::getline(f, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
-}
-
-double load_average() {
-  double l[1] = {0};
-  return getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
 struct Row {
@@ -186,7 +174,7 @@ int main(int argc, char** argv) {
   std::printf("plan_scale_bench: %s, gbs 16384, analytic profile, nodes of 8; types in "
               "order 910B2, 910B4, A100, H100\nCPU: %s, load average (1 min) %.2f at start\n"
               "new = this search; old = bound_generation off (the search before issue 29)\n\n",
-              model.c_str(), cpu_model().c_str(), load_average());
+              model.c_str(), bench::cpu_model_name().c_str(), bench::load_1m());
   std::printf("%5s %8s | %7s %7s %8s %11s %11s | %7s %7s %8s %11s %11s | %s\n", "types",
               "devices", "wall s", "CPU s", "peak MB", "partitions", "pred ms", "wall s", "CPU s",
               "peak MB", "partitions", "pred ms", "plan");
@@ -213,6 +201,6 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  std::printf("\nload average (1 min) %.2f at the end\n", load_average());
+  std::printf("\nload average (1 min) %.2f at the end\n", bench::load_1m());
   return 0;
 }

@@ -22,6 +22,7 @@
 #include "model/model_spec.h"
 #include "plan/plan.h"
 #include "bench_json.h"
+#include "bench_util.h"
 #include "profile/analytic.h"
 #include "search/planner.h"
 #include "sim/simulator.h"
@@ -31,10 +32,7 @@ namespace {
 
 using namespace eth;
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using bench::seconds_since;
 
 // Stage unit ranges: `units` split into `stages` contiguous ranges, sizes differing by at most
 // one, the larger ones first.

@@ -16,7 +16,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench_json.h"
 #include "bench_util.h"
 #include "data/bpe_tokenizer.h"
 #include "data/pretokenize.h"

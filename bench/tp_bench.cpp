@@ -26,7 +26,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench_json.h"
 #include "bench_util.h"
 #include "cluster/cluster_spec.h"
 #include "comm/mpi_comm.h"

@@ -93,6 +93,8 @@ int run_elastic_launch(const LaunchArgs& a, const ElasticArgs& e) {
   s.replan.seq_len = s.user_plan.seq_len;
   s.replan.method = planner_method(e.planner);
   s.replan.options = planner_options(e.planner);
+  // The re-plan shards the optimizer state as the run it replaces did (issue 28).
+  s.replan.options.optimizer_sharding = s.user_plan.optimizer_sharding;
   s.train_log = train.log;
   return run_elastic(s, std::cerr);
 }

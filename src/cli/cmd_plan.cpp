@@ -229,8 +229,6 @@ void add_plan_command(CLI::App& app, Registry& r) {
     if (!a->out.empty()) check_output_file(a->out, "plan");  // before the search, not after
     const Inputs in = load_inputs(*a);
     TimedResult t = run_timed(method, in, a->gbs, planner_options(a->planner));
-    t.result.plan = apply_optimizer_sharding(a->planner, std::move(t.result.plan), in.cluster,
-                                             *in.profile, t.result.prediction);
     if (!a->out.empty()) save_plan(t.result.plan, a->out);
     if (a->format == Format::Json) {
       print_json(plan_to_json(t.result.plan));

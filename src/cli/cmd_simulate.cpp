@@ -301,6 +301,8 @@ int run_simulate(const SimulateOptions& o) {
   SimOptions so;
   so.schedule = *kind;
   so.overlap = !o.no_overlap;
+  // A sharded plan gathers its updated weights after the step (the predictor's shard_gather_ms).
+  so.weight_gathers = make_weight_gathers(plan, cluster, pred.precision, po.collective_latency_ms);
   // Outputs are checked before the simulation runs, not after.
   if (!o.trace.empty()) check_output_file(o.trace, "trace");
   if (!o.svg.empty()) check_output_file(o.svg, "svg");

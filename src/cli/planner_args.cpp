@@ -8,7 +8,6 @@
 #include "cli/plan_inputs.h"
 #include "core/error.h"
 #include "core/limits.h"
-#include "cost/sharding_memory.h"
 #include "plan/sharding.h"
 #include "profile/analytic.h"
 #include "profile/metis_format.h"
@@ -72,19 +71,6 @@ std::vector<CLI::Option*> add_planner_options(CLI::App* sub, PlannerArgs& a, boo
   return o;
 }
 
-Plan apply_optimizer_sharding(const PlannerArgs& a, Plan plan, const ClusterSpec& cluster,
-                              const ProfileDb& profile, Prediction& prediction) {
-  const OptimizerSharding mode = *parse_optimizer_sharding(a.optimizer_sharding);
-  if (mode == OptimizerSharding::None) return plan;
-  plan = shard_optimizer_state(plan, mode, cluster, profile);
-  prediction = predict(plan, cluster, profile);
-  if (plan.predicted->is_object()) {
-    (*plan.predicted)["optimizer_sharding"] = a.optimizer_sharding;
-    (*plan.predicted)["iteration_ms"] = prediction.iteration_ms;
-  }
-  return plan;
-}
-
 PlannerOptions planner_options(const PlannerArgs& a) {
   PlannerOptions o;
   o.micro_batch_sizes = a.mbss;
@@ -100,6 +86,7 @@ PlannerOptions planner_options(const PlannerArgs& a) {
   o.top_k = a.top_k;
   o.max_partitions = a.max_partitions;
   o.layer_operator_recompute = a.layer_operator_recompute;
+  o.optimizer_sharding = *parse_optimizer_sharding(a.optimizer_sharding);
   return o;
 }
 

@@ -39,12 +39,6 @@ PlannerOptions planner_options(const PlannerArgs& a);
 // --method as a PlanMethod; UsageError for an unknown name.
 PlanMethod planner_method(const PlannerArgs& a);
 
-// The planner's plan with --optimizer-sharding applied (cost/sharding_memory.h: memory splits
-// each block's state by what each holder's memory leaves free) and `prediction` re-priced for
-// it; unchanged for none.
-Plan apply_optimizer_sharding(const PlannerArgs& a, Plan plan, const ClusterSpec& cluster,
-                              const ProfileDb& profile, Prediction& prediction);
-
 struct PlannerProfile {
   ProfileDb db;
   std::string source;  // "analytic", "DIR (ETH format)", ...

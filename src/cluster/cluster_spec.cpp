@@ -97,10 +97,27 @@ ClusterIndex::ClusterIndex(const ClusterSpec& cluster) : cluster_(&cluster) {
     first += n.devices;
   }
   first_.push_back(first);
+  std::int64_t smallest = first;
+  for (const auto& n : cluster.nodes) smallest = std::min(smallest, n.devices);
+  const auto nodes = static_cast<std::int64_t>(cluster.nodes.size());
+  if (smallest < 1 || first / smallest > 4 * nodes + 64) return;
+  width_ = smallest;
+  bucket_node_.resize(static_cast<std::size_t>((first + width_ - 1) / width_));
+  std::int32_t node = 0;
+  for (std::size_t b = 0; b < bucket_node_.size(); ++b) {
+    const std::int64_t id = static_cast<std::int64_t>(b) * width_;
+    while (first_[static_cast<std::size_t>(node) + 1] <= id) ++node;
+    bucket_node_[b] = node;
+  }
 }
 
 std::int64_t ClusterIndex::node_of(std::int64_t id) const {
   ETH_CHECK(id >= 0 && id < num_devices(), "device id out of range");
+  if (!bucket_node_.empty()) {
+    auto node = static_cast<std::size_t>(bucket_node_[static_cast<std::size_t>(id / width_)]);
+    while (first_[node + 1] <= id) ++node;
+    return static_cast<std::int64_t>(node);
+  }
   // The last node whose first id is <= id (nodes have at least one device).
   const auto it = std::upper_bound(first_.begin(), first_.end() - 1, id);
   return static_cast<std::int64_t>(it - first_.begin()) - 1;

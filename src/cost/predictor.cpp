@@ -85,6 +85,8 @@ SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, Aggr
   sp.mode = mode;
   const std::vector<GradBlock> blocks = aggregation_collectives(plan, mode);
   sp.stats = aggregation_stats(blocks, element_bytes);
+  // Sharded block-wise: each collective is a reduce-scatter, half an all-reduce's ring bytes.
+  const double ring_share = gradient_ring_share(plan, mode);
   // Per device id (flat: a map costs a tree walk per holder, which on 100,000 devices is most
   // of a prediction).
   const auto n = static_cast<std::size_t>(cluster.num_devices());
@@ -104,7 +106,7 @@ SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, Aggr
       }
     }
     const CollectiveTime t = collective_time(
-        cluster, b.holders, static_cast<double>(b.elements) * element_bytes, opt);
+        cluster, b.holders, ring_share * static_cast<double>(b.elements) * element_bytes, opt);
     double post = 0, start = 0;
     for (std::int64_t h : b.holders) {
       const auto i = static_cast<std::size_t>(h);

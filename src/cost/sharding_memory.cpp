@@ -55,7 +55,7 @@ std::vector<RecomputeSet> smaller_sets(const RecomputeSet& r) {
 }  // namespace
 
 Plan use_freed_memory(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
-                      std::vector<std::string>* changes) {
+                      std::vector<std::string>* changes, std::int64_t max_micro_batch) {
   Plan best = plan;
   double best_ms = predict(best, cluster, profile).iteration_ms;
   for (bool improved = true; improved;) {
@@ -63,7 +63,8 @@ Plan use_freed_memory(const Plan& plan, const ClusterSpec& cluster, const Profil
     for (std::size_t p = 0; p < best.pipelines.size(); ++p) {
       // A larger micro-batch (twice, within the local batch; dp <= micro-batch still holds).
       const std::int64_t mbs = best.pipelines[p].micro_batch_size;
-      if (2 * mbs <= best.pipelines[p].local_batch) {
+      if (2 * mbs <= best.pipelines[p].local_batch &&
+          (max_micro_batch <= 0 || 2 * mbs <= max_micro_batch)) {
         Plan trial = best;
         trial.pipelines[p].micro_batch_size = 2 * mbs;
         const Prediction pr = predict(trial, cluster, profile);
@@ -102,32 +103,53 @@ Plan use_freed_memory(const Plan& plan, const ClusterSpec& cluster, const Profil
   return best;
 }
 
+double shard_state_bytes(Precision precision, double elements) {
+  return precision_bytes(precision).optimizer_state * elements;
+}
+
+double shard_receive_buffer_bytes(double elements) { return 4.0 * elements; }
+
+double even_share_bound(double elements, std::int64_t holders, double blocks) {
+  ETH_CHECK(holders >= 1, "even_share_bound: a block has at least one holder");
+  return elements / static_cast<double>(holders) + blocks;
+}
+
 double sharded_optimizer_bytes(const Plan& plan, std::int64_t device, Precision precision) {
-  return precision_bytes(precision).optimizer_state *
-         static_cast<double>(shard_elements(plan, device));
+  return shard_state_bytes(precision, static_cast<double>(shard_elements(plan, device)));
 }
 
 double shard_buffer_bytes(const Plan& plan, std::int64_t device, AggregationMode mode) {
   if (mode != AggregationMode::Block) return 0;
-  return 4.0 * static_cast<double>(largest_shard_of_groups(plan, device));
+  return shard_receive_buffer_bytes(static_cast<double>(largest_shard_of_groups(plan, device)));
 }
 
 double shard_gather_ms(const Plan& plan, const ClusterIndex& cluster, Precision precision,
                        const PredictOptions& options) {
   std::map<std::int64_t, double> busy;
-  const double element = precision_bytes(precision).weights;
   for (const BlockShards& b : plan.optimizer_shards) {
     if (b.holders.size() < 2) continue;
-    double elements = 0;
-    for (std::int64_t e : b.elements) elements += static_cast<double>(e);
-    // A ring all-reduce moves 2(n-1)/n of the bytes; the all-gather half of that.
-    const double ms = 0.5 * ring_allreduce_ms(cluster, b.holders, elements * element, 0.0) +
-                      options.collective_latency_ms;
+    const double ms = shard_gather_block_ms(b, cluster, precision, options.collective_latency_ms);
     for (std::int64_t h : b.holders) busy[h] += ms;
   }
   double worst = 0;
   for (const auto& [device, ms] : busy) worst = std::max(worst, ms);
   return worst;
+}
+
+double shard_gather_block_ms(const BlockShards& b, const ClusterIndex& cluster,
+                             Precision precision, double collective_latency_ms) {
+  if (b.holders.size() < 2) return 0;
+  double elements = 0;
+  for (std::int64_t e : b.elements) elements += static_cast<double>(e);
+  // A ring all-reduce moves 2(n-1)/n of the bytes; the all-gather half of that.
+  const double bytes = elements * precision_bytes(precision).weights;
+  return 0.5 * ring_allreduce_ms(cluster, b.holders, bytes, 0.0) + collective_latency_ms;
+}
+
+double gradient_ring_share(const Plan& plan, AggregationMode mode) {
+  return plan.optimizer_sharding != OptimizerSharding::None && mode == AggregationMode::Block
+             ? 0.5
+             : 1.0;
 }
 
 MemoryBreakdown device_memory(const Prediction&, const MemoryBreakdown& stage,

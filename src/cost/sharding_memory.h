@@ -32,9 +32,11 @@ Plan shard_optimizer_state(const Plan& plan, OptimizerSharding mode, const Clust
 // first), keeping the first that still fits every device and lowers the predicted iteration;
 // repeated until nothing improves. Deterministic. `changes` (if given) receives one line per
 // accepted change ("pipelines[0].micro_batch_size: 1 -> 2",
-// "pipelines[0].stages[1].recompute: attn_score+mlp_act -> -").
+// "pipelines[0].stages[1].recompute: attn_score+mlp_act -> -"). `max_micro_batch` (> 0): no
+// micro-batch above it (the planner's largest candidate size).
 Plan use_freed_memory(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
-                      std::vector<std::string>* changes = nullptr);
+                      std::vector<std::string>* changes = nullptr,
+                      std::int64_t max_micro_batch = 0);
 
 // A sharded device's charges (bytes): its shards' optimizer state (masters where separate, both
 // moments), and the reduce-scatter's receive buffer (block-wise only: the largest share of a
@@ -42,13 +44,31 @@ Plan use_freed_memory(const Plan& plan, const ClusterSpec& cluster, const Profil
 double sharded_optimizer_bytes(const Plan& plan, std::int64_t device, Precision precision);
 double shard_buffer_bytes(const Plan& plan, std::int64_t device, AggregationMode mode);
 
+// The arithmetic behind both, per element, shared with the planner's search (which knows a
+// stage's elements and its least holder count, not the shares; search/cost_tables.h):
+// optimizer state of `elements` shard elements, and the receive buffer of a largest share of
+// `elements` (fp32 gradients).
+double shard_state_bytes(Precision precision, double elements);
+double shard_receive_buffer_bytes(double elements);
+// At most a holder's share of `elements` gradient elements it holds in at most `blocks` blocks,
+// each split evenly (plan/sharding.h even_shards) among at least `holders` holders: a block's
+// share rounds up by at most one element.
+double even_share_bound(double elements, std::int64_t holders, double blocks);
+
 // The all-gather of the updated compute weights (bytes per element: the precision's weights), a
 // ring per block of two or more holders moving (n-1)/n of the block's bytes plus one
 // collective latency; blocks sharing a holder run one after another, so the term is the
-// busiest holder's sum. Block-wise, the gradient's reduce-scatter keeps the all-reduce's term in
-// the sync schedule (an upper bound: a ring reduce-scatter moves half its bytes).
+// busiest holder's sum. Block-wise, the gradient's reduce-scatter replaces the all-reduce in the
+// sync schedule at half its ring bytes (gradient_ring_share).
 double shard_gather_ms(const Plan& plan, const ClusterIndex& cluster, Precision precision,
                        const PredictOptions& options);
+// One block's all-gather as above (0 for a block of one holder): the simulator's too.
+double shard_gather_block_ms(const BlockShards& block, const ClusterIndex& cluster,
+                             Precision precision, double collective_latency_ms);
+// The share of a ring all-reduce's bytes each gradient collective of `mode` moves: a sharded
+// plan's block-wise reduce-scatter half (each holder receives only its shard's sums), else 1.
+// The predictor's sync schedule and the simulator's collectives both price it.
+double gradient_ring_share(const Plan& plan, AggregationMode mode);
 
 // One device's breakdown: its stage's `stage` with the device's own optimizer state and buffers
 // (DevicePrediction: under sharding they differ between a stage's devices; the shard buffer is

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "plan/blocks.h"
+#include "plan/sharding.h"
 #include "model/arithmetic.h"
 
 namespace eth {
@@ -352,7 +353,19 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
             std::max(mem.collective_bytes, temporaries[static_cast<std::size_t>(d)]);
       }
       pc.memory.push_back(mem);
-      pc.optimizer_ms.push_back(optimizer_ms(st, full, params_of));
+      double step = optimizer_ms(st, full, params_of);
+      if (plan.optimizer_sharding != OptimizerSharding::None) {
+        // Sharded, a holder steps only its shards: the stage waits for its largest.
+        double params = 0, largest = 0;
+        for (std::int64_t u = st.first_unit; u <= st.last_unit; ++u) {
+          params += params_of.unit(u, st.tp);
+        }
+        for (std::int64_t d : st.devices) {
+          largest = std::max(largest, static_cast<double>(shard_elements(plan, d)));
+        }
+        if (params > 0) step *= std::min(1.0, largest / params);
+      }
+      pc.optimizer_ms.push_back(step);
     }
     out.push_back(std::move(pc));
   }

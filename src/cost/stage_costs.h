@@ -163,7 +163,8 @@ struct PipelineCosts {
   std::vector<StageStaticMemory> memory;
   // Per stage: optimizer step of one device: the stage's share (by parameters at the stage's
   // tp) of the profile's whole-model optimizer_ms, or, where the profile gives none (0), the
-  // precision's bytes per parameter / kOptimizerBytesPerS (the state streamed once).
+  // precision's bytes per parameter / kOptimizerBytesPerS (the state streamed once). Under
+  // optimizer sharding, scaled to the largest shard a device of the stage steps.
   std::vector<double> optimizer_ms;
 };
 

@@ -18,7 +18,6 @@
 #include "core/format.h"
 #include "core/json_file.h"
 #include "cost/predictor.h"
-#include "cost/sharding_memory.h"
 #include "elastic/lost_devices.h"
 #include "launch/restart.h"
 #include "launch/supervisor.h"
@@ -222,12 +221,6 @@ CurrentPlan ElasticRun::plan_for(const std::set<std::int64_t>& lost, int index) 
   c.plan = std::move(r.result.plan);
   c.original = r.surviving.original;
   c.predicted_ms = r.result.prediction.iteration_ms;
-  if (s_.user_plan.optimizer_sharding != OptimizerSharding::None) {
-    // The re-plan shards the optimizer state as the run it replaces did (issue 28).
-    c.plan = shard_optimizer_state(c.plan, s_.user_plan.optimizer_sharding, r.surviving.cluster,
-                                   *s_.replan.profile);
-    c.predicted_ms = predict(c.plan, r.surviving.cluster, *s_.replan.profile).iteration_ms;
-  }
   // Which devices of the run's cluster the plan's ids stand for, for a person reading it.
   Json search = c.plan.search->is_object() ? *c.plan.search : Json::object();
   search["elastic"] = Json{{"full_cluster_device_of", c.original}, {"lost", ids_json(lost)}};

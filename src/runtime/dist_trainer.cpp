@@ -124,6 +124,10 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
                           OptimizerShard{shard_numel(cfg_.plan, place_.device)}, backend);
       }()) {
   if (cfg_.train.steps < 1) throw InputError("train", "--steps", "", "expected >= 1");
+  // The programs, refused before any collective when they cannot run as written.
+  schedules_ = cfg_.schedules.empty() ? lower_plan(cfg_.plan, cfg_.aggregation) : cfg_.schedules;
+  cfg_.schedules.clear();  // schedules_ holds them
+  check_plan_schedules(cfg_.plan, cfg_.aggregation, schedules_, "DistTrainConfig.schedules");
   const RuntimeMemory& memory = runtime_memory(cfg_.train.device);
   ETH_CHECK(!device_world_.is_null() && device_world_.size() == world_.size() &&
                 device_world_.rank() == world_.rank(),
@@ -156,7 +160,9 @@ DistributedTrainer::DistributedTrainer(const DistTrainConfig& cfg, const Communi
                      .at(static_cast<std::size_t>(place_.stage));
     optimizer_nominal_ns_ = nominal_ns(rc.nominal->optimizer_ms);
   }
-  runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, device_world_, rc, tp_group_.get());
+  runner_ = std::make_unique<StageRunner>(cfg_.plan, place_, device_world_, rc,
+                                          schedules_[static_cast<std::size_t>(place_.pipeline)],
+                                          tp_group_.get());
   sync_ = std::make_unique<GradSync>(cfg_.plan, cfg_.aggregation, device_world_, state_.layout(),
                                      tp_comm, memory);
   sync_->set_trace(cfg_.trace);
@@ -221,8 +227,9 @@ StepStats DistributedTrainer::step() {
   TraceStep traced(cfg_.trace, next_step_);
   const auto t0 = Clock::now();
   times_ = RankTimes{};
-  StepStats s;
-  s.step = next_step_;
+  stats_ = StepStats{};
+  stats_.step = next_step_;
+  stepped_ = false;
   const std::vector<SampleRef> batch = sampler_.batch(next_step_);
   StepInput in;
   in.step = next_step_;
@@ -231,22 +238,54 @@ StepStats DistributedTrainer::step() {
   in.loss_scale = 1.0 / static_cast<double>(cfg_.plan.gbs * seq_len_);
   state_.zero_grads();
   if (tp_group_) tp_group_->reset();
-  // Block-wise with a sharded optimizer the blocks are reduce-scattered after the backward
-  // instead of all-reduced during it.
-  const bool scatter = sharded_ && sharded_->reduces_gradients();
-  double loss = runner_->run(state_, in, times_, scatter ? nullptr : sync_.get());
-  if (tp_group_) tp_stats_ = tp_group_->stats();
+  // The whole step is the program: its ReduceGradients and OptimizerStep come back here.
+  runner_->run(state_, in, times_, this);
+  ETH_CHECK(stepped_, "the program ended without its OptimizerStep");
+  ++next_step_;
+  StepStats s = stats_;
+  s.seconds = since(t0);
+  times_.step_s = s.seconds;
+  s.tokens_per_s = static_cast<double>(tokens_per_step()) / std::max(s.seconds, 1e-9);
+  return s;
+}
 
+const std::vector<std::int64_t>& DistributedTrainer::last_collectives() const {
+  return scatters() ? scattered_ : sync_->queued_log();
+}
+
+bool DistributedTrainer::joins(std::int64_t block) const {
+  return scatters() ? sharded_->joins(block) : sync_->joins(block);
+}
+
+void DistributedTrainer::begin(const std::vector<std::int64_t>& blocks) {
+  scattered_.clear();
+  if (!scatters()) sync_->set_order(blocks);
+}
+
+void DistributedTrainer::units_done(float* grads, std::int64_t lowest_done_unit) {
+  if (!scatters()) sync_->start_ready(grads, lowest_done_unit);
+}
+
+void DistributedTrainer::reduce(float* grads, std::int64_t block, RankTimes& times) {
+  const auto t0 = Clock::now();
+  if (scatters()) {
+    TraceScope trace(cfg_.trace, TraceKind::Sync);
+    sharded_->reduce_scatter_block(grads, block);
+    scattered_.push_back(block);
+  } else {
+    sync_->start_through(grads, block);  // nothing left when the last backward posted it
+  }
+  times.sync_s += since(t0);
+}
+
+void DistributedTrainer::optimizer_step(double loss, RankTimes& times) {
+  if (tp_group_) tp_stats_ = tp_group_->stats();
+  StepStats& s = stats_;
   const auto t_sync = Clock::now();
   TraceScope sync_trace(cfg_.trace, TraceKind::Sync);
-  if (scatter) {
-    sharded_->reduce_scatter(state_.grads());
-  } else {
-    sync_->start(state_.grads());  // what the last backward did not post (or all, without one)
-    sync_->finish(state_.grads());
-  }
+  if (!scatters()) sync_->finish(state_.grads());  // what the collectives still had to do
   sync_trace.end();
-  times_.sync_s = since(t_sync);
+  times.sync_s += since(t_sync);
 
   const auto t_opt = Clock::now();
   // The loss of the global batch and the squared norm of the gradient, each element counted
@@ -268,7 +307,7 @@ StepStats DistributedTrainer::step() {
   world_.allreduce_sum(std::span<double>(sums));
   reduce_trace.end();
   const double reduce_s = since(t_reduce);
-  times_.sync_s += reduce_s;
+  times.sync_s += reduce_s;
   double squares = 0;
   for (std::size_t r = 0; r < W; ++r) squares += sums[r];
   s.loss = sums[W];
@@ -284,12 +323,8 @@ StepStats DistributedTrainer::step() {
     adamw_update(state_, cfg_.train.adamw, s.lr, next_step_, clip);
   }
   update.finish();
-  times_.optimizer_s = since(t_opt) - reduce_s;
-  ++next_step_;
-  s.seconds = since(t0);
-  times_.step_s = s.seconds;
-  s.tokens_per_s = static_cast<double>(tokens_per_step()) / std::max(s.seconds, 1e-9);
-  return s;
+  times.optimizer_s = since(t_opt) - reduce_s;
+  stepped_ = true;
 }
 
 std::vector<RankTimes> DistributedTrainer::gather_times() const {

@@ -72,9 +72,15 @@ struct DistTrainConfig {
   // (emulation.h); emulated ranks' ops last these instead of their slowdown x their compute.
   // Empty: by CPU time.
   std::vector<std::vector<NominalStageTimes>> nominal;
+  // The lowered programs to run, one schedule per pipeline (stage_runner.h lower_plan's form).
+  // Empty: lower_plan(plan, aggregation), the simulator's programs. Others are executed as
+  // written once check_plan_schedules accepts them (InputError otherwise, before any work).
+  std::vector<Schedule> schedules;
 };
 
-class DistributedTrainer {
+// The trainer is its runner's StepActions: the program's ReduceGradients and OptimizerStep
+// land in its aggregation and optimizer (private: only the runner calls them).
+class DistributedTrainer : private StepActions {
  public:
   // Collective. The plan must already have passed check_runnable. With `resume`, every rank
   // loads its own units from the (plan-independent) checkpoint and continues at its step; with
@@ -87,7 +93,7 @@ class DistributedTrainer {
   DistributedTrainer(const DistTrainConfig& cfg, const Communicator& world,
                      const Communicator& device_world,
                      const std::optional<std::filesystem::path>& resume = std::nullopt);
-  ~DistributedTrainer();
+  ~DistributedTrainer() override;
 
   const DistTrainConfig& config() const { return cfg_; }
   const RankPlace& place() const { return place_; }
@@ -98,6 +104,12 @@ class DistributedTrainer {
   // This rank's tp group (null at tp 1) and its communication in the last step.
   const CommTpGroup* tp_group() const { return tp_group_.get(); }
   const TpCommStats& last_tp_stats() const { return tp_stats_; }
+  // The programs this run executes (cfg.schedules or lower_plan), one per pipeline.
+  const std::vector<Schedule>& schedules() const { return schedules_; }
+  // The gradient collectives this rank posted in the last step, in order (block-wise with a
+  // sharded optimizer: the blocks it reduce-scattered): what its program's ReduceGradients
+  // actions named, less those it does not join.
+  const std::vector<std::int64_t>& last_collectives() const;
   std::int64_t next_step() const { return next_step_; }
   bool done() const { return next_step_ >= cfg_.train.steps; }
   std::int64_t tokens_per_step() const { return cfg_.plan.gbs * seq_len_; }
@@ -130,6 +142,17 @@ class DistributedTrainer {
   // Collective: the whole model (tp 1, every unit) on rank 0, nullopt elsewhere; with `moments`
   // the AdamW moments too. Compute copy refreshed.
   std::optional<ModelState> gather_whole(bool moments, Precision precision);
+  // StepActions (stage_runner.h), called by runner_ inside step().
+  bool joins(std::int64_t block) const override;
+  void begin(const std::vector<std::int64_t>& blocks) override;
+  bool posts_early() const override { return !scatters(); }
+  void units_done(float* grads, std::int64_t lowest_done_unit) override;
+  void reduce(float* grads, std::int64_t block, RankTimes& times) override;
+  void optimizer_step(double loss, RankTimes& times) override;
+  bool progress() override { return !scatters() && sync_->progress(); }
+  // Block-wise with a sharded optimizer the blocks are reduce-scattered at their ReduceGradients
+  // actions instead of all-reduced.
+  bool scatters() const { return sharded_ && sharded_->reduces_gradients(); }
   CheckpointMeta make_meta() const;
   // The stage that speaks for unit u: pipeline 0's holder; its dp rank 0 replica's tp ranks
   // own the unit's elements (each its shard, tp rank 0 the replicated tensors too).
@@ -156,6 +179,10 @@ class DistributedTrainer {
   std::unique_ptr<ShardedOptimizer> sharded_;
   std::int64_t next_step_ = 0;
   RankTimes times_;
+  std::vector<Schedule> schedules_;
+  StepStats stats_;  // the running step's, filled by optimizer_step
+  bool stepped_ = false;
+  std::vector<std::int64_t> scattered_;  // blocks reduce-scattered in the last step
 };
 
 }  // namespace eth

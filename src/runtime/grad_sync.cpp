@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <string>
 
 #include "core/error.h"
 #include "runtime/placement.h"
@@ -94,6 +95,7 @@ GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& w
     jobs_.push_back(std::move(job));
   }
   communicators_ = static_cast<std::int64_t>(groups.size());
+  for (std::size_t i = 0; i < jobs_.size(); ++i) order_.push_back(i);
   if (!tp_comm_.is_null()) {
     // Every tp rank of the group lists the same pieces (same units), tp rank 0's inside its
     // blocks, the others' in their own range after the blocks.
@@ -103,24 +105,59 @@ GradSync::GradSync(const Plan& plan, AggregationMode mode, const Communicator& w
   }
 }
 
+bool GradSync::joins(std::int64_t index) const {
+  return std::any_of(jobs_.begin(), jobs_.end(), [&](const Job& j) { return j.index == index; });
+}
+
+void GradSync::set_order(const std::vector<std::int64_t>& indices) {
+  ETH_CHECK(next_ == 0, "GradSync::set_order inside a step");
+  order_.clear();
+  std::size_t at = 0;  // jobs_ ascend by index, and so must `indices`
+  for (std::int64_t index : indices) {
+    while (at < jobs_.size() && jobs_[at].index < index) ++at;
+    ETH_CHECK(at < jobs_.size() && jobs_[at].index == index,
+              "GradSync::set_order: collective " + std::to_string(index) +
+                  " is not one this rank joins, or the order does not ascend");
+    order_.push_back(at++);
+  }
+}
+
+void GradSync::queue_next(float* grads) {
+  if (next_ == 0) log_.clear();
+  Job& job = jobs_[order_[next_++]];
+  TraceScope trace(trace_, TraceKind::CollectivePost, -1, job.index);
+  job.queued = queue_.push(job.comm, job.data(grads));
+  log_.push_back(job.index);
+}
+
 void GradSync::start(float* grads) {
   start_ready(grads, std::numeric_limits<std::int64_t>::min());
 }
 
 void GradSync::start_ready(float* grads, std::int64_t lowest_done_unit) {
-  for (; next_ < jobs_.size() && jobs_[next_].lowest_unit >= lowest_done_unit; ++next_) {
-    Job& job = jobs_[next_];
-    TraceScope trace(trace_, TraceKind::CollectivePost, -1, job.index);
-    job.queued = queue_.push(job.comm, job.data(grads));
+  while (next_ < order_.size() && jobs_[order_[next_]].lowest_unit >= lowest_done_unit) {
+    queue_next(grads);
   }
   // Called as the backward passes each unit: posts what the window has room for.
   queue_.progress();
 }
 
+void GradSync::start_through(float* grads, std::int64_t index) {
+  auto last = std::find_if(order_.begin(), order_.end(),
+                           [&](std::size_t j) { return jobs_[j].index == index; });
+  ETH_CHECK(last != order_.end(), "GradSync::start_through: collective " +
+                                      std::to_string(index) + " is not in the order");
+  const auto through = static_cast<std::size_t>(last - order_.begin()) + 1;
+  // Nothing left when it was posted early, during the last backward.
+  while (next_ < through) queue_next(grads);
+  queue_.progress();
+}
+
 void GradSync::finish(float* grads) {
-  ETH_CHECK(next_ == jobs_.size(), "GradSync::finish before every collective was started");
+  ETH_CHECK(next_ == order_.size(), "GradSync::finish before every collective was started");
   next_ = 0;
-  for (Job& job : jobs_) {
+  for (std::size_t j : order_) {
+    Job& job = jobs_[j];
     TraceScope trace(trace_, TraceKind::CollectiveWait, -1, job.index);
     queue_.wait(job.queued);
     job.unpack(grads);

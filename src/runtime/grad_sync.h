@@ -14,10 +14,16 @@
 // unit-major one) still works: a collective that is not one range is packed into a buffer and
 // unpacked after, and bytes_copied() counts what that moves.
 //
+// The order and the set of collectives are the program's (schedule/plan_schedules.h): the
+// executor hands over the ReduceGradients actions of its stage's program (set_order), posts
+// ready ones early during the last backward (start_ready) and each one at the latest at its own
+// action (start_through); a collective the program does not reduce is never posted.
+//
 // How to use (every rank of the world, in the same order):
 //   GradSync sync(plan, AggregationMode::Block, world, state.layout());  // creates the groups
+//   sync.set_order(program_blocks);  // optional: the program's ReduceGradients this rank joins
 //   ... backward of every micro-batch ...
-//   sync.start(state.grads());   // queues every collective this rank joins
+//   sync.start(state.grads());   // queues every collective of the order not yet queued
 //   sync.finish(state.grads());  // waits (and unpacks what was packed)
 #pragma once
 
@@ -51,7 +57,13 @@ class GradSync {
   AggregationMode mode() const { return mode_; }
   // eth train --trace: records each collective's post and wait (null: off).
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
-  // Queues, in the global order, every not yet queued collective whose units this rank has
+  // Whether this rank joins collective `index` (the global order, groups of one left out).
+  bool joins(std::int64_t index) const;
+  // The collectives to run each step and their order: indices as joins() takes them, each one
+  // this rank joins, ascending (the schedule validator's rule), as the rank's program lists its
+  // ReduceGradients. Default: every collective the rank joins.
+  void set_order(const std::vector<std::int64_t>& indices);
+  // Queues, in the order (set_order), every not yet queued collective whose units this rank has
   // finished: those whose lowest unit held here is >= `lowest_done_unit` (backward runs from
   // the last unit down, so a block is final once the last micro-batch's backward has passed its
   // lowest unit). Stops at the first collective not ready, so every rank keeps the one order.
@@ -65,6 +77,11 @@ class GradSync {
   bool progress() { return !queue_.progress(); }
   // Queues every remaining collective (all gradients final).
   void start(float* grads);
+  // Queues, in the order, every remaining collective up to and including `index` (a
+  // ReduceGradients action: the latest its collective may be posted; all gradients final).
+  void start_through(float* grads, std::int64_t index);
+  // The collectives queued in the last (or the running) step, in the order they were queued.
+  const std::vector<std::int64_t>& queued_log() const { return log_; }
   // Waits for the queued collectives, posting the rest through the window (unpacking packed
   // ones into `grads`); then, under tp, the representative's replicated sums overwrite the
   // other tp ranks' (one broadcast per segment).
@@ -103,13 +120,16 @@ class GradSync {
     void unpack(float* grads) const;      // after the collective, unless in place
   };
   static Job make_job(std::vector<PackRun> runs, const RuntimeMemory& memory);
+  void queue_next(float* grads);  // queues order_[next_] and moves on
 
   AggregationMode mode_;
   const RuntimeMemory* memory_;
   Communicator tp_comm_;
   std::vector<Job> broadcasts_;  // replicated pieces, from tp rank 0 (tp > 1)
   std::vector<Job> jobs_;
-  std::size_t next_ = 0;  // first job not queued yet
+  std::vector<std::size_t> order_;  // positions in jobs_ this step runs, in the program's order
+  std::size_t next_ = 0;  // first entry of order_ not queued yet
+  std::vector<std::int64_t> log_;  // indices queued this step
   AllreduceQueue queue_;  // posts the jobs' pieces, at most window_bytes in flight
   std::int64_t communicators_ = 0;
   TraceRecorder* trace_ = nullptr;

@@ -51,13 +51,16 @@ ShardedOptimizer::ShardedOptimizer(const Plan& plan, AggregationMode mode,
   ETH_CHECK(plan.optimizer_shards.size() == blocks.size(), "shares not one per gradient block");
   ETH_CHECK(layout.tp() == 1, "ShardedOptimizer: tp > 1 is not sharded");
   std::int64_t shard_at = 0;
+  std::int64_t collective = -1;
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const GradBlock& b = blocks[i];
+    if (b.holders.size() >= 2) ++collective;
     if (!holds(b.holders, device_)) continue;
     const BlockShards& shares = plan.optimizer_shards[i];
     ETH_CHECK(shares.holders == b.holders, "shares of another block's holders");
     Slot slot;
     slot.index = static_cast<std::int64_t>(i);
+    if (b.holders.size() >= 2) slot.collective = collective;
     slot.counts = shares.elements;
     std::int64_t at = 0;
     for (std::size_t k = 0; k < b.holders.size(); ++k) {
@@ -111,31 +114,44 @@ ShardedOptimizer::ShardedOptimizer(const Plan& plan, AggregationMode mode,
 }
 
 void ShardedOptimizer::reduce_scatter(float* grads) {
+  for (Slot& slot : slots_) ring_reduce_scatter(slot, grads);
+}
+
+bool ShardedOptimizer::joins(std::int64_t collective) const {
+  return std::any_of(slots_.begin(), slots_.end(),
+                     [&](const Slot& s) { return s.collective == collective; });
+}
+
+void ShardedOptimizer::reduce_scatter_block(float* grads, std::int64_t collective) {
+  for (Slot& slot : slots_) {
+    if (slot.collective == collective) ring_reduce_scatter(slot, grads);
+  }
+}
+
+void ShardedOptimizer::ring_reduce_scatter(Slot& slot, float* grads) {
   // Ring: in pass s holder r sends chunk r-s-1 (what it has summed so far) to r+1 and adds what
   // r-1 sent of chunk r-s-2; after n-1 passes chunk r holds every holder's sum, added in the
   // fixed order r+1, r+2, ..., r (the same bits on every run).
-  for (Slot& slot : slots_) {
-    if (slot.comm.is_null()) continue;
-    const int n = static_cast<int>(slot.counts.size()), r = slot.me;
-    float* x = grads + slot.grad_offset;
-    for (int s = 0; s + 1 < n; ++s) {
-      const auto sc = static_cast<std::size_t>(mod(r - s - 1, n));
-      const auto rc = static_cast<std::size_t>(mod(r - s - 2, n));
-      Request reqs[2];
-      const std::int64_t rn = slot.counts[rc];
-      if (rn > 0) {
-        reqs[0] = slot.comm.irecv(std::span<float>(scratch_.data(), static_cast<std::size_t>(rn)),
-                                  mod(r - 1, n), 0);
-      }
-      if (slot.counts[sc] > 0) {
-        reqs[1] = slot.comm.isend(
-            std::span<const float>(x + slot.offsets[sc], static_cast<std::size_t>(slot.counts[sc])),
-            mod(r + 1, n), 0);
-      }
-      wait_all(reqs);
-      float* acc = x + slot.offsets[rc];
-      for (std::int64_t k = 0; k < rn; ++k) acc[k] = scratch_[static_cast<std::size_t>(k)] + acc[k];
+  if (slot.comm.is_null()) return;
+  const int n = static_cast<int>(slot.counts.size()), r = slot.me;
+  float* x = grads + slot.grad_offset;
+  for (int s = 0; s + 1 < n; ++s) {
+    const auto sc = static_cast<std::size_t>(mod(r - s - 1, n));
+    const auto rc = static_cast<std::size_t>(mod(r - s - 2, n));
+    Request reqs[2];
+    const std::int64_t rn = slot.counts[rc];
+    if (rn > 0) {
+      reqs[0] = slot.comm.irecv(std::span<float>(scratch_.data(), static_cast<std::size_t>(rn)),
+                                mod(r - 1, n), 0);
     }
+    if (slot.counts[sc] > 0) {
+      reqs[1] = slot.comm.isend(
+          std::span<const float>(x + slot.offsets[sc], static_cast<std::size_t>(slot.counts[sc])),
+          mod(r + 1, n), 0);
+    }
+    wait_all(reqs);
+    float* acc = x + slot.offsets[rc];
+    for (std::int64_t k = 0; k < rn; ++k) acc[k] = scratch_[static_cast<std::size_t>(k)] + acc[k];
   }
 }
 

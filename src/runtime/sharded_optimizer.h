@@ -61,6 +61,10 @@ class ShardedOptimizer {
   // Block-wise: sums each block's gradient over its holders, leaving the sum of this rank's
   // shard in place (the other elements of the range hold partial sums afterwards).
   void reduce_scatter(float* grads);
+  // The same for one block: `collective` numbers the blocks of two or more holders in the global
+  // order (a ReduceGradients action's block). Nothing when this rank holds no such block.
+  void reduce_scatter_block(float* grads, std::int64_t collective);
+  bool joins(std::int64_t collective) const;
   // Sum of squares of this rank's shards of the reduced gradients, blocks in the global order.
   double sum_squares(const ModelState& state) const;
   // AdamW on the shard (the same arithmetic as adamw_update, element for element), then every
@@ -88,6 +92,7 @@ class ShardedOptimizer {
  private:
   struct Slot {
     std::int64_t index = 0;          // block index in the global block-wise order
+    std::int64_t collective = -1;    // among blocks of two or more holders (-1: one holder)
     Communicator comm;               // the block's holders (null with one holder)
     int me = 0;                      // this rank's index among the holders
     std::vector<std::int64_t> counts, offsets;  // each holder's share, its first element
@@ -103,6 +108,7 @@ class ShardedOptimizer {
   std::vector<Slot> slots_;
   std::vector<ShardRun> runs_;  // this rank's shard, slot by slot
   std::vector<float> scratch_;
+  void ring_reduce_scatter(Slot& slot, float* grads);
 };
 
 }  // namespace eth

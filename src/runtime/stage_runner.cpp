@@ -8,8 +8,8 @@
 #include "core/error.h"
 #include "plan/blocks.h"
 #include "runtime/emulation.h"
-#include "schedule/generate.h"
-#include "schedule/lower.h"
+#include "schedule/plan_schedules.h"
+#include "schedule/validate.h"
 
 namespace eth {
 
@@ -37,16 +37,56 @@ std::int64_t max_in_flight(const RankProgram& program) {
   return most;
 }
 
+CollectiveHolders holders_of(const Plan& plan, AggregationMode mode) {
+  CollectiveHolders out;
+  for (const GradBlock& b : aggregation_collectives(plan, mode)) {
+    if (b.holders.size() >= 2) out.push_back(b.holders);  // nothing to reduce with oneself
+  }
+  return out;
+}
+
+ScheduleKind plan_schedule_kind(const Plan& plan) {
+  const std::optional<ScheduleKind> kind = parse_schedule_kind(plan.schedule);
+  ETH_CHECK(kind.has_value(), "plan schedule not validated: " + plan.schedule);
+  return *kind;
+}
+
 }  // namespace
 
+std::vector<Schedule> lower_plan(const Plan& plan, AggregationMode mode) {
+  return lower_plan_schedules(plan, plan_schedule_kind(plan), holders_of(plan, mode));
+}
+
+void check_plan_schedules(const Plan& plan, AggregationMode mode,
+                          const std::vector<Schedule>& schedules, const std::string& source) {
+  std::vector<std::string> problems;
+  for (std::size_t p = 0; p < schedules.size(); ++p) {
+    if (schedules[p].kind != plan_schedule_kind(plan)) {
+      problems.push_back("pipeline " + std::to_string(p) + ": not the plan's schedule, " +
+                         plan.schedule);
+    }
+    for (const std::string& why : validate_schedule(schedules[p])) {
+      problems.push_back("pipeline " + std::to_string(p) + ": " + why);
+    }
+  }
+  for (std::string& why : validate_plan_schedules(plan, schedules, holders_of(plan, mode))) {
+    problems.push_back(std::move(why));
+  }
+  if (problems.empty()) return;
+  std::string detail = "the programs cannot run as written:";
+  for (const std::string& why : problems) detail += "\n  " + why;
+  throw InputError("train", source, "schedules", detail);
+}
+
 StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communicator& world,
-                         const StageRunnerConfig& cfg, TpGroup* tp_group)
+                         const StageRunnerConfig& cfg, Schedule schedule, TpGroup* tp_group)
     : plan_(plan),
       place_(place),
       world_(world),
       cfg_(cfg),
       emulator_(cfg.slowdown, cfg.trace),
       pipe_(plan.pipelines[static_cast<std::size_t>(place.pipeline)]),
+      schedule_(std::move(schedule)),
       memory_(&runtime_memory(cfg.device)) {
   for (std::int64_t p = 0; p < place.pipeline; ++p) {
     pipe_begin_ += plan.pipelines[static_cast<std::size_t>(p)].local_batch;
@@ -56,10 +96,8 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   ETH_CHECK(gradient_tag(k) <= Communicator::kMaxTag, "too many micro-batches for the tag space");
   const StagePlan& st = pipe_.stages[static_cast<std::size_t>(place.stage)];
   width_ = cfg.seq_len * plan.model.hidden;
-  const std::optional<ScheduleKind> kind = parse_schedule_kind(plan.schedule);
-  ETH_CHECK(kind.has_value(), "plan schedule not validated: " + plan.schedule);
-  schedule_ = make_schedule(*kind, S, k);  // the plan's schedule, never another
-  insert_p2p(schedule_);
+  ETH_CHECK(schedule_.num_stages == S && schedule_.num_microbatches == k,
+            "the runner's schedule is not its pipeline's");
   slots_ = max_in_flight(schedule_.programs[static_cast<std::size_t>(place.stage)]);
   max_chunk_ = 0;
   for (std::int64_t r = 0; r < st.dp; ++r) {
@@ -80,6 +118,14 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
   sc.layout = cfg.layout;
   sc.on_recompute = recompute_hook(st.recompute.empty() ? nullptr : cfg.trace);
   compute_ = std::make_unique<PrecisionStage>(cfg.precision, plan.model, sc, tp_group, cfg.device);
+  // The compute chain: the stretch inside the traced event, gathering outside both (it is not
+  // the device's work).
+  chain_ = emulate_compute(kernel_compute(*compute_), emulator_, cfg.nominal, k, st.first_unit);
+  chain_ = trace_compute(std::move(chain_), cfg.trace);
+  chain_ = gather_samples(std::move(chain_), SampleLayout{pipe_begin_, pipe_.micro_batch_size,
+                                                          cfg.seq_len, max_chunk_, slots_});
+  if (cfg.wrap_compute) chain_ = cfg.wrap_compute(std::move(chain_));
+  cfg_.wrap_compute = nullptr;
   sample_bytes_ = static_cast<std::size_t>(width_) * compute_->activation_element_bytes();
   cfg_.layout = nullptr;  // copied into compute_; the caller's need not outlive construction
   // Ranks of every tp rank of every replica of every stage of this pipeline, looked up once.
@@ -105,13 +151,11 @@ StageRunner::StageRunner(const Plan& plan, const RankPlace& place, const Communi
     for (auto& b : send_pool_) {
       for (Request& r : b->pending) pending = !r.test() || pending;
     }
-    if (running_sync_ != nullptr) pending = running_sync_->progress() || pending;
+    if (running_ != nullptr) pending = running_->progress() || pending;
     return pending;
   });
   // A tp rank's ops make collectives of their own, which must not meet the second thread's.
   emulator_.set_background_progress(cfg.background_progress && tp_group == nullptr);
-  tokens_.resize(static_cast<std::size_t>(slots_ * max_chunk_ * cfg.seq_len));
-  targets_.resize(tokens_.size());
 }
 
 StageRunner::~StageRunner() = default;
@@ -185,91 +229,87 @@ void StageRunner::send(const SendBuffer& buf, std::int64_t to_stage, std::int64_
   }
 }
 
+const RankProgram& StageRunner::program() const {
+  return schedule_.programs[static_cast<std::size_t>(place_.stage)];
+}
+
+std::int64_t StageRunner::last_microbatch() const {
+  std::int64_t last = -1;
+  for (std::int64_t j = 0; j < pipe_.num_microbatches(); ++j) {
+    if (chunk(place_.stage, place_.dp_rank, j).size > 0) last = j;
+  }
+  return last;
+}
+
+void StageRunner::wait_sends(RankTimes& times) {
+  TraceScope trace(cfg_.trace, TraceKind::SendWait);
+  const auto t0 = Clock::now();
+  for (auto& b : send_pool_) {
+    wait_all(b->pending);
+    b->pending.clear();
+  }
+  times.wait_s += since(t0);
+}
+
 double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times,
-                        GradSync* sync) {
-  // Cleared however run() ends: the emulator must not drive a sync of a finished step.
-  struct SyncScope {
-    GradSync*& slot;
-    ~SyncScope() { slot = nullptr; }
-  } sync_scope{running_sync_ = sync};
+                        StepActions* actions) {
+  // Cleared however run() ends: the emulator must not drive the actions of a finished step.
+  struct Running {
+    StepActions*& slot;
+    ~Running() { slot = nullptr; }
+  } running{running_ = actions};
   float* grads = state.grads();
   const std::int64_t s = place_.stage;
-  const std::int64_t T = cfg_.seq_len;
-  const std::int64_t m = pipe_.micro_batch_size;
+  const std::int64_t S = static_cast<std::int64_t>(pipe_.stages.size());
+  const RankProgram& prog = program();
+  if (actions != nullptr) {
+    std::vector<std::int64_t> blocks;  // the collectives this rank joins, in the program's order
+    for (const Action& a : prog.actions) {
+      if (a.kind == ActionKind::ReduceGradients && actions->joins(a.block)) blocks.push_back(a.block);
+    }
+    actions->begin(blocks);
+  }
+  // Backward runs micro-batches in ascending order: the last one this replica holds samples of
+  // is its final backward, after which (unit by unit, from the stage's last) its gradients are
+  // final, and the collectives over them may start.
+  const std::int64_t last_mb = last_microbatch();
+  const std::function<void(std::int64_t)> units_done =
+      actions != nullptr && actions->posts_early()
+          ? std::function<void(std::int64_t)>(
+                [actions, grads](std::int64_t unit) { actions->units_done(grads, unit); })
+          : nullptr;
   // The buffers an activation / gradient was computed into, until its send action posts it.
   SendBuffer* act_out = nullptr;
   SendBuffer* grad_out = nullptr;
-  auto micro_batch = [&](std::int64_t j, const Chunk& c, bool gather) {
-    MicroBatch mb;
-    mb.step = in.step;
-    const std::int64_t first = pipe_begin_ + j * m + c.begin;  // position in the global batch
-    mb.first_sample = in.batch[static_cast<std::size_t>(first)].global_index;
-    mb.size = c.size;
-    const std::int64_t slot = j % slots_;
-    std::int32_t* tok = tokens_.data() + slot * max_chunk_ * T;
-    std::int32_t* tgt = targets_.data() + slot * max_chunk_ * T;
-    if (gather) {
-      for (std::int64_t b = 0; b < c.size; ++b) {
-        gather_sample(tok + b * T, tgt + b * T, in.tokens,
-                      in.batch[static_cast<std::size_t>(first + b)], T);
-      }
-    }
-    mb.tokens = tok;
-    mb.targets = tgt;
-    mb.loss_scale = in.loss_scale;
-    return mb;
+  std::optional<double> loss;  // taken at the OptimizerStep (or after the program without one)
+  auto compute = [&](const Action& a, const Chunk& c, const std::byte* from, std::byte* to,
+                     std::function<void(std::int64_t)> done) {
+    ComputeCall call;
+    call.kind = a.kind;
+    call.microbatch = a.microbatch;
+    call.chunk = c;
+    call.slot = static_cast<int>(a.microbatch % slots_);
+    call.state = &state;
+    call.input = &in;
+    call.in = from;
+    call.out = to;
+    call.unit_done = std::move(done);
+    times.compute_s += chain_->run(call);
   };
-  const std::int64_t S = static_cast<std::int64_t>(pipe_.stages.size());
-  // Backward runs micro-batches in ascending order: the last one this replica holds samples of
-  // is its final backward, after which a unit's gradient is complete.
-  std::int64_t last_mb = -1;
-  for (std::int64_t j = 0; j < pipe_.num_microbatches(); ++j) {
-    if (chunk(s, place_.dp_rank, j).size > 0) last_mb = j;
-  }
-  // A unit's gradient leaves when the emulated device would have computed it, not when the real
-  // compute did (emulation.h, at_emulated_now).
-  // With nominal times, a unit's gradient is complete once the backward has passed the units
-  // above it and itself: their nominal parts, summed from the stage's last unit down.
-  const std::int64_t k = pipe_.num_microbatches();
-  const std::int64_t first_unit = pipe_.stages[static_cast<std::size_t>(s)].first_unit;
-  auto op_nominal_ns = [&](bool forward, std::int64_t j) -> std::int64_t {
-    if (!cfg_.nominal) return 0;
-    const NominalStageTimes& n = *cfg_.nominal;
-    const bool last = j == k - 1;
-    return nominal_ns(forward ? (last ? n.last_forward_ms : n.forward_ms)
-                              : (last ? n.last_backward_ms : n.backward_ms));
-  };
-  const std::function<void(std::int64_t)> post_ready = [&](std::int64_t unit) {
-    std::int64_t offset = -1;
-    if (cfg_.nominal) {
-      const std::vector<double>& parts = last_mb == k - 1 ? cfg_.nominal->last_unit_backward_ms
-                                                          : cfg_.nominal->unit_backward_ms;
-      double ms = 0;
-      for (std::size_t u = static_cast<std::size_t>(unit - first_unit); u < parts.size(); ++u) {
-        ms += parts[u];
-      }
-      offset = nominal_ns(ms);
-    }
-    emulator_.at_emulated_offset(offset, [&, unit] { sync->start_ready(grads, unit); });
-  };
-  for (const Action& a : schedule_.programs[static_cast<std::size_t>(s)].actions) {
-    const Chunk c = chunk(s, place_.dp_rank, a.microbatch);
-    if (c.size == 0) continue;  // this replica holds no sample of a small last micro-batch
-    const int slot = static_cast<int>(a.microbatch % slots_);
+  for (const Action& a : prog.actions) {
+    const bool per_microbatch = a.microbatch >= 0;
+    const Chunk c = per_microbatch ? chunk(s, place_.dp_rank, a.microbatch) : Chunk{};
+    // This replica holds no sample of a small last micro-batch: nothing of it to do.
+    if (per_microbatch && c.size == 0) continue;
     switch (a.kind) {
       case ActionKind::RecvActivation:
         receive(s - 1, a.microbatch, c, x_in_.data(), activation_tag(a.microbatch), times);
         break;
-      case ActionKind::Forward: {
-        const MicroBatch mb = micro_batch(a.microbatch, c, true);
+      case ActionKind::Forward:
         act_out = s + 1 < S ? &acquire_send_buffer() : nullptr;
-        TraceScope trace(cfg_.trace, TraceKind::Forward, a.microbatch);
-        EmulatedOp op(emulator_, op_nominal_ns(true, a.microbatch));
-        compute_->forward(slot, state, mb, s > 0 ? x_in_.data() : nullptr,
-                          act_out ? act_out->data.data() : nullptr);
-        times.compute_s += op.finish();
+        compute(a, c, s > 0 ? x_in_.data() : nullptr, act_out ? act_out->data.data() : nullptr,
+                nullptr);
         break;
-      }
       case ActionKind::SendActivation:
         ETH_CHECK(act_out != nullptr, "send without a forward");
         send(*act_out, s + 1, a.microbatch, c, activation_tag(a.microbatch), act_out->pending);
@@ -278,36 +318,34 @@ double StageRunner::run(ModelState& state, const StepInput& in, RankTimes& times
       case ActionKind::RecvGradient:
         receive(s + 1, a.microbatch, c, dx_out_.data(), gradient_tag(a.microbatch), times);
         break;
-      case ActionKind::Backward: {
-        const MicroBatch mb = micro_batch(a.microbatch, c, false);
+      case ActionKind::Backward:
         grad_out = s > 0 ? &acquire_send_buffer() : nullptr;
-        TraceScope trace(cfg_.trace, TraceKind::Backward, a.microbatch);
-        EmulatedOp op(emulator_, op_nominal_ns(false, a.microbatch));
-        compute_->backward(slot, state, mb, s + 1 < S ? dx_out_.data() : nullptr,
-                           grad_out ? grad_out->data.data() : nullptr,
-                           sync != nullptr && a.microbatch == last_mb ? post_ready : nullptr);
-        times.compute_s += op.finish();
+        compute(a, c, s + 1 < S ? dx_out_.data() : nullptr,
+                grad_out ? grad_out->data.data() : nullptr,
+                a.microbatch == last_mb ? units_done : nullptr);
         break;
-      }
       case ActionKind::SendGradient:
         ETH_CHECK(grad_out != nullptr, "send without a backward");
         send(*grad_out, s - 1, a.microbatch, c, gradient_tag(a.microbatch), grad_out->pending);
         grad_out = nullptr;
         break;
       case ActionKind::ReduceGradients:
+        if (actions != nullptr && actions->joins(a.block)) actions->reduce(grads, a.block, times);
+        break;
       case ActionKind::OptimizerStep:
-        break;  // the trainer runs these after the program (grad_sync.h)
+        // Sends complete once their receivers post: every receiver does within this step, and
+        // none may be left to cross the optimizer's collectives.
+        wait_sends(times);
+        loss = compute_->take_loss();
+        if (actions != nullptr) actions->optimizer_step(*loss, times);
+        break;
     }
   }
-  // Sends complete once their receivers post: every receiver does within this step.
-  TraceScope trace(cfg_.trace, TraceKind::SendWait);
-  const auto t0 = Clock::now();
-  for (auto& b : send_pool_) {
-    wait_all(b->pending);
-    b->pending.clear();
+  if (!loss) {
+    wait_sends(times);
+    loss = compute_->take_loss();
   }
-  times.wait_s += since(t0);
-  return compute_->take_loss();  // the head's losses, read once per step
+  return *loss;  // the head's losses, read once per step
 }
 
 }  // namespace eth

@@ -42,7 +42,7 @@ enum class TraceKind : std::uint8_t {
   CollectivePost,  // packing and posting gradient collective `index` (not emitted: see below)
   CollectiveWait,  // waiting for collective `index` after the schedule (not emitted: see below)
   Collective,      // collective `index` from its post (or the previous one's end) to its end
-  Sync,            // after the schedule: gradient aggregation not hidden + loss/norm reduction
+  Sync,            // at RD and OPT: gradient aggregation not hidden + loss/norm reduction
   Optimizer,       // norm, clipping, AdamW (stretch included)
   Stretch,         // the emulation's sleep at the end of an op
 };

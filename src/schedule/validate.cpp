@@ -148,6 +148,12 @@ void check_tail_and_inflight(const Schedule& s, std::vector<std::string>& out) {
       if (p.actions[i].kind == ActionKind::OptimizerStep && static_cast<Idx>(i) < last_b) {
         out.push_back(at(p.actions[i]) + ": OptimizerStep before the last Backward");
       }
+      // A reduction placed earlier would post gradients the later backwards still add to; the
+      // executor may post it sooner (during the last Backward, once its units are final), never
+      // later than its place.
+      if (p.actions[i].kind == ActionKind::ReduceGradients && static_cast<Idx>(i) < last_b) {
+        out.push_back(at(p.actions[i]) + ": ReduceGradients before the last Backward");
+      }
     }
     const Idx limit = s.num_stages - p.stage;
     if (s.kind == ScheduleKind::OneFOneB && peak > limit) {

@@ -19,8 +19,8 @@ namespace eth {
 //     by SendActivation, each F on s > 0 preceded by RecvActivation, likewise gradients, and
 //     every send has exactly one matching receive on the neighbouring stage;
 //  5. 1F1B: at most S - s micro-batches in flight (forwarded, not yet backwarded) on stage s;
-//  6. ReduceGradients blocks ascend on each stage; OptimizerStep, if present, is the last action
-//     and comes after every Backward.
+//  6. ReduceGradients blocks ascend on each stage and come after the stage's last Backward;
+//     OptimizerStep, if present, is the last action and comes after every Backward.
 std::vector<std::string> validate_schedule(const Schedule& s);
 
 // Throws InputError listing every problem when validate_schedule finds any.

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "cost/sharding_memory.h"
 #include "cost/stage_costs.h"
 #include "model/arithmetic.h"
 
@@ -33,8 +34,17 @@ const std::array<RecomputeSet, kNumRecomputeCandidates>& recompute_candidates() 
   return sets;
 }
 
+namespace {
+
+// A device holds a unit's elements in at most this many gradient blocks: its tp-sharded and
+// tp-replicated pieces, and the tied embedding's block (plan/blocks.h).
+constexpr double kBlocksPerUnit = 3;
+
+}  // namespace
+
 UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
-                           std::int64_t seq_len, double collective_window_bytes) {
+                           std::int64_t seq_len, double collective_window_bytes,
+                           std::int64_t shard_holders) {
   const std::size_t n = entry.units.size();
   UnitTable t;
   t.device_type = entry.key.device_type;
@@ -44,6 +54,7 @@ UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
   t.static_prefix.assign(n + 1, 0.0);
   t.gradient_prefix.assign(n + 1, 0.0);
   t.collective_window_bytes = collective_window_bytes;
+  t.shard_holders = shard_holders;
   t.precision = entry.precision;
   for (auto& v : t.backward_prefix) v.assign(n + 1, 0.0);
   for (auto& v : t.held_prefix) v.assign(n + 1, 0.0);
@@ -58,7 +69,14 @@ UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
     // Parameters as cost/stage_costs.cpp counts them: the model's table at this tp.
     const double params =
         static_cast<double>(unit_params(model, static_cast<std::int64_t>(u), entry.key.tp));
-    t.static_prefix[u + 1] = t.static_prefix[u] + bytes.per_parameter() * params;
+    // Sharded, the optimizer state is the even share of the least holder count.
+    const double unit_static =
+        shard_holders > 0
+            ? (bytes.weights + bytes.gradients) * params +
+                  shard_state_bytes(entry.precision,
+                                    even_share_bound(params, shard_holders, kBlocksPerUnit))
+            : bytes.per_parameter() * params;
+    t.static_prefix[u + 1] = t.static_prefix[u] + unit_static;
     t.gradient_prefix[u + 1] = t.gradient_prefix[u] + bytes.gradient_element * params;
     for (int r = 0; r < kNumRecomputeCandidates; ++r) {
       const auto ri = static_cast<std::size_t>(r);
@@ -129,12 +147,13 @@ void restrict_to_full_recompute(UnitTable& t) {
 }
 
 CostTables::CostTables(const ProfileDb& profile, std::int64_t seq_len, bool operator_recompute,
-                       double collective_window_bytes)
+                       double collective_window_bytes, std::int64_t shard_holders)
     : profile_(&profile),
       seq_len_(seq_len),
       num_units_(profile.model().num_units()),
       operator_recompute_(operator_recompute),
-      collective_window_bytes_(collective_window_bytes) {}
+      collective_window_bytes_(collective_window_bytes),
+      shard_holders_(shard_holders) {}
 
 bool CostTables::covers(const std::string& device_type, std::int64_t tp, std::int64_t mbs) const {
   const auto& entries = profile_->entries();
@@ -151,7 +170,8 @@ const UnitTable& CostTables::get(const std::string& device_type, std::int64_t tp
   ETH_CHECK(covers(device_type, tp, mbs), "cost table requested for an uncovered profile key");
   const ProfileLookup lk = profile_->lookup(device_type, tp, mbs);
   auto table = std::make_unique<UnitTable>(
-      build_unit_table(lk.entry, profile_->model(), seq_len_, collective_window_bytes_));
+      build_unit_table(lk.entry, profile_->model(), seq_len_, collective_window_bytes_,
+                       shard_holders_));
   if (!operator_recompute_) restrict_to_full_recompute(*table);
   const UnitTable& ref = *table;
   tables_.emplace(key, std::move(table));
@@ -184,7 +204,14 @@ double range_comm_bytes(const UnitTable& t, double in_flight, std::size_t first,
   const double window = t.tp == 1 && last > first
                             ? static_cast<double>(last - first) * t.collective_window_bytes
                             : std::numeric_limits<double>::infinity();
-  return messages + collective_buffer_bytes(t.precision, window, fed);
+  const double temporaries = collective_buffer_bytes(t.precision, window, fed);
+  if (t.shard_holders == 0) return messages + temporaries;
+  // Sharded: block-wise the reduce-scatter's buffer holds the largest share of a block the
+  // stage is in, at most the even share of the range's elements (one block, rounded up).
+  const double elements = fed / precision_bytes(t.precision).gradient_element;
+  return messages +
+         std::max(temporaries,
+                  shard_receive_buffer_bytes(even_share_bound(elements, t.shard_holders, 1)));
 }
 
 double range_memory(const UnitTable& t, std::int64_t in_flight, std::int64_t first,

@@ -7,6 +7,10 @@
 // in-flight activations, message and collective buffers, the process baseline), each charged
 // at least as the predictor charges it, so a range that fits here fits under the predictor. Not
 // a predictor: the planner's final plan is priced by cost/predictor.h.
+// Under optimizer sharding (issue 28) a table is built for a least holder count D: every
+// gradient element of a planner plan is held by one device per pipeline, so a search that
+// only builds plans of D or more pipelines charges each stage its even share of the state
+// (state / D, cost/sharding_memory.h) and the reduce-scatter's receive buffer.
 #pragma once
 
 #include <array>
@@ -57,6 +61,11 @@ struct UnitTable {
   // groups as it may join (range_comm_bytes).
   std::vector<double> gradient_prefix;
   double collective_window_bytes = 0;
+  // Optimizer sharding: the least number of holders of every element (0: not sharded). Then
+  // static_prefix charges the optimizer state as even_share_bound of D holders, and
+  // range_comm_bytes the larger of the all-reduce temporaries (tensor- and device-wise runs
+  // keep them) and the reduce-scatter's buffer.
+  std::int64_t shard_holders = 0;
   Precision precision = Precision::Mixed16;
   // The candidates worth trying, in the order tried (order_recompute_candidates). Empty: all,
   // in index order, keeping the fastest that fits.
@@ -75,8 +84,10 @@ class CostTables {
   // operator_recompute false: stages may only choose no recompute or full recompute of every
   // unit (the layer baseline: Metis and HexiScale have no operator-level recompute).
   // `collective_window_bytes`: PredictOptions::collective_window_bytes of the plans' runs.
+  // `shard_holders`: UnitTable::shard_holders of every table (0: not sharded).
   CostTables(const ProfileDb& profile, std::int64_t seq_len, bool operator_recompute = true,
-             double collective_window_bytes = kDefaultCollectiveWindowBytes);
+             double collective_window_bytes = kDefaultCollectiveWindowBytes,
+             std::int64_t shard_holders = 0);
 
   // True when the profile can answer (device type, tp, mbs) soundly: an entry of that type and
   // tp with a micro-batch size <= mbs exists (ProfileDb::lookup interpolates or extrapolates).
@@ -92,11 +103,13 @@ class CostTables {
   std::int64_t num_units_;
   bool operator_recompute_;
   double collective_window_bytes_;
+  std::int64_t shard_holders_;
   std::map<ProfileKey, std::unique_ptr<UnitTable>> tables_;
 };
 
 UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model, std::int64_t seq_len,
-                           double collective_window_bytes = kDefaultCollectiveWindowBytes);
+                           double collective_window_bytes = kDefaultCollectiveWindowBytes,
+                           std::int64_t shard_holders = 0);
 // Fills rc_order and rc_first_fit from the prefix tables: candidates sorted by total backward
 // time (index on ties); when that order holds unit by unit, a candidate that holds at least the
 // bytes of an earlier one on every unit can never be chosen and is dropped.

@@ -15,8 +15,11 @@
 namespace eth::search {
 
 struct Context {
+  // `shard_holders` > 0: a pass of the sharded search (planner.cpp) whose tables charge the
+  // optimizer state shared by that many holders, so it builds only plans of at least that
+  // many pipelines (min_pipelines).
   Context(const ModelSpec& m, const ClusterSpec& c, const ProfileDb& p, std::int64_t batch,
-          std::int64_t seq, const PlannerOptions& o);
+          std::int64_t seq, const PlannerOptions& o, std::int64_t shard_holders = 0);
 
   const ModelSpec& model;
   const ClusterSpec& cluster;
@@ -32,6 +35,8 @@ struct Context {
   // Set by explain_overflow when the closest candidate fits memory: search limits, not memory,
   // left the search without a plan.
   bool limits_not_memory = false;
+
+  std::int64_t min_pipelines = 1;
 
   std::int64_t num_units() const { return model.num_units(); }
   std::int64_t max_pipelines() const;

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "cost/sharding_memory.h"
+#include "plan/sharding.h"
 #include "model/model_spec.h"
 #include "search/engine.h"
 
@@ -143,25 +145,17 @@ Plan to_plan(const search::Context& ctx, const search::Candidate& c) {
   return plan;
 }
 
-}  // namespace
 
-PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const ClusterSpec& cluster,
-                            const ProfileDb& profile, std::int64_t gbs, std::int64_t seq_len,
-                            const PlannerOptions& options) {
-  check_options(model, gbs, seq_len, options);
-  if (!(profile.model() == model)) {
-    throw InputError("planner", "--profile", "",
-                     "the profile describes model " + profile.model().name + ", not " + model.name);
-  }
-  search::Context ctx(model, cluster, profile, gbs, seq_len, options);
-  std::string diagnosis;
+// One pass of a method's search: its best candidates (empty, with `diagnosis`, when none fits).
+std::vector<search::Candidate> run_search(PlanMethod method, search::Context& ctx,
+                                          std::string& diagnosis) {
   std::vector<search::Candidate> cands;
   switch (method) {
     case PlanMethod::Eth: {
       cands = search::search_eth(ctx, diagnosis);
       // The layer baseline's plans belong to eth's space (equal data is one data split), so eth
       // prices them too and is never slower than layer (unless restricted to the pure family).
-      if (options.pure_only) break;
+      if (ctx.opt.pure_only) break;
       std::string ignored;
       for (auto& c : search::search_layer(ctx, ignored)) cands.push_back(std::move(c));
       break;
@@ -173,12 +167,81 @@ PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const Clu
       cands = search::search_uniform(ctx, diagnosis);
       break;
   }
+  return cands;
+}
+
+// The least holder counts of the sharded search's passes (engine.h): 0, the unsharded search
+// (a plan that fits whole fits sharded: a holder's share and the reduce-scatter's buffer
+// never exceed its whole state), then 2, 4, 8, ... pipelines up to the most a plan may have.
+// A plan of P pipelines is found by the pass of the largest power of two <= P, which charges
+// it at most twice its even share; use_freed_memory then spends what that leaves.
+std::vector<std::int64_t> shard_passes(const search::Context& ctx) {
+  std::vector<std::int64_t> out{0};
+  const std::int64_t most = std::min(ctx.max_pipelines(), ClusterIndex(ctx.cluster).num_devices());
+  for (std::int64_t d = 2; d <= most; d *= 2) out.push_back(d);
+  return out;
+}
+
+void add_stats(SearchStats& into, const SearchStats& from) {
+  into.generated += from.generated;
+  into.evaluated += from.evaluated;
+  for (const auto& [k, v] : from.skipped) into.skipped[k] += v;
+  into.cache_hits += from.cache_hits;
+  into.unit_splits += from.unit_splits;
+  for (const auto& [k, v] : from.rejected_options) into.rejected_options[k] += v;
+  into.predicted += from.predicted;
+  for (const auto& [k, v] : from.limits) into.limits[k] = v;
+}
+
+// A finalist with the requested optimizer sharding. Memory-proportional shares can overflow a
+// holder that an even split would not (its blocks' other holders having less free memory);
+// then the even split, which the search's charge bounds, is used and the plan says so.
+Plan shard_finalist(const Plan& plan, OptimizerSharding mode, const ClusterSpec& cluster,
+                    const ProfileDb& profile, const PredictOptions& o, Prediction& pred) {
+  Plan out = shard_optimizer_state(plan, mode, cluster, profile, o);
+  pred = predict(out, cluster, profile, o);
+  if (pred.fits || mode != OptimizerSharding::Memory) return out;
+  Plan even = with_optimizer_sharding(plan, OptimizerSharding::Even);
+  Prediction even_pred = predict(even, cluster, profile, o);
+  if (!even_pred.fits) return out;
+  pred = std::move(even_pred);
+  return even;
+}
+
+}  // namespace
+
+PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const ClusterSpec& cluster,
+                            const ProfileDb& profile, std::int64_t gbs, std::int64_t seq_len,
+                            const PlannerOptions& options) {
+  check_options(model, gbs, seq_len, options);
+  if (!(profile.model() == model)) {
+    throw InputError("planner", "--profile", "",
+                     "the profile describes model " + profile.model().name + ", not " + model.name);
+  }
+  const OptimizerSharding sharding = options.optimizer_sharding;
+  search::Context ctx(model, cluster, profile, gbs, seq_len, options);
+  std::string diagnosis;
+  std::vector<search::Candidate> cands = run_search(method, ctx, diagnosis);
+  if (sharding != OptimizerSharding::None) {
+    const std::vector<std::int64_t> passes = shard_passes(ctx);
+    for (std::size_t k = 1; k < passes.size(); ++k) {
+      search::Context pass(model, cluster, profile, gbs, seq_len, options, passes[k]);
+      std::string ignored;
+      for (auto& c : run_search(method, pass, ignored)) cands.push_back(std::move(c));
+      add_stats(ctx.stats, pass.stats);
+    }
+  }
   if (cands.empty()) {
+    // The diagnosis is the unsharded pass's (its tables charge the whole state).
+    const std::string sharded_too =
+        sharding == OptimizerSharding::None
+            ? ""
+            : " (and none with the optimizer state sharded, in any pass: docs/planner.md)";
     throw InputError("planner", "", "",
                      std::string("no ") + std::string(plan_method_name(method)) +
                          (ctx.limits_not_memory ? " plan within the search limits: "
                                                 : " plan fits memory: ") +
-                         diagnosis);
+                         diagnosis + sharded_too);
   }
   PlannerResult best;
   best.method = method;
@@ -198,7 +261,12 @@ PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const Clu
     for (std::size_t e = 0; e < ci && !seen; ++e) seen = same_candidate(cands[e], c);
     if (seen) continue;
     Plan plan = to_plan(ctx, c);
-    Prediction pred = predict(plan, cluster, profile, rank_options);
+    Prediction pred;
+    if (sharding == OptimizerSharding::None) {
+      pred = predict(plan, cluster, profile, rank_options);
+    } else {
+      plan = shard_finalist(plan, sharding, cluster, profile, rank_options, pred);
+    }
     ++ctx.stats.predicted;
     if (!pred.fits) {
       // The search's memory model is the predictor's with every stage's in-flight count at its
@@ -220,12 +288,32 @@ PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const Clu
     throw InputError("planner", "", "",
                      "no plan fits memory under the predictor (first overflow: " + overflow + ")");
   }
+  std::vector<std::string> spent;
+  if (sharding != OptimizerSharding::None) {
+    // The passes charge up to twice a holder's share: what that leaves goes to larger
+    // micro-batches (among the candidate sizes) and less recompute.
+    const std::int64_t largest =
+        *std::max_element(options.micro_batch_sizes.begin(), options.micro_batch_sizes.end());
+    best.plan = use_freed_memory(best.plan, cluster, profile, &spent, largest);
+  }
   best.prediction = predict(best.plan, cluster, profile);
-  // Per-stage predicted peaks and the plan-level prediction travel in the plan file.
+  // Per-stage predicted peaks (the stage's largest device peak: sharded shares differ) and the
+  // plan-level prediction travel in the plan file.
   for (std::size_t p = 0; p < best.plan.pipelines.size(); ++p) {
     auto& stages = best.plan.pipelines[p].stages;
     for (std::size_t s = 0; s < stages.size(); ++s) {
       stages[s].predicted_peak_memory_bytes = best.prediction.pipelines[p].stages[s].memory.total();
+    }
+  }
+  if (sharding != OptimizerSharding::None) {
+    for (auto& pipe : best.plan.pipelines) {
+      for (auto& st : pipe.stages) st.predicted_peak_memory_bytes = 0.0;
+    }
+    for (const DevicePrediction& d : best.prediction.devices) {
+      auto& peak = best.plan.pipelines[static_cast<std::size_t>(d.pipeline)]
+                       .stages[static_cast<std::size_t>(d.stage)]
+                       .predicted_peak_memory_bytes;
+      peak = std::max(*peak, d.peak_bytes);
     }
   }
   best.plan.predicted = Json{{"method", std::string(plan_method_name(method))},
@@ -238,6 +326,12 @@ PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const Clu
                              {"mfu", best.prediction.mfu},
                              {"search_objective_ms", best.objective_ms},
                              {"idle_devices", best.idle_devices}};
+  if (sharding != OptimizerSharding::None) {
+    (*best.plan.predicted)["optimizer_sharding"] =
+        std::string(optimizer_sharding_name(best.plan.optimizer_sharding));
+    (*best.plan.predicted)["shard_gather_ms"] = best.prediction.shard_gather_ms;
+    (*best.plan.predicted)["freed_memory_spent_on"] = spent;
+  }
   best.stats = ctx.stats;
   best.plan.search = best.stats.to_json();
   return best;

@@ -58,6 +58,11 @@ struct PlannerOptions {
   // eth only: search the pure family alone (every pipeline on one device type; no mixed or
   // layer shapes). The paper's TypeSplit-HPP baseline (Fig. 11d).
   bool pure_only = false;
+  // Shard each gradient block's optimizer state across its holders (plan/sharding.h): the
+  // search charges each holder its share and the reduce-scatter's buffer
+  // (search/cost_tables.h), so it finds the plans the freed memory allows; the plan carries
+  // the shares. None (the default): today's search and plans.
+  OptimizerSharding optimizer_sharding = OptimizerSharding::None;
 };
 
 struct SearchStats {

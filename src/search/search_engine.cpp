@@ -23,15 +23,17 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 }
 
 Context::Context(const ModelSpec& m, const ClusterSpec& c, const ProfileDb& p, std::int64_t batch,
-                 std::int64_t seq, const PlannerOptions& o)
+                 std::int64_t seq, const PlannerOptions& o, std::int64_t shard_holders)
     : model(m),
       cluster(c),
       profile(p),
       gbs(batch),
       seq_len(seq),
       opt(o),
-      tables(p, seq),
-      layer_tables(p, seq, o.layer_operator_recompute) {
+      tables(p, seq, true, kDefaultCollectiveWindowBytes, shard_holders),
+      layer_tables(p, seq, o.layer_operator_recompute, kDefaultCollectiveWindowBytes,
+                   shard_holders),
+      min_pipelines(std::max<std::int64_t>(1, shard_holders)) {
   for (TypeInfo& t : cluster_types(c)) {
     for (std::int64_t tp : o.tp) {
       const bool shape_ok =
@@ -418,6 +420,10 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
         // Exact covers were all tried in the first round.
         std::erase_if(batch, [](const Partition& p) { return p.num_idle() == 0; });
       }
+      // A sharded pass's tables charge too little to plans of fewer pipelines.
+      std::erase_if(batch, [&ctx](const Partition& p) {
+        return p.num_pipelines() < ctx.min_pipelines;
+      });
       ctx.stats.generated += static_cast<std::int64_t>(batch.size());
       run_partitions(ctx, ev, set, batch, top);
       batch.clear();
@@ -488,6 +494,9 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
   g.num_units = ctx.num_units();
   g.max_pipelines = ctx.max_pipelines();
   const std::int64_t too_many = layer_partitions(ctx.types, g, set, parts);
+  std::erase_if(parts, [&ctx](const Partition& p) {
+    return p.num_pipelines() < ctx.min_pipelines;  // as in search_eth
+  });
   ctx.stats.generated += static_cast<std::int64_t>(parts.size()) + too_many;
   if (too_many > 0) ctx.stats.skipped["max_pipelines"] += too_many;
   // Equal data: every replica gets gbs / c samples (the first gbs % c one more) and all use one
@@ -626,6 +635,7 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
 std::vector<Candidate> search_layer(Context& ctx, std::string& diagnosis) {
   TemplateSet set;
   TemplateEvaluator ev(ctx, set, ctx.layer_tables);
+  if (ctx.opt.ses && ctx.opt.cpc && ctx.opt.bound_generation) ev.use_order_free_bounds();
   return layer_candidates(ctx, ev, set, &diagnosis);
 }
 

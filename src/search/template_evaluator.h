@@ -34,6 +34,12 @@ class TemplateEvaluator {
 
   std::size_t num_sizes() const { return ctx_.opt.micro_batch_sizes.size(); }
 
+  // Bounds from order_free_options and each order's transfers only (the layer baseline, whose
+  // shapes come in up to 24 orders of one set of groups): the speed, memory and whole-unit
+  // terms of each order are left out, as the baseline's picks are settled by the greedy
+  // proofs and exact splits (slower_than, exact_at) more cheaply than by those terms.
+  void use_order_free_bounds() { order_free_bounds_ = true; }
+
   // The lower-bound options of the sizes that pass the memory floor.
   const std::vector<MicroBatchOption>& bound_options(int tpl) { return bounds_entry(tpl).present; }
   // Per size index: the lower-bound option, or none when the profile or the memory floor rules
@@ -116,7 +122,7 @@ class TemplateEvaluator {
       return;
     }
     const std::vector<StageSlot> slots =
-        template_slots(ctx_, tables_, set_.at(tpl), ctx_.opt.micro_batch_sizes[mi]);
+        slots_of(set_.at(tpl), ctx_.opt.micro_batch_sizes[mi]);
     if (slots.empty()) {
       r = compute(tpl, mi, std::nullopt);
       return;
@@ -156,8 +162,7 @@ class TemplateEvaluator {
   // end after each stage is never before that stage's end in any such split. If it cannot
   // reach the last unit, no such split exists.
   bool exceeds(int tpl, std::size_t mi, double v) {
-    const std::vector<StageSlot> slots =
-        template_slots(ctx_, tables_, set_.at(tpl), ctx_.opt.micro_batch_sizes[mi]);
+    const std::vector<StageSlot>& slots = slots_of(set_.at(tpl), ctx_.opt.micro_batch_sizes[mi]);
     const auto U = static_cast<std::size_t>(ctx_.num_units());
     const std::size_t S = slots.size();
     if (S == 0) return false;
@@ -341,9 +346,10 @@ class TemplateEvaluator {
       bool covered = true;
       for (const StageGroup& g : t.groups) {
         const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
-        covered = covered && tables_.covers(type.name, g.tp, mbs);
+        const UnitTable* tab = table(g.type, g.tp, mbs);
+        covered = tab != nullptr;
         if (!covered) break;
-        tabs.push_back(&tables_.get(type.name, g.tp, mbs));
+        tabs.push_back(tab);
         capacity += static_cast<double>(g.count) * type.capacity_bytes;
       }
       if (!covered) continue;
@@ -382,6 +388,10 @@ class TemplateEvaluator {
     slot.emplace();
     slot->per_size.resize(num_sizes());
     const PipelineTemplate& t = set_.at(tpl);
+    if (order_free_bounds_) {
+      order_free_entry(t, *slot);
+      return *slot;
+    }
     const auto S = static_cast<double>(t.num_stages());
     for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
       const std::int64_t mbs = ctx_.opt.micro_batch_sizes[mi];
@@ -390,9 +400,10 @@ class TemplateEvaluator {
       bool covered = true;
       for (const StageGroup& g : t.groups) {
         const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
-        if (!tables_.covers(type.name, g.tp, mbs)) covered = false;
+        const UnitTable* tab = table(g.type, g.tp, mbs);
+        covered = tab != nullptr;
         if (!covered) break;
-        tabs.push_back(&tables_.get(type.name, g.tp, mbs));
+        tabs.push_back(tab);
         capacity += static_cast<double>(g.count) * type.capacity_bytes;
       }
       if (!covered) continue;
@@ -421,6 +432,26 @@ class TemplateEvaluator {
       slot->present.push_back(*slot->per_size[mi]);
     }
     return *slot;
+  }
+
+  // bounds_entry with order_free_bounds: order_free_options (shared by every order of t's
+  // groups) plus what costs little per order, its transfers and whether its stages can reach
+  // the last unit. Never above the exact option; a size left out has no split that fits.
+  void order_free_entry(const PipelineTemplate& t, Bounds& out) {
+    const auto& shared = order_free_options(t);
+    const auto S = static_cast<double>(t.num_stages());
+    const double shave = 1.0 - 1e-12;
+    for (const MicroBatchOption& o : shared) {
+      const auto mi = static_cast<std::size_t>(
+          std::find(ctx_.opt.micro_batch_sizes.begin(), ctx_.opt.micro_batch_sizes.end(), o.mbs) -
+          ctx_.opt.micro_batch_sizes.begin());
+      if (!stages_can_reach(t, o.mbs)) continue;
+      const UnitTable* front = table(t.groups.front().type, t.groups.front().tp, o.mbs);
+      const double sum = o.sum_ms + template_comm_ms(ctx_, t, front->boundary_bytes) * shave;
+      out.per_size[mi] =
+          MicroBatchOption{o.mbs, sum, std::max(o.max_ms, round_trip_slot_ms(sum, S) * shave)};
+      out.present.push_back(*out.per_size[mi]);
+    }
   }
 
   // A size of `tpl` was refined or split: its tight options are recomputed when next asked.
@@ -460,6 +491,43 @@ class TemplateEvaluator {
     a.cheapest.push_back(0.0);
     for (double v : unit_min) a.cheapest.push_back(a.cheapest.back() + v);
     return a;
+  }
+
+  // The table of (type, tp, mbs) through a flat cache (CostTables looks keys up by name);
+  // null when the profile does not cover it.
+  const UnitTable* table(int type, std::int64_t tp, std::int64_t mbs) {
+    const TypeInfo& info = ctx_.types[static_cast<std::size_t>(type)];
+    const auto& sizes = ctx_.opt.micro_batch_sizes;
+    const auto ti = static_cast<std::size_t>(
+        std::find(info.tps.begin(), info.tps.end(), tp) - info.tps.begin());
+    const auto mi = static_cast<std::size_t>(std::find(sizes.begin(), sizes.end(), mbs) -
+                                             sizes.begin());
+    constexpr std::size_t kTps = 16;  // tp degrees per type cached (more: looked up by name)
+    if (ti == info.tps.size() || mi == sizes.size() || ti >= kTps) {
+      return tables_.covers(info.name, tp, mbs) ? &tables_.get(info.name, tp, mbs) : nullptr;
+    }
+    const std::size_t at = (static_cast<std::size_t>(type) * kTps + ti) * sizes.size() + mi;
+    if (table_cache_.size() <= at) table_cache_.resize(at + 1, {false, nullptr});
+    auto& [known, tab] = table_cache_[at];
+    if (!known) {
+      known = true;
+      tab = tables_.covers(info.name, tp, mbs) ? &tables_.get(info.name, tp, mbs) : nullptr;
+    }
+    return tab;
+  }
+  // template_slots through table(), into a buffer reused between calls (valid until the next).
+  const std::vector<StageSlot>& slots_of(const PipelineTemplate& t, std::int64_t mbs) {
+    slots_.clear();
+    for (const StageGroup& g : t.groups) {
+      const UnitTable* tab = table(g.type, g.tp, mbs);
+      if (tab == nullptr) {
+        slots_.clear();
+        break;
+      }
+      const double capacity = ctx_.types[static_cast<std::size_t>(g.type)].capacity_bytes;
+      for (std::int64_t k = 0; k < g.count; ++k) slots_.push_back({tab, capacity});
+    }
+    return slots_;
   }
 
   void grow() {
@@ -571,79 +639,7 @@ class TemplateEvaluator {
   // stages hold all U units. Returns the largest tau found (galloping and bisecting up from
   // `known`, itself a bound) at which those counts still fall short of U, so the bottleneck
   // exceeds it; +infinity when even sum_s N_s < U.
-  double count_bound(const PipelineTemplate& t, std::int64_t mbs, double known) {
-    const std::int64_t S = t.num_stages();
-    const auto U = static_cast<std::size_t>(ctx_.num_units());
-    struct Group {
-      const std::vector<double>* sums;
-      std::vector<std::size_t> most;    // N_s of its stages, ascending
-      std::vector<std::size_t> prefix;  // prefix sums of `most`
-    };
-    std::vector<Group> groups;
-    std::size_t held = 0;
-    double hi = 0, lo = known;
-    std::int64_t s = 0;
-    for (const StageGroup& g : t.groups) {
-      const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
-      const UnitTable& tab = tables_.get(type.name, g.tp, mbs);
-      Group grp{&cheapest_sums(tab), {}, {0}};
-      for (std::int64_t k = 0; k < g.count; ++k, ++s) {
-        grp.most.push_back(range_fit(tab, type.capacity_bytes, S - s).max_units);
-        if (grp.most.back() == 0) return kInf;  // a stage that holds no unit at all
-        held += grp.most.back();
-      }
-      // In-flight counts fall along the group, so N_s rarely needs sorting.
-      if (!std::is_sorted(grp.most.begin(), grp.most.end())) {
-        std::sort(grp.most.begin(), grp.most.end());
-      }
-      for (std::size_t m : grp.most) grp.prefix.push_back(grp.prefix.back() + m);
-      const auto& p = *grp.sums;
-      const auto n = std::min(static_cast<std::size_t>(g.count), U);
-      // The group's stages hold distinct units, one at least each: its slowest stage holds a
-      // unit no cheaper than the n-th cheapest.
-      lo = std::max(lo, (p[n] - p[n - 1]) * (1.0 - 1e-12));
-      hi = std::max(hi, p.back());
-      groups.push_back(std::move(grp));
-    }
-    if (held < U) return kInf;
-    auto units_within = [&](double tau) {
-      std::size_t n = 0;
-      for (const Group& g : groups) {
-        const auto& p = *g.sums;
-        const auto k = static_cast<std::size_t>(
-            std::upper_bound(p.begin(), p.end(), tau) - p.begin() - 1);
-        if (k == 0) return std::size_t{0};  // every stage holds at least one unit
-        // sum_s min(k, N_s) over the group's stages.
-        const auto below = static_cast<std::size_t>(
-            std::upper_bound(g.most.begin(), g.most.end(), k) - g.most.begin());
-        std::size_t cap = g.prefix[below] + k * (g.most.size() - below);
-        // Distinct units in |g| stages of at most tau each: at most the m cheapest with
-        // sum <= |g| x tau.
-        const double all = tau * static_cast<double>(g.most.size());
-        const auto m = static_cast<std::size_t>(
-            std::upper_bound(p.begin(), p.end(), all) - p.begin() - 1);
-        n += std::min(cap, m);
-      }
-      return n;
-    };
-    if (units_within(lo) >= U) return lo;  // no better than what is known
-    // Gallop up from lo, then bisect a few times: any tau found short of U is a valid bound,
-    // so precision only costs tightness.
-    const double base = lo;
-    for (double step = 0.05; base > 0 && base * (1.0 + step) < hi; step *= 2) {
-      const double probe = base * (1.0 + step);
-      if (units_within(probe) >= U) {
-        hi = probe;
-        break;
-      }
-      lo = probe;
-    }
-    for (int it = 0; it < 6; ++it) {
-      const double mid = lo + (hi - lo) / 2;
-      (units_within(mid) >= U ? hi : lo) = mid;
-    }
-    return lo;
-  }
+  double count_bound(const PipelineTemplate& t, std::int64_t mbs, double known);
 
   // Bounds from stage speeds and memory. Stage s (a_s = time_per_work, M_s = memory_work at
   // its in-flight count) spends at least a_s x its work and holds at most M_s work; the stages
@@ -656,57 +652,7 @@ class TemplateEvaluator {
   };
   // With `any_order` every stage is granted the room of the last one (one micro-batch in
   // flight, the most work any position holds), so the bounds hold for every order of t's groups.
-  SpeedBound speed_bound(const PipelineTemplate& t, std::int64_t mbs, bool any_order = false) {
-    const auto& w = unit_work();
-    const double total = std::accumulate(w.begin(), w.end(), 0.0);
-    if (total <= 0) return {};
-    const std::int64_t S = t.num_stages();
-    struct StageCap {
-      double a, m;  // time per work, most work held
-    };
-    std::vector<StageCap> caps;
-    std::int64_t s = 0;
-    for (const StageGroup& g : t.groups) {
-      const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
-      const UnitTable& tab = tables_.get(type.name, g.tp, mbs);
-      const double a = time_per_work(tab);
-      for (std::int64_t k = 0; k < g.count; ++k, ++s) {
-        caps.push_back({a, memory_work(tab, type.capacity_bytes, any_order ? 1 : S - s)});
-      }
-    }
-    SpeedBound out;
-    // (2): fastest stages first.
-    std::sort(caps.begin(), caps.end(),
-              [](const StageCap& x, const StageCap& y) { return x.a < y.a; });
-    double left = total;
-    for (const StageCap& c : caps) {
-      const double take = std::min(left, c.m);
-      out.sum_ms += c.a * take;
-      left -= take;
-      if (left <= 0) break;
-    }
-    if (left > 0) return {kInf, kInf};
-    // (1): f(tau) = sum_s min(tau / a_s, M_s); stage s saturates at tau_s = a_s M_s.
-    std::sort(caps.begin(), caps.end(), [](const StageCap& x, const StageCap& y) {
-      return x.a * x.m < y.a * y.m;
-    });
-    double saturated = 0, rate = 0;  // work of saturated stages; sum of 1 / a_s of the others
-    for (const StageCap& c : caps) rate += c.a > 0 ? 1.0 / c.a : kInf;
-    if (rate == kInf) return {0, 0};
-    for (const StageCap& c : caps) {
-      const double tau_s = c.a * c.m;
-      // Below tau_s, f(tau) = saturated + tau * rate.
-      if (rate > 0 && saturated + tau_s * rate >= total) {
-        out.max_ms = (total - saturated) / rate;
-        return out;
-      }
-      saturated += c.m;
-      rate -= 1.0 / c.a;
-      if (rate < 0) rate = 0;
-    }
-    out.max_ms = caps.back().a * caps.back().m;
-    return out;
-  }
+  SpeedBound speed_bound(const PipelineTemplate& t, std::int64_t mbs, bool any_order = false);
 
   // A necessary condition for any split to fit: stage after stage, each takes the longest range
   // that fits from where the previous one ended (least-memory recompute set, its in-flight
@@ -720,7 +666,7 @@ class TemplateEvaluator {
     std::int64_t s = 0;
     for (const StageGroup& g : t.groups) {
       const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
-      const UnitTable& tab = tables_.get(type.name, g.tp, mbs);
+      const UnitTable& tab = *table(g.type, g.tp, mbs);
       for (std::int64_t k = 0; k < g.count; ++k, ++s) {
         reach = range_fit(tab, type.capacity_bytes, S - s).reach[reach];
         if (reach >= U) return true;
@@ -739,7 +685,7 @@ class TemplateEvaluator {
       ++ctx_.stats.rejected_options["memory_floor"];
       return out;
     }
-    const std::vector<StageSlot> slots = template_slots(ctx_, tables_, t, mbs);
+    const std::vector<StageSlot> slots = slots_of(t, mbs);
     if (slots.empty()) {
       ++ctx_.stats.rejected_options["no_profile"];
       return out;
@@ -777,6 +723,8 @@ class TemplateEvaluator {
   const TemplateSet& set_;
   CostTables& tables_;
   SplitScratch scratch_;
+  std::vector<std::pair<bool, const UnitTable*>> table_cache_;  // see table()
+  std::vector<StageSlot> slots_;                                // see slots_of()
   std::vector<std::optional<Bounds>> bounds_;
   std::vector<double> work_;
   std::map<const UnitTable*, double> time_per_work_;
@@ -794,6 +742,7 @@ class TemplateEvaluator {
   std::int64_t version_ = 0;
   std::vector<std::int64_t> stamps_;  // [template]: tightenings so far
   std::vector<char> probed_;  // [template]: probe_fit ran
+  bool order_free_bounds_ = false;  // use_order_free_bounds
 };
 
 }  // namespace eth::search

@@ -68,6 +68,7 @@ std::vector<Candidate> search_uniform(Context& ctx, std::string& diagnosis) {
         ++ctx.stats.skipped["max_pipelines"];
         continue;
       }
+      if (sh.dp < ctx.min_pipelines) continue;  // a sharded pass's (engine.h)
       const auto devices = uniform_devices(index, sh);
       if (devices.empty()) {
         ++ctx.stats.skipped["packing"];

@@ -3,6 +3,8 @@
 // typed events. The rules each handler follows are stated in simulator.h and docs/simulator.md.
 #include "sim/simulator.h"
 
+#include "cost/sharding_memory.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,8 +12,7 @@
 #include <variant>
 
 #include "core/error.h"
-#include "schedule/generate.h"
-#include "schedule/lower.h"
+#include "schedule/plan_schedules.h"
 
 namespace eth {
 
@@ -31,7 +32,9 @@ std::vector<SimCollective> make_collectives(const Plan& plan, const ClusterSpec&
     c.holders = b.holders;
     c.ready_unit = b.lowest_unit();
     c.bytes = static_cast<double>(b.elements) * bytes_per_element;
-    c.duration_ms = ring_allreduce_ms(index, b.holders, c.bytes, latency_ms);
+    // A sharded plan's block-wise collective is a reduce-scatter (gradient_ring_share).
+    c.duration_ms = ring_allreduce_ms(index, b.holders, gradient_ring_share(plan, mode) * c.bytes,
+                                      latency_ms);
     for (std::int64_t h : b.holders) {
       const std::int64_t node = index.node_of(h);
       if (index.type_of(h).node_shared_bandwidth_gbps &&
@@ -44,48 +47,29 @@ std::vector<SimCollective> make_collectives(const Plan& plan, const ClusterSpec&
   return out;
 }
 
-std::vector<Schedule> build_schedules(const Plan& plan, ScheduleKind kind,
-                                      const std::vector<SimCollective>& collectives) {
-  // Which stage each device sits in, to route collectives to stage programs.
-  std::vector<std::pair<std::int64_t, std::int64_t>> where;  // device -> (pipeline, stage)
-  for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
-    const auto& stages = plan.pipelines[p].stages;
-    for (std::size_t s = 0; s < stages.size(); ++s) {
-      for (std::int64_t d : stages[s].devices) {
-        if (static_cast<std::size_t>(d) >= where.size()) {
-          where.resize(static_cast<std::size_t>(d) + 1, {-1, -1});
-        }
-        where[static_cast<std::size_t>(d)] = {static_cast<std::int64_t>(p),
-                                              static_cast<std::int64_t>(s)};
-      }
-    }
-  }
-  std::vector<std::vector<std::vector<std::int64_t>>> blocks(plan.pipelines.size());
-  for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
-    blocks[p].resize(plan.pipelines[p].stages.size());
-  }
-  for (std::size_t c = 0; c < collectives.size(); ++c) {
-    for (std::int64_t h : collectives[c].holders) {
-      ETH_CHECK(h >= 0 && static_cast<std::size_t>(h) < where.size() &&
-                    where[static_cast<std::size_t>(h)].first >= 0,
-                "collective holder " + std::to_string(h) + " is not a device of the plan");
-      const auto [p, s] = where[static_cast<std::size_t>(h)];
-      auto& list = blocks[static_cast<std::size_t>(p)][static_cast<std::size_t>(s)];
-      if (list.empty() || list.back() != static_cast<std::int64_t>(c)) {
-        list.push_back(static_cast<std::int64_t>(c));
-      }
-    }
-  }
-  std::vector<Schedule> out;
-  for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
-    const auto& pipe = plan.pipelines[p];
-    Schedule s =
-        make_schedule(kind, static_cast<std::int64_t>(pipe.stages.size()), pipe.num_microbatches());
-    insert_p2p(s);
-    append_reductions(s, blocks[p]);
-    out.push_back(std::move(s));
+std::vector<SimCollective> make_weight_gathers(const Plan& plan, const ClusterSpec& cluster,
+                                               Precision precision, double latency_ms) {
+  std::vector<SimCollective> out;
+  const ClusterIndex index(cluster);
+  for (const BlockShards& b : plan.optimizer_shards) {
+    if (b.holders.size() < 2) continue;
+    SimCollective c;
+    c.holders = b.holders;
+    for (std::int64_t e : b.elements) c.bytes += static_cast<double>(e);
+    c.bytes *= precision_bytes(precision).weights;
+    c.duration_ms = shard_gather_block_ms(b, index, precision, latency_ms);
+    out.push_back(std::move(c));
   }
   return out;
+}
+
+std::vector<Schedule> build_schedules(const Plan& plan, ScheduleKind kind,
+                                      const std::vector<SimCollective>& collectives) {
+  // The runtime executes the programs of the same lowering (schedule/plan_schedules.h).
+  CollectiveHolders holders;
+  holders.reserve(collectives.size());
+  for (const SimCollective& c : collectives) holders.push_back(c.holders);
+  return lower_plan_schedules(plan, kind, holders);
 }
 
 namespace {
@@ -127,6 +111,7 @@ struct Group {
   double memory_now = 0;
   std::int64_t in_flight = 0;
   TimeNs compute_ns = 0, fb_ns = 0, backward_end = 0;
+  TimeNs stepped = 0;  // end of the optimizer step
   StageSimResult result;
 
   const StageCost& cost(std::int64_t mb) const { return mb == k - 1 ? *last : *full; }
@@ -159,6 +144,7 @@ class Engine {
   void arm_readiness(std::size_t g, TimeNs backward_start, TimeNs duration);
   void try_join(std::size_t slot);
   void finish_collective(std::size_t c);
+  void run_weight_gathers();
   void set_memory(Group& G, double delta, std::int64_t in_flight_delta);
   void record(const Group& G, ActionKind kind, std::int64_t mb, std::int64_t block, TimeNs start,
               TimeNs end);
@@ -333,6 +319,7 @@ void Engine::finish_compute(std::size_t g) {
   Group& G = groups_[g];
   G.computing = false;
   const Action a = G.running;
+  if (a.kind == ActionKind::OptimizerStep) G.stepped = q_.now();
   if (a.kind == ActionKind::Backward) {
     set_memory(G, -G.cost(a.microbatch).activation_bytes, -1);
     if (G.pc - 1 == G.last_backward) {
@@ -454,6 +441,38 @@ void Engine::finish_collective(std::size_t c) {
   }
 }
 
+// After every step: each gather starts once its holders have stepped and ended their previous
+// gathers (the plan's order), as the runtime's ring all-gathers run one after another.
+void Engine::run_weight_gathers() {
+  std::vector<TimeNs> free(slots_.size());
+  for (std::size_t sl = 0; sl < slots_.size(); ++sl) free[sl] = groups_[slots_[sl].group].stepped;
+  for (std::size_t i = 0; i < opt_.weight_gathers.size(); ++i) {
+    const SimCollective& w = opt_.weight_gathers[i];
+    TimeNs start = 0;
+    for (std::int64_t h : w.holders) {
+      ETH_CHECK(h >= 0 && static_cast<std::size_t>(h) < slot_of_device_.size() &&
+                    slot_of_device_[static_cast<std::size_t>(h)] < slots_.size(),
+                "weight gather holder " + std::to_string(h) + " is not a device of the plan");
+      start = std::max(start, free[slot_of_device_[static_cast<std::size_t>(h)]]);
+    }
+    const TimeNs end = start + ms_to_ns(w.duration_ms);
+    for (std::int64_t h : w.holders) {
+      const std::size_t sl = slot_of_device_[static_cast<std::size_t>(h)];
+      free[sl] = end;
+      Slot& H = slots_[sl];
+      H.reduce_ns += end - start;
+      if (opt_.record_timeline) {
+        const Group& G = groups_[H.group];
+        timeline_.entries.push_back(
+            TimelineEntry{H.device, static_cast<std::int64_t>(G.pipeline),
+                          static_cast<std::int64_t>(G.stage), ActionKind::ReduceGradients, -1,
+                          static_cast<std::int64_t>(colls_.size() + i), start, end});
+      }
+    }
+    end_ = std::max(end_, end);
+  }
+}
+
 std::string Engine::stuck_report() const {
   std::string out = "simulation deadlock: the event queue drained with unfinished programs\n";
   for (std::size_t p = 0; p < plan_.pipelines.size(); ++p) {
@@ -500,6 +519,7 @@ SimResult Engine::run() {
   for (const Slot& S : slots_) {
     if (!S.done()) throw SimDeadlock(stuck_report());
   }
+  run_weight_gathers();
 
   SimResult r;
   r.iteration_ms = ns_to_ms(end_);

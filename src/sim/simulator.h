@@ -51,12 +51,25 @@ std::vector<SimCollective> make_collectives(const Plan& plan, const ClusterSpec&
                                             double latency_ms = kDefaultCollectiveLatencyMs,
                                             double bytes_per_element = 2.0);
 
+// Optimizer sharding (plan/sharding.h): the all-gather of each block's updated weights among
+// its holders (cost/sharding_memory.h shard_gather_block_ms), in the plan's block order; none
+// for an unsharded plan. (make_collectives prices a sharded plan's block-wise collectives as
+// the reduce-scatters they are.)
+std::vector<SimCollective> make_weight_gathers(const Plan& plan, const ClusterSpec& cluster,
+                                               Precision precision,
+                                               double latency_ms = kDefaultCollectiveLatencyMs);
+
 struct SimOptions {
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   // true: a collective starts once every holder's last backward has passed its units; false:
   // only once every pipeline has finished its backward (the predictor's overlap = false).
   bool overlap = true;
   bool record_timeline = true;  // off for benchmarks that only want the totals
+  // make_weight_gathers: each runs on its holders once every one of them has finished its
+  // optimizer step and its previous gathers (the next forward waits for the weights), so the
+  // iteration ends after them. In the timeline: ReduceGradients entries whose block is
+  // collectives.size() + the gather's index.
+  std::vector<SimCollective> weight_gathers;
 };
 
 // The lowered program of every pipeline: generator, insert_p2p, then each stage's collectives

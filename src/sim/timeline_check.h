@@ -17,8 +17,9 @@ namespace eth {
 // as the neighbour's send, B after its gradient arrived and after its own F, the gradient send
 // after B; every collective has one entry per holder, all over the same interval of its priced
 // length, starting after every holder's gradients were final (overlap) or after every backward
-// of the plan (no overlap); the optimizer step after the device's collectives and backward; the
-// iteration time is the last end. Needs the timeline recorded with the default schedules.
+// of the plan (no overlap); the optimizer step after the device's collectives and backward; each
+// weight gather (SimOptions) on every holder over one interval of its length after the holder's
+// step; the iteration time is the last end. Needs the timeline recorded with the default schedules.
 std::vector<std::string> check_timeline(const Plan& plan, const std::vector<PipelineCosts>& costs,
                                         const std::vector<SimCollective>& collectives,
                                         const SimResult& result, const SimOptions& options);

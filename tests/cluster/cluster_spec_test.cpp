@@ -125,6 +125,27 @@ TEST(Cluster, DeviceIdsAndLinks) {
   EXPECT_DOUBLE_EQ(c.link_bytes_per_s(7, 8), 200e9 / 8);
 }
 
+// ClusterIndex answers as ClusterSpec::device (a scan of the nodes) for every id, whether it
+// looks nodes up by buckets (sizes within a few times of each other) or by binary search (one
+// node far smaller than the rest).
+TEST(Cluster, IndexAgreesWithTheNodeScan) {
+  for (const std::vector<std::int64_t>& sizes :
+       {std::vector<std::int64_t>{8, 8, 8}, {3, 8, 5, 1, 2, 7, 4}, {1, 4096, 4096}, {16}}) {
+    ClusterSpec c = load_cluster("13b-910b2-910b4");
+    c.nodes.clear();
+    for (std::size_t n = 0; n < sizes.size(); ++n) {
+      c.nodes.push_back({n % 2 == 0 ? "910B2" : "910B4", sizes[n]});
+    }
+    const ClusterIndex index(c);
+    ASSERT_EQ(index.num_devices(), c.num_devices());
+    for (std::int64_t id = 0; id < c.num_devices(); ++id) {
+      const DeviceInfo d = c.device(id);
+      ASSERT_EQ(index.node_of(id), d.node) << "id " << id;
+      ASSERT_EQ(index.type_name_of(id), d.device_type) << "id " << id;
+    }
+  }
+}
+
 TEST(ClusterJson, IssueExampleFileLoads) {
   const auto dir = scratch("issue");
   const std::string path =

@@ -97,6 +97,30 @@ TEST(ShardingMemory, MoreFreeMemoryGetsTheLargerShare) {
   EXPECT_EQ(shard_optimizer_state(f.plan, OptimizerSharding::Memory, f.cluster, f.db), sharded);
 }
 
+// A holder steps only its shards: a one-device stage's optimizer time falls in the ratio its
+// optimizer bytes do (the time from stage_costs' parameter count, the bytes from the shares).
+TEST(ShardingMemory, OptimizerStepShrinksWithTheShard) {
+  Fixture f;
+  const Plan sharded = shard_optimizer_state(f.plan, OptimizerSharding::Even, f.cluster, f.db);
+  const Prediction whole = predict(f.plan, f.cluster, f.db);
+  const Prediction shard = predict(sharded, f.cluster, f.db);
+  const auto costs_whole = compute_stage_costs(f.plan, f.cluster, f.db);
+  const auto costs_shard = compute_stage_costs(sharded, f.cluster, f.db);
+  int checked = 0;
+  for (const DevicePrediction& d : shard.devices) {
+    const auto p = static_cast<std::size_t>(d.pipeline), s = static_cast<std::size_t>(d.stage);
+    if (f.plan.pipelines[p].stages[s].devices.size() != 1) continue;
+    const double bytes_ratio =
+        d.optimizer_state_bytes / whole.devices[static_cast<std::size_t>(d.device)].optimizer_state_bytes;
+    EXPECT_NEAR(costs_shard[p].optimizer_ms[s] / costs_whole[p].optimizer_ms[s], bytes_ratio,
+                1e-9) << "device " << d.device;
+    EXPECT_LT(bytes_ratio, 0.75);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+  EXPECT_LT(shard.optimizer_ms, whole.optimizer_ms);
+}
+
 TEST(ShardingMemory, SpendingTheFreedMemoryNeverSlowsOrOverflows) {
   Fixture f;
   const Plan sharded =

@@ -3,7 +3,8 @@
 // different memory-proportional shares, in every aggregation mode (fp32) and in bf16; every
 // holder ends with the same weights as the gathered masters (the all-gather is complete); each
 // rank allocates exactly its shares of the moments; checkpoints resume across sharded and
-// unsharded plans with the losses of an uninterrupted run; tp plans are refused by field.
+// unsharded plans with the losses of an uninterrupted run; a tied model's embedding block is
+// sharded too; tp plans are refused by field.
 //
 // Tolerances are equivalence_test.cpp's (fp32: losses 1e-5 relative; parameters, after 50 steps,
 // kParamTol) and bf16_equivalence_test.cpp's (losses 2e-3 relative). The
@@ -137,15 +138,14 @@ TEST(ShardedOptimizer, TheThreeHolderBlockHasDifferentShares) {
   EXPECT_GT(b.elements[1], 0);
 }
 
-TEST(ShardedOptimizer, Fp32MatchesOneProcessInEveryAggregationMode) {
-  const fs::path dir = test::temp_dir("sharded_modes");
-  const Plan plan = sharded_plan();
+// 50 fp32 steps of `plan` in every aggregation mode against one process.
+void expect_fp32_matches_one_process(const Plan& plan, const fs::path& dir) {
   const std::int64_t steps = 50;
   const TrainConfig c = config(plan, dir, steps);
   const test::RunResult single = test::run_single(c, steps);
   for (AggregationMode mode :
        {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
-    const std::string what(aggregation_mode_name(mode));
+    const std::string what = plan.model.name + " " + std::string(aggregation_mode_name(mode));
     const ShardedRun r = run(c, plan, steps, mode, dir / what);
     expect_losses(r.losses, single.losses, 0, 1e-5, what);
     EXPECT_LT(test::max_diff(r.params, single.params), kParamTol) << what;
@@ -153,6 +153,30 @@ TEST(ShardedOptimizer, Fp32MatchesOneProcessInEveryAggregationMode) {
     EXPECT_TRUE(r.holders_agree) << what;
     EXPECT_TRUE(r.shard_bytes_right) << what;
   }
+}
+
+TEST(ShardedOptimizer, Fp32MatchesOneProcessInEveryAggregationMode) {
+  expect_fp32_matches_one_process(sharded_plan(), test::temp_dir("sharded_modes"));
+}
+
+// A tied model: the embedding matrix is one more block, held by the first and last stages of
+// both pipelines (devices 0, 1, 2, 3, 4, five shares by free memory), its gradient the sum of
+// both copies' before it is scattered. Every mode equals one process as the untied plan does.
+TEST(ShardedOptimizer, TiedEmbeddingsMatchOneProcessInEveryAggregationMode) {
+  const fs::path dir = test::temp_dir("sharded_tied");
+  ModelSpec m = test::small3();
+  m.name = "small3-tied";
+  m.tied_embeddings = true;
+  const Plan plan = with_optimizer_sharding(
+      test::make_plan(m, kSeq,
+                      {{2, 6, {stage(0, 1, 2), stage(2, 4)}}, {1, 2, {stage(0, 2), stage(3, 4)}}}),
+      OptimizerSharding::Memory, kFree);
+  bool tied_block = false;
+  for (const BlockShards& b : plan.optimizer_shards) {
+    tied_block = tied_block || b.holders == std::vector<std::int64_t>{0, 1, 2, 3, 4};
+  }
+  ASSERT_TRUE(tied_block) << "the tied matrix's block has all five holders";
+  expect_fp32_matches_one_process(plan, dir);
 }
 
 TEST(ShardedOptimizer, Bf16MatchesOneProcessWithinTheBf16Bound) {

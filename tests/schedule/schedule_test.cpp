@@ -160,6 +160,10 @@ TEST(Schedule, BrokenRulesAreEachReported) {
   p = validate_schedule(parse_schedule_text("s0: F0 OPT B0 RD2 RD1\n"));
   EXPECT_TRUE(any_contains(p, "OptimizerStep must be the last action")) << join(p);
   EXPECT_TRUE(any_contains(p, "blocks must ascend")) << join(p);
+  // A reduction before the last backward would post gradients still being added to.
+  p = validate_schedule(parse_schedule_text("s0: F0 B0 RD0 F1 B1 OPT\n"));
+  EXPECT_TRUE(any_contains(p, "RD0: ReduceGradients before the last Backward")) << join(p);
+  EXPECT_TRUE(validate_schedule(parse_schedule_text("s0: F0 B0 F1 B1 RD0 OPT\n")).empty());
   // check_schedule turns problems into InputError.
   EXPECT_THROW(check_schedule(g, "test"), InputError);
   EXPECT_NO_THROW(check_schedule(make_1f1b(3, 3), "test"));

@@ -53,6 +53,26 @@ TEST(PlanCli, TextOutputAndCompare) {
   }
 }
 
+// --optimizer-sharding reaches the search: the plan written carries its shares (validated on
+// load) and what the freed memory bought.
+TEST(PlanCli, OptimizerShardingWritesAShardedPlan) {
+  const auto dir = std::filesystem::temp_directory_path() / "eth_plan_cli_sharding_test";
+  std::filesystem::create_directories(dir);
+  const auto out = (dir / "plan.json").string();
+  const test::EthRun r =
+      test::eth_cli("plan --cluster 350m-910b2-910b4 --model gpt3-350m --gbs 16 --tp 1 "
+                    "--optimizer-sharding memory --format json --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out_and_err();
+  const Json j = Json::parse(r.out);
+  EXPECT_TRUE(j.at("predicted").contains("freed_memory_spent_on"));
+  const Plan p = load_plan(out);
+  EXPECT_NE(p.optimizer_sharding, OptimizerSharding::None);
+  EXPECT_FALSE(p.optimizer_shards.empty());
+  EXPECT_EQ(j.at("predicted").at("optimizer_sharding").get<std::string>(),
+            p.optimizer_sharding == OptimizerSharding::Even ? "even" : "memory");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(PlanCli, BadInputExitCodes) {
   // A bad command line is exit 1 (docs/exit-codes.md), bad input exit 2.
   EXPECT_EQ(

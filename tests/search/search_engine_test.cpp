@@ -133,6 +133,38 @@ TEST(SearchBound, IdleRoundPrunesAndKeepsTheExhaustiveOptimum) {
   }
 }
 
+// The layer baseline bounds every order of a shape from the bounds shared by all its orders
+// plus the order's transfers (TemplateEvaluator::use_order_free_bounds): its picks are still
+// those of splitting every order of every shape (SES off), and of the baseline before issue 29.
+TEST(SearchBound, LayerBaselineOrderFreeBoundsKeepItsPicks) {
+  const ModelSpec model = small_model();
+  std::int64_t pruned = 0;
+  for (const char* nodes :
+       {kClusters[0], R"({"device_type": "fast", "devices": 4}, {"device_type": "mid", "devices": 4},
+         {"device_type": "slow", "devices": 4}, {"device_type": "tiny", "devices": 4})"}) {
+    const ClusterSpec c = cluster_of(nodes);
+    const ProfileDb db = analytic_profile_db(model, c, {1, 2, 4}, {1, 2, 4, 8}, model.seq_len);
+    for (const std::int64_t gbs : {24, 61}) {
+      auto layer = [&](const PlannerOptions& o) {
+        return plan_training(PlanMethod::Layer, model, c, db, gbs, model.seq_len, o);
+      };
+      const PlannerResult fast = layer(small_options());
+      PlannerOptions exhaustive = small_options();
+      exhaustive.ses = exhaustive.oso = false;
+      const PlannerResult all = layer(exhaustive);
+      PlannerOptions before = small_options();
+      before.bound_generation = false;
+      const PlannerResult old = layer(before);
+      pruned += skipped(fast, "bound");
+      EXPECT_EQ(skipped(all, "bound"), 0);
+      EXPECT_DOUBLE_EQ(fast.best_objective_ms, all.best_objective_ms) << nodes << " gbs " << gbs;
+      EXPECT_EQ(plan_text(fast), plan_text(all)) << nodes << " gbs " << gbs;
+      EXPECT_EQ(plan_text(fast), plan_text(old)) << nodes << " gbs " << gbs;
+    }
+  }
+  EXPECT_GT(pruned, 0) << "the clusters must exercise the bound";
+}
+
 // CPC, SES, OSO, DPO and alpha keep what they did: without CPC nothing is served from the
 // cache; without SES every partition is evaluated; OSO and DPO change the work, not the
 // optimum; alpha may lose at most its share of the optimum, never gain.

@@ -1,0 +1,138 @@
+// TemplateEvaluator's costlier lower-bound terms (search/template_evaluator.h, whose comments
+// state what each bounds): the whole-unit count bound and the speed and memory bound.
+#include "search/template_evaluator.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+namespace eth::search {
+
+double TemplateEvaluator::count_bound(const PipelineTemplate& t, std::int64_t mbs, double known) {
+  const std::int64_t S = t.num_stages();
+  const auto U = static_cast<std::size_t>(ctx_.num_units());
+  struct Group {
+    const std::vector<double>* sums;
+    std::vector<std::size_t> most;    // N_s of its stages, ascending
+    std::vector<std::size_t> prefix;  // prefix sums of `most`
+  };
+  std::vector<Group> groups;
+  std::size_t held = 0;
+  double hi = 0, lo = known;
+  std::int64_t s = 0;
+  for (const StageGroup& g : t.groups) {
+    const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
+    const UnitTable& tab = *table(g.type, g.tp, mbs);
+    Group grp{&cheapest_sums(tab), {}, {0}};
+    for (std::int64_t k = 0; k < g.count; ++k, ++s) {
+      grp.most.push_back(range_fit(tab, type.capacity_bytes, S - s).max_units);
+      if (grp.most.back() == 0) return kInf;  // a stage that holds no unit at all
+      held += grp.most.back();
+    }
+    // In-flight counts fall along the group, so N_s rarely needs sorting.
+    if (!std::is_sorted(grp.most.begin(), grp.most.end())) {
+      std::sort(grp.most.begin(), grp.most.end());
+    }
+    for (std::size_t m : grp.most) grp.prefix.push_back(grp.prefix.back() + m);
+    const auto& p = *grp.sums;
+    const auto n = std::min(static_cast<std::size_t>(g.count), U);
+    // The group's stages hold distinct units, one at least each: its slowest stage holds a
+    // unit no cheaper than the n-th cheapest.
+    lo = std::max(lo, (p[n] - p[n - 1]) * (1.0 - 1e-12));
+    hi = std::max(hi, p.back());
+    groups.push_back(std::move(grp));
+  }
+  if (held < U) return kInf;
+  auto units_within = [&](double tau) {
+    std::size_t n = 0;
+    for (const Group& g : groups) {
+      const auto& p = *g.sums;
+      const auto k = static_cast<std::size_t>(
+          std::upper_bound(p.begin(), p.end(), tau) - p.begin() - 1);
+      if (k == 0) return std::size_t{0};  // every stage holds at least one unit
+      // sum_s min(k, N_s) over the group's stages.
+      const auto below = static_cast<std::size_t>(
+          std::upper_bound(g.most.begin(), g.most.end(), k) - g.most.begin());
+      std::size_t cap = g.prefix[below] + k * (g.most.size() - below);
+      // Distinct units in |g| stages of at most tau each: at most the m cheapest with
+      // sum <= |g| x tau.
+      const double all = tau * static_cast<double>(g.most.size());
+      const auto m = static_cast<std::size_t>(
+          std::upper_bound(p.begin(), p.end(), all) - p.begin() - 1);
+      n += std::min(cap, m);
+    }
+    return n;
+  };
+  if (units_within(lo) >= U) return lo;  // no better than what is known
+  // Gallop up from lo, then bisect a few times: any tau found short of U is a valid bound,
+  // so precision only costs tightness.
+  const double base = lo;
+  for (double step = 0.05; base > 0 && base * (1.0 + step) < hi; step *= 2) {
+    const double probe = base * (1.0 + step);
+    if (units_within(probe) >= U) {
+      hi = probe;
+      break;
+    }
+    lo = probe;
+  }
+  for (int it = 0; it < 6; ++it) {
+    const double mid = lo + (hi - lo) / 2;
+    (units_within(mid) >= U ? hi : lo) = mid;
+  }
+  return lo;
+}
+
+TemplateEvaluator::SpeedBound TemplateEvaluator::speed_bound(const PipelineTemplate& t,
+                                                             std::int64_t mbs, bool any_order) {
+  const auto& w = unit_work();
+  const double total = std::accumulate(w.begin(), w.end(), 0.0);
+  if (total <= 0) return {};
+  const std::int64_t S = t.num_stages();
+  struct StageCap {
+    double a, m;  // time per work, most work held
+  };
+  std::vector<StageCap> caps;
+  std::int64_t s = 0;
+  for (const StageGroup& g : t.groups) {
+    const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
+    const UnitTable& tab = *table(g.type, g.tp, mbs);
+    const double a = time_per_work(tab);
+    for (std::int64_t k = 0; k < g.count; ++k, ++s) {
+      caps.push_back({a, memory_work(tab, type.capacity_bytes, any_order ? 1 : S - s)});
+    }
+  }
+  SpeedBound out;
+  // (2): fastest stages first.
+  std::sort(caps.begin(), caps.end(),
+            [](const StageCap& x, const StageCap& y) { return x.a < y.a; });
+  double left = total;
+  for (const StageCap& c : caps) {
+    const double take = std::min(left, c.m);
+    out.sum_ms += c.a * take;
+    left -= take;
+    if (left <= 0) break;
+  }
+  if (left > 0) return {kInf, kInf};
+  // (1): f(tau) = sum_s min(tau / a_s, M_s); stage s saturates at tau_s = a_s M_s.
+  std::sort(caps.begin(), caps.end(), [](const StageCap& x, const StageCap& y) {
+    return x.a * x.m < y.a * y.m;
+  });
+  double saturated = 0, rate = 0;  // work of saturated stages; sum of 1 / a_s of the others
+  for (const StageCap& c : caps) rate += c.a > 0 ? 1.0 / c.a : kInf;
+  if (rate == kInf) return {0, 0};
+  for (const StageCap& c : caps) {
+    const double tau_s = c.a * c.m;
+    // Below tau_s, f(tau) = saturated + tau * rate.
+    if (rate > 0 && saturated + tau_s * rate >= total) {
+      out.max_ms = (total - saturated) / rate;
+      return out;
+    }
+    saturated += c.m;
+    rate -= 1.0 / c.a;
+    if (rate < 0) rate = 0;
+  }
+  out.max_ms = caps.back().a * caps.back().m;
+  return out;
+}
+
+}  // namespace eth::search
