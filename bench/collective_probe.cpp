@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_util.h"
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_comm.h"

@@ -28,6 +28,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_util.h"
 #include "comm/mpi/mpi_comm.h"
 #include "launch/mpirun.h"

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_util.h"
 #include "link_probe.h"
 #include "runtime_bench.h"

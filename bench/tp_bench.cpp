@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_util.h"
 #include "cluster/cluster_spec.h"
 #include "comm/mpi/mpi_comm.h"

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <memory>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/command.h"
 #include "cli/device_choice.h"
 #include "cli/plan_inputs.h"

@@ -17,6 +17,9 @@
 #include <set>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/device_choice.h"
 #include "cli/output.h"

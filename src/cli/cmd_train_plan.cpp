@@ -20,6 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/device_choice.h"
 #include "launch/fault_injection.h"
