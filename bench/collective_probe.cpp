@@ -17,9 +17,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_util.h"
 #include "comm/communicator.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 #include "launch/mpirun.h"
 #include "core/json_cursor.h"
 #include "train/measure_profile.h"

@@ -34,6 +34,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_json.h"
 #include "bench_util.h"
 #include "cluster/cluster_spec.h"

@@ -28,8 +28,10 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_util.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 #include "launch/mpirun.h"
 #include "core/json_cursor.h"
 #include "cost/predictor.h"

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_json.h"
 #include "bench_util.h"
 #include "core/error.h"

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "cost/sharding_memory.h"
 #include "plan/sharding.h"
@@ -95,7 +97,7 @@ Json run_sharding(bool quick) {
       row["whole_shape"] = shape(whole.plan);
       row["sharded_shape"] = shape(sharded.plan);
       row["sharding_used"] = std::string(optimizer_sharding_name(sharded.plan.optimizer_sharding));
-      row["spent"] = sharded.plan.predicted.value("freed_memory_spent_on", Json::array());
+      row["spent"] = sharded.plan.predicted->value("freed_memory_spent_on", Json::array());
       row["search_cpu_s"] = Json{{"whole", tw.cpu_s}, {"sharded", ts.cpu_s}};
       rows.push_back(row);
     }

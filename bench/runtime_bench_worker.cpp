@@ -14,11 +14,13 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_util.h"
 #include "link_probe.h"
 #include "runtime_bench.h"
 #include "cluster/cluster_spec.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 #include "core/error.h"
 #include "cost/blocks.h"
 #include "cost/predictor.h"

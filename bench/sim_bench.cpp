@@ -14,6 +14,8 @@
 #include <set>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cluster/cluster_spec.h"
 #include "core/json_file.h"
 #include "cost/predictor.h"

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_util.h"
 #include "data/bpe_tokenizer.h"
 #include "data/pretokenize.h"

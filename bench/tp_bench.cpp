@@ -24,9 +24,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench_util.h"
 #include "cluster/cluster_spec.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 #include "launch/mpirun.h"
 #include "core/json_cursor.h"
 #include "data/token_file.h"

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "bench_util.h"
 #include "cluster/cluster_spec.h"
 #include "core/format.h"

@@ -15,7 +15,9 @@
 
 #include <string>
 
-#include <CLI/CLI.hpp>
+namespace CLI {
+class App;  // <CLI/CLI.hpp> in the .cpp files: src/cli/cli_fwd.h says why
+}  // namespace CLI
 
 namespace eth::bench {
 

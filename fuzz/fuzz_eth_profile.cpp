@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "model/model_spec.h"
 #include "profile/profile_io.h"
 #include "fuzz_util.h"

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_file.h"
 #include "fuzz_util.h"
 #include "hf/gpt2_config.h"

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "model/arithmetic.h"
 #include "model/model_spec.h"
 #include "fuzz_util.h"

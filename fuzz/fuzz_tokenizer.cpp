@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_file.h"
 #include "data/bpe_tokenizer.h"
 #include "data/pretokenize.h"

@@ -2,10 +2,11 @@
 # Installs the Debian packages ETH builds against, only those missing, and any packages named as
 # arguments (scripts/evaluate.sh adds what it draws with). Safe to run repeatedly.
 set -euo pipefail
-# clang, libclang-rt-dev (libFuzzer) and libomp-dev: the fuzz targets (fuzz/, scripts/fuzz.sh).
+# clang, libclang-rt-dev (libFuzzer) and libomp-dev: the fuzz targets (fuzz/, scripts/fuzz.sh);
+# lld: the faster linker cmake/linker.cmake picks where it is installed.
 packages=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libgtest-dev
           libgmock-dev libdnnl-dev libopenblas-dev openmpi-bin libopenmpi-dev python3
-          clang libclang-rt-dev libomp-dev
+          clang libclang-rt-dev libomp-dev lld
           iproute2 jq "$@")  # ip netns, tc, jq: scripts/netns-hosts.sh (multi-host tests)
 missing=()
 for p in "${packages[@]}"; do

@@ -8,12 +8,14 @@
 #include <iostream>
 #include <memory>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/command.h"
 #include "cli/device_choice.h"
 #include "cli/plan_inputs.h"
 #include "cli/planner_args.h"
 #include "cli/train_args.h"
-#include "comm/nccl_comm.h"
+#include "comm/nccl/nccl_comm.h"
 #include "core/error.h"
 #include "launch/command.h"
 #include "launch/elastic_run.h"

@@ -7,6 +7,9 @@
 #include <optional>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/plan_inputs.h"
@@ -72,7 +75,7 @@ TimedResult run_timed(PlanMethod m, const Inputs& in, std::int64_t gbs, const Pl
   const auto start = std::chrono::steady_clock::now();
   TimedResult t{plan_training(m, in.model, in.cluster, *in.profile, gbs, in.seq, o), 0};
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  t.result.plan.search["seconds"] = t.seconds;
+  (*t.result.plan.search)["seconds"] = t.seconds;
   return t;
 }
 

@@ -2,6 +2,9 @@
 #include <iostream>
 #include <memory>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cluster/cluster_spec.h"

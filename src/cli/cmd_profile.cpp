@@ -17,6 +17,9 @@
 #include <set>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/device_choice.h"
 #include "cli/output.h"
@@ -30,7 +33,7 @@
 #include "profile/analytic.h"
 #include "profile/metis_format.h"
 #include "profile/profile_io.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 #include "train/measure_profile.h"
 
 namespace eth::cli {

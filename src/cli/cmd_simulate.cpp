@@ -12,6 +12,9 @@
 #include <memory>
 #include <set>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/plan_inputs.h"

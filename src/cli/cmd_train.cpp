@@ -7,6 +7,9 @@
 #include <memory>
 #include <string>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/device_choice.h"
 #include "cli/output.h"

@@ -20,6 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/device_choice.h"
 #include "launch/fault_injection.h"
@@ -27,9 +29,9 @@
 #include "cli/plan_inputs.h"
 #include "cli/precision_choice.h"
 #include "cli/train_args.h"
-#include "comm/local_comm.h"
-#include "comm/mpi_comm.h"
-#include "comm/nccl_comm.h"
+#include "comm/local/local_comm.h"
+#include "comm/mpi/mpi_comm.h"
+#include "comm/nccl/nccl_comm.h"
 #include "comm/staged_comm.h"
 #include "core/atomic_file.h"
 #include "kernels/cuda/runtime.h"

@@ -5,6 +5,9 @@
 #include <memory>
 #include <optional>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/plan_inputs.h"

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/output.h"
 #include "core/error.h"
 #include "core/limits.h"

@@ -9,8 +9,7 @@
 #include <memory>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
+#include "cli/cli_fwd.h"
 #include "model/model_spec.h"
 #include "train/validation.h"
 

@@ -4,6 +4,8 @@
 #include <exception>
 #include <iostream>
 
+#include <CLI/CLI.hpp>
+
 #include "cli/command.h"
 #include "cli/output.h"
 #include "comm/communicator.h"

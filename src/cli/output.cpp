@@ -10,6 +10,9 @@
 #include <iostream>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 namespace eth::cli {
 
 void add_format_option(CLI::App* sub, Format* f) {

@@ -1,6 +1,9 @@
 // The planner's flags, shared by eth plan, eth compare and eth launch --elastic (planner_args.h).
 #include "cli/planner_args.h"
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/plan_inputs.h"
 #include "core/error.h"

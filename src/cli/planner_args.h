@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
+#include "cli/cli_fwd.h"
 #include "cluster/cluster_spec.h"
 #include "model/model_spec.h"
 #include "profile/profile.h"

@@ -6,6 +6,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/resources.h"
 #include "core/error.h"
 #include "data/sampler.h"

@@ -11,8 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
+#include "cli/cli_fwd.h"
 #include "cli/finetune_args.h"
 #include "cli/output.h"
 #include "core/atomic_file.h"

@@ -1,7 +1,10 @@
 // The communicator layer of the distributed runtime: ranks, groups, point-to-point messages and
 // sum all-reduces over float/double buffers, every wait bounded by a timeout. It knows bytes,
-// ranks and groups, never models or plans. Backends: LocalWorld (ranks as threads in one process,
-// local_comm.h) and MPI (mpi_comm.h; a stub that throws "built without MPI" in builds without).
+// ranks and groups, never models or plans. Backends, one folder each with its own library:
+// LocalWorld (local/local_comm.h: ranks as threads in one process), MPI (mpi/mpi_comm.h) and
+// NCCL (nccl/nccl_comm.h: one GPU per rank); the last two have a stub that throws "built without
+// MPI/NCCL" where the build lacks them. make_host_staged_communicator (staged_comm.h) carries
+// device buffers over any host communicator. This library itself links none of those libraries.
 // docs/comm.md is the contract in prose: ordering rules, progress, what is bitwise.
 //
 // How to use:
@@ -139,12 +142,13 @@ class Request {
 void wait_all(std::span<Request> requests);
 
 // The backend interface behind Communicator. Collective pieces are already cut to at most
-// options().chunk_bytes; arguments are already checked. Implementations: local_comm.cpp,
-// mpi/mpi_comm.cpp. `what` describes the operation for error messages.
+// options().chunk_bytes; arguments are already checked. Implementations: local/local_comm.cpp,
+// mpi/mpi_comm.cpp, nccl/nccl_comm.cpp, and the adapter staged_comm.cpp over any of them. `what`
+// describes the operation for error messages.
 class CommImpl {
  public:
   virtual ~CommImpl() = default;
-  virtual std::string_view backend() const = 0;  // "local" or "mpi"
+  virtual std::string_view backend() const = 0;  // "local", "mpi" or "nccl"
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const std::vector<int>& world_ranks() const = 0;  // world rank of each rank

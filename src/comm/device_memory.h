@@ -1,7 +1,7 @@
 // How a communicator reaches buffers that live in a device's memory, without depending on any
 // device library: the runtime hands a table of the device's own copy and reduction (built over a
 // kernel set's Api, runtime/device_memory_policy.h) to
-//   - LocalWorld (local_comm.h): ranks as threads sharing one device; every buffer of its
+//   - LocalWorld (local/local_comm.h): ranks as threads sharing one device; every buffer of its
 //     messages, all-reduces and broadcasts is then device memory, moved and reduced by the
 //     device itself (device to device; on the emulated device inside its DeviceScope, so the
 //     host never reads device memory);

@@ -4,7 +4,7 @@
 // result). The copies are explicit and made by the device's own functions (device_memory.h), so
 // host code never reads device memory. For the emulated device under MPI, where ranks are
 // processes and each has its own device memory; a GPU per rank uses NCCL instead
-// (nccl_comm.h). Gathers are host memory, passed through. Splits and groups are staged too.
+// (nccl/nccl_comm.h). Gathers are host memory, passed through. Splits and groups are staged too.
 #pragma once
 
 #include "comm/communicator.h"

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 
 namespace eth {
@@ -36,6 +38,10 @@ std::string number_text(double v) {
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
+
+bool JsonCursor::is_object() const { return value_->is_object(); }
+bool JsonCursor::is_string() const { return value_->is_string(); }
+bool JsonCursor::is_array() const { return value_->is_array(); }
 
 JsonCursor::JsonCursor(const Json& value, JsonOrigin origin)
     : value_(&value), origin_(std::move(origin)) {}

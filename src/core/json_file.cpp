@@ -16,6 +16,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 
 namespace eth {

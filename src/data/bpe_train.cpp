@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "data/bpe_tokenizer.h"
 

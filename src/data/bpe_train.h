@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>  // Json members by value
+
 #include "core/json_cursor.h"
 #include "data/pretokenize.h"
 

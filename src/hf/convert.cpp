@@ -1,6 +1,8 @@
 // The family dispatch of `eth convert`. See convert.h.
 #include "hf/convert.h"
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/json_file.h"
 #include "hf/llama_convert.h"

@@ -1,6 +1,8 @@
 // GPT-2 config.json <-> ModelSpec. See gpt2_config.h.
 #include "hf/gpt2_config.h"
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/json_file.h"
 #include "core/limits.h"

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>  // Json members by value
+
 #include "core/json_cursor.h"
 #include "model/model_spec.h"
 

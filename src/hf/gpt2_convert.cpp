@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "hf/tensor_check.h"
@@ -197,8 +199,8 @@ ConvertReport convert_to_hf(const std::filesystem::path& checkpoint,
   const CheckpointMeta meta = read_checkpoint_meta(checkpoint);
   Json base;
   std::string recorded;
-  if (meta.run.is_object() && meta.run.contains("hf") && meta.run["hf"].is_object()) {
-    const Json& h = meta.run["hf"];
+  if (meta.run->is_object() && meta.run->contains("hf") && (*meta.run)["hf"].is_object()) {
+    const Json& h = (*meta.run)["hf"];
     if (h.contains("config")) base = h["config"];
     if (h.contains("dtype") && h["dtype"].is_string()) recorded = h["dtype"].get<std::string>();
   }

@@ -1,6 +1,8 @@
 // Llama config.json <-> ModelSpec. See llama_config.h.
 #include "hf/llama_config.h"
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/json_file.h"
 #include "core/limits.h"

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "hf/tensor_check.h"
@@ -206,8 +208,8 @@ ConvertReport convert_llama_to_hf(const std::filesystem::path& checkpoint,
   }
   Json base;
   std::string recorded;
-  if (meta.run.is_object() && meta.run.contains("hf") && meta.run["hf"].is_object()) {
-    const Json& h = meta.run["hf"];
+  if (meta.run->is_object() && meta.run->contains("hf") && (*meta.run)["hf"].is_object()) {
+    const Json& h = (*meta.run)["hf"];
     // Only a Llama config is a base: another family's fields would not describe this model.
     if (h.contains("config") && h["config"].is_object() &&
         h["config"].value("model_type", Json()) == "llama") {

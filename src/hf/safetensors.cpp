@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"

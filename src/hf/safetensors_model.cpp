@@ -1,6 +1,8 @@
 // A model's safetensors weights: one file or the shards of an index. See safetensors.h.
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/json_file.h"
 #include "hf/safetensors.h"

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
@@ -220,7 +222,7 @@ CurrentPlan ElasticRun::plan_for(const std::set<std::int64_t>& lost, int index) 
   c.original = r.surviving.original;
   c.predicted_ms = r.result.prediction.iteration_ms;
   // Which devices of the run's cluster the plan's ids stand for, for a person reading it.
-  Json search = c.plan.search.is_object() ? c.plan.search : Json::object();
+  Json search = c.plan.search->is_object() ? *c.plan.search : Json::object();
   search["elastic"] = Json{{"full_cluster_device_of", c.original}, {"lost", ids_json(lost)}};
   c.plan.search = search;
   c.file = (dir_ / ("elastic-plan-" + std::to_string(index) + ".json")).string();

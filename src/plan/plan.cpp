@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/json_file.h"
 #include "core/limits.h"
@@ -203,8 +205,8 @@ Json plan_to_json(const Plan& p) {
       j["optimizer_shards"].push_back(Json{{"holders", b.holders}, {"elements", b.elements}});
     }
   }
-  if (!p.predicted.is_null()) j["predicted"] = p.predicted;
-  if (!p.search.is_null()) j["search"] = p.search;
+  if (!p.predicted->is_null()) j["predicted"] = *p.predicted;
+  if (!p.search->is_null()) j["search"] = *p.search;
   return j;
 }
 

@@ -10,6 +10,7 @@
 
 #include "cluster/cluster_spec.h"
 #include "core/json_cursor.h"
+#include "core/json_value.h"
 #include "model/model_spec.h"
 #include "model/recompute.h"
 
@@ -73,8 +74,8 @@ struct Plan {
   std::string schedule = "1f1b";
   OptimizerSharding optimizer_sharding = OptimizerSharding::None;  // absent in the file: None
   std::vector<BlockShards> optimizer_shards;  // one per block-wise block; empty for None
-  Json predicted;  // optional free-form predictions (null when absent)
-  Json search;     // optional search statistics from the planner (null when absent)
+  JsonValue predicted;  // optional free-form predictions (null when absent)
+  JsonValue search;     // optional search statistics from the planner (null when absent)
 
   std::int64_t num_devices() const;
   // Global device ids in ascending order (MPI rank i runs the i-th of these).

@@ -10,7 +10,7 @@
 // It also gives the communicator layer the device's copy and reduction (comm/device_memory.h),
 // which LocalWorld (ranks as threads sharing the device: messages and reductions device to
 // device) and the host-staged communicator (MPI on the emulated device: explicit downloads and
-// uploads) use. A GPU per rank uses NCCL (comm/nccl_comm.h), which takes device buffers itself.
+// uploads) use. A GPU per rank uses NCCL (comm/nccl/nccl_comm.h), which takes device buffers itself.
 #pragma once
 
 #include <cstddef>

@@ -9,6 +9,8 @@
 #include <limits>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "runtime/placement.h"
 

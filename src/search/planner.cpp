@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "cost/sharding_memory.h"
 #include "plan/sharding.h"
@@ -325,10 +327,10 @@ PlannerResult plan_training(PlanMethod method, const ModelSpec& model, const Clu
                              {"search_objective_ms", best.objective_ms},
                              {"idle_devices", best.idle_devices}};
   if (sharding != OptimizerSharding::None) {
-    best.plan.predicted["optimizer_sharding"] =
+    (*best.plan.predicted)["optimizer_sharding"] =
         std::string(optimizer_sharding_name(best.plan.optimizer_sharding));
-    best.plan.predicted["shard_gather_ms"] = best.prediction.shard_gather_ms;
-    best.plan.predicted["freed_memory_spent_on"] = spent;
+    (*best.plan.predicted)["shard_gather_ms"] = best.prediction.shard_gather_ms;
+    (*best.plan.predicted)["freed_memory_spent_on"] = spent;
   }
   best.stats = ctx.stats;
   best.plan.search = best.stats.to_json();

@@ -6,6 +6,8 @@
 #include <limits>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 
 namespace eth {

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 
 namespace eth {

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
@@ -252,9 +254,9 @@ void write_checkpoint(const std::filesystem::path& path, const ModelState& state
                                 {"version", kVersion},
                                 {"model", model_to_json(meta.model).dump()},
                                 {"step", std::to_string(meta.step)},
-                                {"schedule", meta.schedule.dump()},
-                                {"data", meta.data.dump()},
-                                {"run", meta.run.dump()},
+                                {"schedule", meta.schedule->dump()},
+                                {"data", meta.data->dump()},
+                                {"run", meta.run->dump()},
                                 {"checksums", sums.dump()}};
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned

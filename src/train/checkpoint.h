@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "core/json_cursor.h"
+#include "core/json_value.h"
 #include "model/model_spec.h"
 #include "train/model_state.h"
 
@@ -20,9 +20,9 @@ namespace eth {
 struct CheckpointMeta {
   ModelSpec model;
   std::int64_t step = 0;  // optimizer steps completed; training resumes at this step
-  Json schedule;          // learning-rate schedule and optimizer settings
-  Json data;              // data position: file, sampler settings, next global sample
-  Json run;               // anything else a resume must agree with (seed, dropout, ...)
+  JsonValue schedule;     // learning-rate schedule and optimizer settings
+  JsonValue data;         // data position: file, sampler settings, next global sample
+  JsonValue run;          // anything else a resume must agree with (seed, dropout, ...)
 };
 
 // Writes the units `state` holds (parameters and AdamW moments, whole tensors: tp 1) and `meta`

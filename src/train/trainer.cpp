@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "train/init_from.h"
 
@@ -64,8 +66,8 @@ void check_resume(const std::filesystem::path& path, const CheckpointMeta& meta,
       }
     }
   };
-  same(meta.data, expected.data, "data");
-  same(meta.run, expected.run, "run");
+  same(*meta.data, *expected.data, "data");
+  same(*meta.run, *expected.run, "run");
 }
 
 CheckpointMeta training_meta(const TrainConfig& cfg, std::int64_t seq_len,

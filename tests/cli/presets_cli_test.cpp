@@ -3,6 +3,8 @@
 // to the very preset; and one of each, written to a file, plans exactly as the preset name does.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cluster/cluster_spec.h"
 #include "core/json_file.h"
 #include "eth_run.h"

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 #include "core/json_file.h"
 #include "eth_run.h"

@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "comm/allreduce_queue.h"
-#include "comm/local_comm.h"
+#include "comm/local/local_comm.h"
 #include "one_rank_impl.h"
 
 namespace eth {

@@ -10,8 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "comm/local_comm.h"
-#include "comm/mpi_comm.h"
+#include "comm/local/local_comm.h"
 #include "core/error.h"
 #include "test_util.h"
 
@@ -429,16 +428,6 @@ TEST(LocalComm, InvalidOptionsAndSizesAreRejectedWithTheFieldName) {
   EXPECT_EQ(field_of([] { LocalWorld w(2, CommOptions{milliseconds(10), 4}); }), "chunk_bytes");
   EXPECT_EQ(field_of([] { LocalWorld w(2, CommOptions{milliseconds(10), 1024, 4}); }),
             "window_bytes");
-}
-
-TEST(MpiStub, BuildsWithoutMpiSayWhyMpiIsUnavailable) {
-  if (mpi_compiled()) GTEST_SKIP() << "this build has MPI: tests/comm/mpi_comm_test.cpp covers it";
-  try {
-    MpiSession session;
-    ADD_FAILURE() << "MpiSession should throw in a build without MPI";
-  } catch (const CommError& e) {
-    EXPECT_NE(std::string(e.what()).find("built without MPI"), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "comm/mpi/mpi_check.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 
 namespace eth {
 namespace {

@@ -1,4 +1,4 @@
-// The NCCL communicator (comm/nccl_comm.h). Without a GPU, or in a build without NCCL, creating
+// The NCCL communicator (comm/nccl/nccl_comm.h). Without a GPU, or in a build without NCCL, creating
 // one is a CommError that says why, before any collective. On a GPU (scripts/gpu-check.sh): one
 // rank on one GPU (NCCL allows one rank per GPU, and the check machine has one), bootstrapped
 // over a LocalWorld: the collectives keep or combine device buffers as the contract says, and
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/local_comm.h"
-#include "comm/nccl_comm.h"
+#include "comm/local/local_comm.h"
+#include "comm/nccl/nccl_comm.h"
 #include "kernels/cuda/runtime.h"
 
 namespace eth {

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "cost/fixture.h"
 #include "search/cost_tables.h"
 

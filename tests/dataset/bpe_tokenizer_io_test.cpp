@@ -5,6 +5,8 @@
 #include <fstream>
 #include <functional>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_file.h"
 #include "data/bpe_tokenizer.h"
 #include "test_util.h"

@@ -10,6 +10,8 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_file.h"
 #include "data/bpe_tokenizer.h"
 #include "test_util.h"

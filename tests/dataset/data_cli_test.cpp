@@ -7,6 +7,8 @@
 
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_file.h"
 #include "data/token_file.h"
 #include "data/tokenize.h"

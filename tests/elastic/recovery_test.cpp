@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cluster/cluster_spec.h"
 #include "elastic/lost_devices.h"
 #include "elastic/recovery.h"

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_file.h"
 #include "eth_run.h"
 #include "test_util.h"

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/json_file.h"
 #include "data/sampler.h"
@@ -67,7 +69,7 @@ TEST(HfConvert, Fp32LossEqualsTransformers) {
   const CheckpointMeta meta = read_checkpoint_meta(ckpt);
   EXPECT_EQ(meta.step, 0);
   EXPECT_EQ(meta.model.vocab, 300);
-  EXPECT_EQ(meta.run["hf"]["dtype"], "F32");
+  EXPECT_EQ((*meta.run)["hf"]["dtype"], "F32");
 }
 
 TEST(HfConvert, Bf16AndFp16LossesEqualTransformers) {

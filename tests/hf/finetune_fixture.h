@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 #include "eth_run.h"
 #include "test_util.h"

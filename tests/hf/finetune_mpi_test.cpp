@@ -6,6 +6,8 @@
 #include <fstream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 #include "eth_run.h"
 #include "finetune_fixture.h"

@@ -3,6 +3,8 @@
 // exits 2 naming the file and the field, and writes nothing.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_file.h"
 #include "eth_run.h"
 #include "test_util.h"

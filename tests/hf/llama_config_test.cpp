@@ -7,6 +7,8 @@
 
 #include <functional>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/json_file.h"
 #include "test_util.h"

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/json_file.h"
 #include "hf/convert.h"
@@ -152,7 +154,7 @@ TEST(LlamaCheckpoint, ShardedAndSingleFilesGiveTheSameCheckpoint) {
   const CheckpointMeta meta = read_checkpoint_meta(converted("llama_f32"));
   EXPECT_EQ(meta.step, 0);
   EXPECT_EQ(meta.model, read_llama_config(kData / "llama_f32" / "config.json").model);
-  EXPECT_EQ(meta.run["hf"]["dtype"], "F32");
+  EXPECT_EQ((*meta.run)["hf"]["dtype"], "F32");
 }
 
 // Multi-head attention (the tied fixture's 4 of 4 kv heads): ETH's grouped layout is GPT's
@@ -209,7 +211,7 @@ TEST(LlamaCheckpoint, Fp16ExportRoundsOnceAndRoundTrips) {
   convert_any_to_hf(ckpt, a, "fp16", false);
   const fs::path again = test::scratch("hf_llama", "convert") / "f16.safetensors";
   convert_any_from_hf(a, again, true);
-  EXPECT_EQ(read_checkpoint_meta(again).run["hf"]["dtype"], "F16");
+  EXPECT_EQ((*read_checkpoint_meta(again).run)["hf"]["dtype"], "F16");
   convert_any_to_hf(again, b, "auto", false);
   expect_same_tensors(a, b);
   const SafetensorsModel src(kData / "llama_f32"), half(a);

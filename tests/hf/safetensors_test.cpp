@@ -11,6 +11,8 @@
 #include <fstream>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/json_cursor.h"
 #include "test_util.h"

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "eth_run.h"
 #include "core/json_cursor.h"
 #include "model/model_spec.h"

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "model/arithmetic.h"
 #include "model/model_spec.h"

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_file.h"
 #include "plan/plan.h"
 #include "plan/validate.h"

@@ -4,6 +4,8 @@
 
 #include <numeric>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "plan/blocks.h"
 #include "plan/sharding.h"

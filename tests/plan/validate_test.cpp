@@ -6,6 +6,8 @@
 
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "plan/plan.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/local_comm.h"
+#include "comm/local/local_comm.h"
 #include "runtime/dist_trainer.h"
 #include "train/train_test_util.h"
 #include "train/trainer.h"

@@ -11,7 +11,7 @@
 
 #include <mutex>
 
-#include "comm/local_comm.h"
+#include "comm/local/local_comm.h"
 #include "runtime/grad_layout.h"
 #include "runtime_test_util.h"
 

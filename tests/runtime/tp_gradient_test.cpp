@@ -8,7 +8,7 @@
 #include <cmath>
 #include <mutex>
 
-#include "comm/local_comm.h"
+#include "comm/local/local_comm.h"
 #include "runtime/tp_comm.h"
 #include "train/kernel_set.h"
 #include "train/model_state.h"

@@ -14,6 +14,8 @@
 #include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 
 namespace eth::test {

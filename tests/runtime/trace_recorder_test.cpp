@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "comm/local_comm.h"
+#include "comm/local/local_comm.h"
 #include "test_util.h"
 
 namespace eth {

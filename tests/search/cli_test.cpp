@@ -3,6 +3,8 @@
 
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_file.h"
 #include "eth_run.h"
 #include "plan/plan.h"

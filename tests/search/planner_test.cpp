@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "cluster/cluster_spec.h"
 #include "cost/predictor.h"
@@ -163,9 +165,9 @@ TEST(Planner, EveryMethodGivesAValidPlanAndEthIsNeverSlowerThanLayer) {
   EXPECT_EQ(eth.stats.generated, eth.stats.evaluated + eth.stats.skipped_total());
   EXPECT_GT(eth.stats.cache_hits, 0);
   // The plan file carries the prediction and the statistics.
-  EXPECT_DOUBLE_EQ(eth.plan.predicted.at("iteration_ms").get<double>(),
+  EXPECT_DOUBLE_EQ(eth.plan.predicted->at("iteration_ms").get<double>(),
                    eth.prediction.iteration_ms);
-  EXPECT_EQ(eth.plan.search.at("generated").get<std::int64_t>(), eth.stats.generated);
+  EXPECT_EQ(eth.plan.search->at("generated").get<std::int64_t>(), eth.stats.generated);
   for (const auto& p : eth.plan.pipelines) {
     for (const auto& s : p.stages) EXPECT_TRUE(s.predicted_peak_memory_bytes.has_value());
   }
@@ -397,12 +399,12 @@ TEST(Planner, PartitionLimitIsReportedWhenItBinds) {
   const PlannerResult full = plan_training(PlanMethod::Eth, model, c, db, 32, model.seq_len,
                                            small_options());
   EXPECT_TRUE(full.stats.limits.empty());
-  EXPECT_FALSE(full.plan.search.contains("limits_reached"));
+  EXPECT_FALSE(full.plan.search->contains("limits_reached"));
   PlannerOptions o = small_options();
   o.max_partitions = 3;
   const PlannerResult cut = plan_training(PlanMethod::Eth, model, c, db, 32, model.seq_len, o);
   EXPECT_EQ(cut.stats.limits.at("max_partitions"), 3);
-  EXPECT_EQ(cut.plan.search.at("limits_reached").at("max_partitions"), 3);
+  EXPECT_EQ(cut.plan.search->at("limits_reached").at("max_partitions"), 3);
   EXPECT_GE(cut.best_objective_ms, full.best_objective_ms);
   expect_valid(cut.plan, c, db, 32);
 }

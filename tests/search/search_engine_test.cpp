@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "cluster/cluster_spec.h"
 #include "plan/plan.h"
 #include "profile/analytic.h"

@@ -9,6 +9,8 @@
 
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "cost/sharding_memory.h"
 #include "plan/sharding.h"

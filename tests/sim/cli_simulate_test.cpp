@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 #include "eth_run.h"
 #include "test_util.h"

@@ -7,6 +7,8 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "sim/trace.h"
 #include "sim_fixture.h"
 #include "test_util.h"

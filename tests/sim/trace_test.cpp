@@ -7,6 +7,8 @@
 
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 #include "sim_fixture.h"
 

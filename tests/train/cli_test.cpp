@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 #include "core/json_file.h"
 #include "data/token_file.h"

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <span>
 
-#include "comm/local_comm.h"
+#include "comm/local/local_comm.h"
 #include "cost/predictor.h"
 #include "kernels/bf16.h"
 #include "runtime/tp_comm.h"

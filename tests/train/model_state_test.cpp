@@ -6,6 +6,8 @@
 #include <cstring>
 #include <numbers>
 
+#include <nlohmann/json.hpp>
+
 #include "model/arithmetic.h"
 #include "train/checkpoint.h"
 #include "train/model_state.h"

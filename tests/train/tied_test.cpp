@@ -9,6 +9,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/json_cursor.h"
 #include "train/checkpoint.h"
 #include "train/kernel_set.h"

@@ -1,5 +1,5 @@
 // ETH_MPI_CHECK(call): every MPI return code goes through it (STYLE.md section 6). Internal to
-// comm/ and its tests: the only header of ETH that includes <mpi.h>.
+// comm/mpi/ and its tests: the only header of ETH that includes <mpi.h>.
 #pragma once
 
 #include <mpi.h>

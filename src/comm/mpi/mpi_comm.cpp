@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "comm/mpi/mpi_check.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 #include "core/error.h"
 
 namespace eth {

@@ -1,6 +1,6 @@
 // The MPI backend in builds without MPI (ETH_WITH_MPI=OFF or no MPI found): CMake compiles this
 // file instead of mpi_comm.cpp, so no caller needs #ifdef. Everything throws one clear error.
-#include "comm/mpi_comm.h"
+#include "comm/mpi/mpi_comm.h"
 
 namespace eth {
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "comm/nccl_comm.h"
+#include "comm/nccl/nccl_comm.h"
 
 namespace eth {
 namespace {

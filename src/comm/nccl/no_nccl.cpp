@@ -1,5 +1,5 @@
 // The NCCL backend of a build without it (ETH_CUDA=OFF or no NCCL found): see nccl_comm.h.
-#include "comm/nccl_comm.h"
+#include "comm/nccl/nccl_comm.h"
 
 namespace eth {
 

@@ -2,6 +2,7 @@
 // bootstrapped over a host communicator (MPI, or LocalWorld in tests). Deliberately free of
 // <nccl.h> and <cuda_runtime.h>, so callers compile the same in builds without NCCL, where
 // comm/nccl/no_nccl.cpp's version throws CommError "built without NCCL" (CMake picks the file).
+// Library eth_comm_nccl: the only one of comm/ that links CUDA and NCCL (ETH_WITH_NCCL).
 //
 // Memory: the buffers of send/recv, the all-reduces and broadcast are DEVICE memory of the rank's
 // GPU (kernels/cuda/runtime.h); gather (timings, counters) is host memory and goes over the host

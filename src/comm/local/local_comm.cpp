@@ -3,7 +3,7 @@
 // a non-blocking collective completes without any progress calls. Point-to-point messages are
 // matched per (source, destination, tag) in order; a send completes only when its receive is
 // matched (MPI_Ssend semantics), so code that works here never relies on MPI eager buffering.
-#include "comm/local_comm.h"
+#include "comm/local/local_comm.h"
 
 #include <algorithm>
 #include <condition_variable>

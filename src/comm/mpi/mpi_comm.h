@@ -1,6 +1,7 @@
 // The MPI backend's entry points: MpiSession initializes and finalizes MPI and hands out the
 // world communicator. Deliberately free of <mpi.h>, so callers compile the same in builds
 // without MPI, where mpi/no_mpi.cpp's versions throw "built without MPI" (CMake picks the file).
+// Library eth_comm_mpi: the only one of ETH that links libmpi (ETH_WITH_MPI).
 #pragma once
 
 #include "comm/communicator.h"

@@ -1,7 +1,8 @@
 // LocalWorld: N ranks as threads of one process, for fast integration tests of the runtime on
 // 2-core machines. Same contract as the MPI backend, stricter where MPI is lenient (sends are
 // synchronous, mismatched collectives are reported). Not a performance backend: everything
-// runs under one mutex.
+// runs under one mutex. Library eth_comm_local (`eth train --backend threads` and the tests):
+// it links neither MPI nor CUDA.
 //
 // How to use:
 //   LocalWorld world(4, options);
