@@ -109,8 +109,10 @@ class TemplateEvaluator {
   }
 
   // With CPC and DPO: runs the first phase of the size's program (its bottleneck) unless known,
-  // which tightens current_bound; without DPO the whole split (exact_at).
-  void refine(int tpl, std::size_t mi) {
+  // which tightens current_bound; without DPO the whole split (exact_at). With `cap` (the
+  // largest bottleneck the caller can use, above the size's floor) the program prices no
+  // stage beyond it, and a bottleneck above it is kept as the floor `cap` instead.
+  void refine(int tpl, std::size_t mi, double cap = kInf) {
     grow();
     auto& v = exact_[static_cast<std::size_t>(tpl)];
     if (v.empty()) v.resize(num_sizes());
@@ -127,14 +129,36 @@ class TemplateEvaluator {
       r = compute(tpl, mi, std::nullopt);
       return;
     }
-    const double b = split_units_bottleneck(slots, ctx_.num_units(), scratch_);
+    // The bound, a little lower so that rounding in it never lifts it above the bottleneck
+    // (the program's answer is the larger of the two).
+    const double floor = current_bound(tpl, mi).max_ms * (1.0 - 1e-9);
+    if (!(cap > r.floor)) cap = kInf;
+    const double b = split_units_bottleneck(slots, ctx_.num_units(), scratch_, floor, cap);
     ++ctx_.stats.unit_splits;
+    if (b == kInf && cap < kInf) {
+      r.floor = cap;  // the bottleneck exceeds the cap (or no split fits)
+      return;
+    }
     if (b == kInf) {
       ++ctx_.stats.rejected_options["no_fit"];
       r.done = true;
       return;
     }
     r.bottleneck = b;
+  }
+  // Whether the greedy (exceeds) proves the size's bottleneck above v, kept as its floor;
+  // false when it does not, or when v is not above the floor already known.
+  bool prove_above(int tpl, std::size_t mi, double v) {
+    if (!ctx_.opt.cpc || !bound_at(tpl, mi) || size_done(tpl, mi) || refined(tpl, mi)) {
+      return false;
+    }
+    grow();
+    auto& per_size = exact_[static_cast<std::size_t>(tpl)];
+    if (per_size.empty()) per_size.resize(num_sizes());
+    if (!(v > per_size[mi].floor) || !exceeds(tpl, mi, v)) return false;
+    per_size[mi].floor = v;
+    tightened(tpl);
+    return true;
   }
   bool refined(int tpl, std::size_t mi) const {
     if (static_cast<std::size_t>(tpl) >= exact_.size()) return false;
@@ -289,6 +313,7 @@ class TemplateEvaluator {
     auto& per_size = exact_[static_cast<std::size_t>(tpl)];
     if (per_size.empty()) per_size.resize(num_sizes());
     SizeResult& r = per_size[pick];
+    double cap = kInf;
     if (!r.bottleneck && ctx_.opt.dpo) {
       // k micro-batches take `need` samples; they finish within tau only while the slot is at
       // most (tau - sum) / (k - 1) (one micro-batch: while the sum, itself at least the
@@ -297,16 +322,19 @@ class TemplateEvaluator {
       const std::int64_t k = (need + o.mbs - 1) / o.mbs;
       const double slot = k >= 2 ? (tau - o.sum_ms) / static_cast<double>(k - 1) : tau;
       const double v = slot * (1.0 + 1e-9);
-      if (slot > 0 && v > r.floor && exceeds(tpl, pick, v)) {
-        r.floor = v;
-        tightened(tpl);
-        return true;
+      if (slot > 0 && v > r.floor) {
+        if (exceeds(tpl, pick, v)) {
+          r.floor = v;
+          tightened(tpl);
+          return true;
+        }
+        cap = v;  // a bottleneck above v leaves too few samples: the program stops there
       }
     }
     if (refined(tpl, pick)) {
       exact_at(tpl, pick);
     } else {
-      refine(tpl, pick);
+      refine(tpl, pick, cap);
     }
     return true;
   }

@@ -184,8 +184,30 @@ TEST(UnitSplit, DynamicProgramEqualsEnumerationAndBruteForce) {
     const double bottleneck =
         split_units_bottleneck(slots, static_cast<std::int64_t>(U), scratch);
     EXPECT_EQ(bottleneck < std::numeric_limits<double>::infinity(), en.feasible) << trial;
+    if (!en.feasible) {
+      EXPECT_EQ(split_units_bottleneck(slots, static_cast<std::int64_t>(U), scratch, 0.0, 1e9),
+                std::numeric_limits<double>::infinity())
+          << trial;
+    }
     if (en.feasible) {
       EXPECT_EQ(bottleneck, en.max_ms) << "trial " << trial;
+      // With a floor at most the bottleneck and a cap: the bottleneck itself when the cap
+      // reaches it, else +infinity (the search's proof that it exceeds the cap).
+      // (Its own generator, so the trials' cases stay those drawn before it existed.)
+      std::mt19937 draw(static_cast<unsigned>(trial));
+      std::uniform_real_distribution<double> frac(0.0, 1.0);
+      const double floor = en.max_ms * frac(draw);
+      for (const double limit : {en.max_ms, std::nextafter(en.max_ms, 0.0),
+                                 en.max_ms * (0.5 + frac(draw)), en.max_ms * 2}) {
+        const double capped =
+            split_units_bottleneck(slots, static_cast<std::int64_t>(U), scratch, floor, limit);
+        EXPECT_EQ(capped,
+                  limit >= en.max_ms ? en.max_ms : std::numeric_limits<double>::infinity())
+            << "trial " << trial << " cap " << limit;
+      }
+      EXPECT_EQ(split_units_bottleneck(slots, static_cast<std::int64_t>(U), scratch, en.max_ms),
+                en.max_ms)
+          << "trial " << trial;
       const UnitSplit two =
           split_units_dp(slots, static_cast<std::int64_t>(U), scratch, bottleneck);
       EXPECT_EQ(two.sum_ms, en.sum_ms) << "trial " << trial;
