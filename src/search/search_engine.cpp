@@ -214,6 +214,10 @@ KindsStatus exact_kinds(Context& ctx, TemplateEvaluator& ev, const Partition& p,
       kinds = exact_only;
       return KindsStatus::Ok;
     }
+    // Templates still on their cheap bounds get the costlier terms before any split runs.
+    bool deeper = false;
+    for (const PartitionPart& part : p.parts) deeper = ev.deepen(part.tpl) || deeper;
+    if (deeper) continue;
     // The most promising size not done: its bottleneck first, its whole split after. With a
     // cap (the bottleneck above which the partition fails its threshold), the greedy proof at
     // the cap, else the program stopped at it; without, the greedy's geometric proofs.
@@ -621,7 +625,8 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
       // whose every size is above the k-th pick, cannot change the picks (first minimum per
       // partition, then the k smallest (objective, partition)): never split.
       const double kth = kept.size() == k ? kept.back() : kInf;
-      const double lower = key[i] > kth ? key[i] : lower_of(i);
+      double lower = key[i] > kth ? key[i] : lower_of(i);
+      if (lower <= kth && ev.deepen(part.tpl)) lower = lower_of(i);  // before any proof or split
       if (lower > kth) {
         ++ctx.stats.skipped[lower == kInf ? "no_fit" : "bound"];
         continue;
