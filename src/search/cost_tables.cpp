@@ -44,7 +44,7 @@ constexpr double kBlocksPerUnit = 3;
 
 UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
                            std::int64_t seq_len, double collective_window_bytes,
-                           std::int64_t shard_holders) {
+                           std::int64_t shard_holders, const std::vector<double>* params_of) {
   const std::size_t n = entry.units.size();
   UnitTable t;
   t.device_type = entry.key.device_type;
@@ -68,7 +68,9 @@ UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
     t.forward_prefix[u + 1] = t.forward_prefix[u] + p.forward_ms;
     // Parameters as cost/stage_costs.cpp counts them: the model's table at this tp.
     const double params =
-        static_cast<double>(unit_params(model, static_cast<std::int64_t>(u), entry.key.tp));
+        params_of != nullptr && params_of->size() == n
+            ? (*params_of)[u]
+            : static_cast<double>(unit_params(model, static_cast<std::int64_t>(u), entry.key.tp));
     // Sharded, the optimizer state is the even share of the least holder count.
     const double unit_static =
         shard_holders > 0
@@ -169,9 +171,15 @@ const UnitTable& CostTables::get(const std::string& device_type, std::int64_t tp
   if (it != tables_.end()) return *it->second;
   ETH_CHECK(covers(device_type, tp, mbs), "cost table requested for an uncovered profile key");
   const ProfileLookup lk = profile_->lookup(device_type, tp, mbs);
-  auto table = std::make_unique<UnitTable>(
-      build_unit_table(lk.entry, profile_->model(), seq_len_, collective_window_bytes_,
-                       shard_holders_));
+  const ModelSpec& model = profile_->model();
+  auto [params, fresh] = params_.try_emplace(tp);
+  if (fresh) {
+    for (std::int64_t u = 0; u < num_units_; ++u) {
+      params->second.push_back(static_cast<double>(unit_params(model, u, tp)));
+    }
+  }
+  auto table = std::make_unique<UnitTable>(build_unit_table(
+      lk.entry, model, seq_len_, collective_window_bytes_, shard_holders_, &params->second));
   if (!operator_recompute_) restrict_to_full_recompute(*table);
   const UnitTable& ref = *table;
   tables_.emplace(key, std::move(table));

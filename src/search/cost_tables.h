@@ -109,11 +109,15 @@ class CostTables {
   double collective_window_bytes_;
   std::int64_t shard_holders_;
   std::map<ProfileKey, std::unique_ptr<UnitTable>> tables_;
+  std::map<std::int64_t, std::vector<double>> params_;  // per tp: unit_params per unit
 };
 
+// `params_of`: unit_params(model, u, entry's tp) per unit when the caller has them (CostTables
+// keeps them per tp: every device type and micro-batch size shares them), else worked out here.
 UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model, std::int64_t seq_len,
                            double collective_window_bytes = kDefaultCollectiveWindowBytes,
-                           std::int64_t shard_holders = 0);
+                           std::int64_t shard_holders = 0,
+                           const std::vector<double>* params_of = nullptr);
 // Fills rc_order and rc_first_fit from the prefix tables: candidates sorted by total backward
 // time (index on ties); when that order holds unit by unit, a candidate that holds at least the
 // bytes of an earlier one on every unit can never be chosen and is dropped.
