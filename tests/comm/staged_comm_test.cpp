@@ -43,7 +43,7 @@ const DeviceMemoryOps kMasked{"masked", nullptr, nullptr, masked_download, maske
 template <class T>
 std::vector<unsigned char> to_device(const std::vector<T>& values) {
   std::vector<unsigned char> d(values.size() * sizeof(T));
-  std::memcpy(d.data(), values.data(), d.size());
+  if (!d.empty()) std::memcpy(d.data(), values.data(), d.size());
   for (unsigned char& b : d) b ^= kMask;
   return d;
 }
@@ -52,7 +52,7 @@ std::vector<T> from_device(const std::vector<unsigned char>& d) {
   std::vector<unsigned char> h(d);
   for (unsigned char& b : h) b ^= kMask;
   std::vector<T> v(h.size() / sizeof(T));
-  std::memcpy(v.data(), h.data(), h.size());
+  if (!h.empty()) std::memcpy(v.data(), h.data(), h.size());
   return v;
 }
 template <class T>
