@@ -13,7 +13,8 @@ namespace {
 
 TEST(ErrorText, MessageNamesComponentSourceAndPathLeavingOutEmptyParts) {
   const InputError e("plan", "plan.json", "pipelines[1].stages[0].units", "expected 3, got 4");
-  EXPECT_EQ(std::string(e.what()), "[plan] plan.json: pipelines[1].stages[0].units: expected 3, got 4");
+  EXPECT_EQ(std::string(e.what()),
+            "[plan] plan.json: pipelines[1].stages[0].units: expected 3, got 4");
   EXPECT_EQ(e.component(), "plan");
   EXPECT_EQ(e.source(), "plan.json");
   EXPECT_EQ(e.path(), "pipelines[1].stages[0].units");

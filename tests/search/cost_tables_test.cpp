@@ -32,7 +32,8 @@ using search::UnitTable;
 
 ClusterSpec one_type_cluster() {
   const Json j = Json::parse(R"({"nodes": [{"device_type": "fast", "devices": 4}],
-      "device_types": {"fast": {"tflops": 100, "memory_gb": 1, "intra_node_bandwidth_gbps": 800}}})");
+      "device_types": {"fast": {"tflops": 100, "memory_gb": 1,
+                                "intra_node_bandwidth_gbps": 800}}})");
   return parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "test", ""}));
 }
 
@@ -43,7 +44,9 @@ struct Fixture {
   ProfileDb db = analytic_profile_db(model, cluster, {1, 2}, {2, 4}, model.seq_len);
 };
 
-double unit_of(const std::vector<double>& prefix, std::size_t u) { return prefix[u + 1] - prefix[u]; }
+double unit_of(const std::vector<double>& prefix, std::size_t u) {
+  return prefix[u + 1] - prefix[u];
+}
 
 // A unit's figure read back from prefix sums: equal up to the rounding of the sums (a few ulps
 // of the whole model's total).
@@ -105,7 +108,9 @@ TEST(CostTables, CandidatesAreTheDocumentedSetsInOrder) {
       {"qkv", "attn_score", "attn_softmax", "attn_dropout", "mlp_act"},
       {"unit"}};
   ASSERT_EQ(recompute_candidates().size(), want.size());
-  for (std::size_t r = 0; r < want.size(); ++r) EXPECT_EQ(recompute_candidates()[r].names(), want[r]);
+  for (std::size_t r = 0; r < want.size(); ++r) {
+    EXPECT_EQ(recompute_candidates()[r].names(), want[r]);
+  }
   EXPECT_TRUE(recompute_candidates()[kFullRecompute].full_unit());
 }
 
@@ -256,8 +261,10 @@ TEST(CostTables, PrunedCandidatesAreDominatedAndTheOrderIsByTime) {
     bool monotone = true;
     for (std::size_t k = 1; k < all.size(); ++k) {
       for (std::size_t u = 0; u < n; ++u) {
-        monotone = monotone && unit_of(t.backward_prefix[static_cast<std::size_t>(all[k - 1])], u) <=
-                                   unit_of(t.backward_prefix[static_cast<std::size_t>(all[k])], u);
+        const auto before = static_cast<std::size_t>(all[k - 1]);
+        const auto after = static_cast<std::size_t>(all[k]);
+        monotone = monotone && unit_of(t.backward_prefix[before], u) <=
+                                   unit_of(t.backward_prefix[after], u);
       }
     }
     EXPECT_EQ(t.rc_first_fit, monotone);

@@ -136,7 +136,8 @@ TEST(Uniform, ShapesThatSpanNodesOrExceedThePipelineLimitAreSkipped) {
 }
 
 TEST(Uniform, NothingFitsNamesTheSmallestMemory) {
-  const UniformRun r = uniform(cluster_of(R"({"device_type": "tiny", "devices": 2})"), 8, options());
+  const ClusterSpec c = cluster_of(R"({"device_type": "tiny", "devices": 2})");
+  const UniformRun r = uniform(c, 8, options());
   EXPECT_TRUE(r.candidates.empty());
   EXPECT_NE(r.diagnosis.find("fits the smallest device memory of the cluster (0.005 GB)"),
             std::string::npos)
