@@ -54,6 +54,21 @@ void expect_unit(const std::vector<double>& prefix, std::size_t u, double want) 
   EXPECT_NEAR(unit_of(prefix, u), want, 1e-13 * std::abs(prefix.back()));
 }
 
+// The least forward + backward time of units [i, j) over all eight sets whose range_memory
+// fits `cap` (+infinity when none does), summed as range_cost sums it.
+double fastest_that_fits(const UnitTable& t, double cap, std::int64_t q, std::int64_t i,
+                         std::int64_t j) {
+  const auto a = static_cast<std::size_t>(i), b = static_cast<std::size_t>(j);
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < kNumRecomputeCandidates; ++r) {
+    if (search::range_memory(t, q, i, j, r) > cap) continue;
+    const auto ri = static_cast<std::size_t>(r);
+    const double fwd = t.forward_prefix[b] - t.forward_prefix[a];
+    best = std::min(best, fwd + (t.backward_prefix[ri][b] - t.backward_prefix[ri][a]));
+  }
+  return best;
+}
+
 TEST(CostTables, EachUnitIsTheProfilesFigure) {
   const Fixture f;
   ASSERT_EQ(f.db.entries().size(), 4u);
@@ -129,16 +144,7 @@ TEST(CostTables, RangePicksTheFastestOfAllSetsThatFit) {
       hi = std::max(hi, search::range_memory(t, q, i, j, r));
     }
     const double cap = lo + (hi - lo) * std::uniform_real_distribution<double>(-0.1, 1.1)(rng);
-    double best = std::numeric_limits<double>::infinity();
-    for (int r = 0; r < kNumRecomputeCandidates; ++r) {
-      const auto ri = static_cast<std::size_t>(r);
-      if (search::range_memory(t, q, i, j, r) > cap) continue;
-      const double fwd = t.forward_prefix[static_cast<std::size_t>(j)] -
-                         t.forward_prefix[static_cast<std::size_t>(i)];
-      const double bwd = t.backward_prefix[ri][static_cast<std::size_t>(j)] -
-                         t.backward_prefix[ri][static_cast<std::size_t>(i)];
-      best = std::min(best, fwd + bwd);
-    }
+    const double best = fastest_that_fits(t, cap, q, i, j);
     const RangeCost c = search::range_cost(t, cap, q, i, j);
     ASSERT_EQ(c.fits, best < std::numeric_limits<double>::infinity()) << trial;
     if (!c.fits) continue;
@@ -190,16 +196,7 @@ TEST(CostTables, PrunedTablesStillPickTheFastestOfAllSets) {
       const auto j = i + 1 + static_cast<std::int64_t>(rng() % (n - static_cast<std::size_t>(i)));
       const std::int64_t q = 1 + rng() % 4;
       const double cap = 150 + 800 * unif(rng);
-      double best = std::numeric_limits<double>::infinity();
-      for (int k = 0; k < kNumRecomputeCandidates; ++k) {
-        if (search::range_memory(t, q, i, j, k) > cap) continue;
-        const auto ki = static_cast<std::size_t>(k);
-        const double fwd = t.forward_prefix[static_cast<std::size_t>(j)] -
-                           t.forward_prefix[static_cast<std::size_t>(i)];
-        const double bwd = t.backward_prefix[ki][static_cast<std::size_t>(j)] -
-                           t.backward_prefix[ki][static_cast<std::size_t>(i)];
-        best = std::min(best, fwd + bwd);
-      }
+      const double best = fastest_that_fits(t, cap, q, i, j);
       const RangeCost c = search::range_cost(t, cap, q, i, j);
       ASSERT_EQ(c.fits, best < std::numeric_limits<double>::infinity()) << trial;
       if (c.fits) {

@@ -10,27 +10,19 @@
 #include <limits>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "cluster/cluster_spec.h"
 #include "core/format.h"
 #include "profile/analytic.h"
 #include "search/engine.h"
+#include "search/search_fixture.h"
 
 namespace eth::diagnose_test {
 namespace {
 
 using search::PipelineTemplate;
 using search::TemplateSet;
-
-ModelSpec model() { return ModelSpec{"small", 8, 256, 8, 128, 1024, 1024}; }  // units 0..9
-
-ClusterSpec cluster_of(const std::string& nodes) {
-  const Json j = Json::parse(std::string("{\"nodes\": [") + nodes + R"(], "device_types": {
-    "fast": {"tflops": 100, "memory_gb": 0.08, "intra_node_bandwidth_gbps": 800},
-    "tiny": {"tflops": 40,  "memory_gb": 0.03, "intra_node_bandwidth_gbps": 400}}})");
-  return parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "test", ""}));
-}
+using search::search_fixture::small_cluster;
+using search::search_fixture::small_model;  // units 0..9
 
 PlannerOptions options() {
   PlannerOptions o;
@@ -40,13 +32,13 @@ PlannerOptions options() {
 }
 
 struct Planning {
-  ModelSpec m = model();
+  ModelSpec m = small_model();
   ClusterSpec c;
   ProfileDb db;
   PlannerOptions o;
   search::Context ctx;
   Planning(const std::string& nodes, const PlannerOptions& opt)
-      : c(cluster_of(nodes)),
+      : c(small_cluster(nodes)),
         db(analytic_profile_db(m, c, {1, 2}, {2, 4}, m.seq_len)),
         o(opt),
         ctx(m, c, db, 16, m.seq_len, o) {}
@@ -85,7 +77,7 @@ TEST(Diagnose, NothingProfiledAtTheSmallestSizeIsSaidSo) {
 }
 
 TEST(Diagnose, OverflowNamesTheClosestTemplateAndItsFirstOverflowingStage) {
-  // tiny devices of 30 MB: the 10 units (about 110 MB of state) overflow any layout of up to
+  // tiny devices of 5 MB: the 10 units (about 110 MB of state) overflow any layout of up to
   // four of them.
   Planning s(R"({"device_type": "tiny", "devices": 4})", options());
   ASSERT_EQ(s.ctx.types.size(), 1u);
@@ -95,7 +87,7 @@ TEST(Diagnose, OverflowNamesTheClosestTemplateAndItsFirstOverflowingStage) {
                                                 PipelineTemplate{{{0, 2, 2}}},
                                                 PipelineTemplate{{{0, 1, 4}}}};
   for (const auto& t : templates) set.intern(t);
-  const double cap = 0.03e9;
+  const double cap = 0.005e9;
   // Every split of every template at the smallest size (2): the least worst ratio.
   double best_ratio = std::numeric_limits<double>::infinity();
   std::size_t best = 0;
@@ -142,7 +134,7 @@ TEST(Diagnose, OverflowNamesTheClosestTemplateAndItsFirstOverflowingStage) {
                            " (device type tiny, tp " + std::to_string(g.tp) + ", units " +
                            std::to_string(best_bounds[st]) + "-" +
                            std::to_string(best_bounds[st + 1] - 1) + "): it needs " +
-                           fmt_bytes(need) + " of its 30.0 MB (over by " + fmt_bytes(need - cap) +
+                           fmt_bytes(need) + " of its 5.0 MB (over by " + fmt_bytes(need - cap) +
                            ")";
   EXPECT_NE(msg.find(want), std::string::npos) << msg << "\nwanted: " << want;
   EXPECT_FALSE(s.ctx.limits_not_memory);

@@ -11,28 +11,16 @@
 #include <limits>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "cluster/cluster_spec.h"
 #include "profile/analytic.h"
 #include "search/engine.h"
 #include "search/partition_fixture.h"
+#include "search/search_fixture.h"
 #include "search/template_evaluator.h"
 
 namespace eth::template_bounds_test {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-ModelSpec model() { return ModelSpec{"small", 8, 256, 8, 128, 1024, 1024}; }  // units 0..9
-
-ClusterSpec cluster_of(const std::string& nodes) {
-  const Json j = Json::parse(std::string("{\"nodes\": [") + nodes + R"(], "device_types": {
-    "fast": {"tflops": 100, "memory_gb": 0.08, "intra_node_bandwidth_gbps": 800},
-    "slow": {"tflops": 40,  "memory_gb": 0.045, "intra_node_bandwidth_gbps": 400}},
-    "inter_node_bandwidth_gbps": 100})");
-  return parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "test", ""}));
-}
 
 struct Best {
   double max_ms = kInf;  // least over fitting splits of max(bottleneck, round-trip slot)
@@ -73,9 +61,9 @@ Best every_split(const std::vector<search::StageSlot>& slots, std::size_t U, dou
 }
 
 void expect_bounds_below_every_split(bool order_free) {
-  const ModelSpec m = model();
-  const ClusterSpec c = cluster_of(R"({"device_type": "fast", "devices": 4},
-      {"device_type": "slow", "devices": 4})");
+  const ModelSpec m = search::search_fixture::small_model();  // units 0..9
+  const ClusterSpec c = search::search_fixture::small_cluster(
+      R"({"device_type": "fast", "devices": 4}, {"device_type": "slow", "devices": 4})");
   const ProfileDb db = analytic_profile_db(m, c, {1, 2}, {1, 2, 4}, m.seq_len);
   PlannerOptions o;
   o.micro_batch_sizes = {1, 2, 4};

@@ -9,29 +9,19 @@
 #include <set>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "cluster/cluster_spec.h"
 #include "cost/predictor.h"
 #include "plan/validate.h"
 #include "profile/analytic.h"
 #include "search/engine.h"
 #include "search/planner.h"
+#include "search/search_fixture.h"
 
 namespace eth::uniform_test {
 namespace {
 
-// 8 blocks of hidden 256 (units 0..9, about 12.6 MB of state per block).
-ModelSpec model() { return ModelSpec{"small", 8, 256, 8, 128, 1024, 1024}; }
-
-ClusterSpec cluster_of(const std::string& nodes) {
-  const Json j = Json::parse(std::string("{\"nodes\": [") + nodes + R"(], "device_types": {
-    "fast": {"tflops": 100, "memory_gb": 0.08, "intra_node_bandwidth_gbps": 800},
-    "slow": {"tflops": 40,  "memory_gb": 0.05, "intra_node_bandwidth_gbps": 400},
-    "tiny": {"tflops": 40,  "memory_gb": 0.005, "intra_node_bandwidth_gbps": 400}},
-    "inter_node_bandwidth_gbps": 100})");
-  return parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "test", ""}));
-}
+using search::search_fixture::small_cluster;
+using search::search_fixture::small_model;  // units 0..9
 
 PlannerOptions options() {
   PlannerOptions o;
@@ -47,7 +37,7 @@ struct UniformRun {
 };
 
 UniformRun uniform(const ClusterSpec& c, std::int64_t gbs, const PlannerOptions& o) {
-  const ModelSpec m = model();
+  const ModelSpec m = small_model();
   const ProfileDb db = analytic_profile_db(m, c, {1, 2, 4}, {1, 2, 4}, m.seq_len);
   search::Context ctx(m, c, db, gbs, m.seq_len, o);
   UniformRun r;
@@ -66,7 +56,7 @@ const char* const kTwoNodes =
     R"({"device_type": "fast", "devices": 4}, {"device_type": "slow", "devices": 4})";
 
 TEST(Uniform, CandidatesAreMegatronShapesWithEvenUnitsAndData) {
-  const ClusterSpec c = cluster_of(kTwoNodes);
+  const ClusterSpec c = small_cluster(kTwoNodes);
   const std::int64_t gbs = 13, U = 10, N = 8;
   const UniformRun r = uniform(c, gbs, options());
   ASSERT_GT(r.candidates.size(), 2u) << r.diagnosis;  // several shapes fit
@@ -121,7 +111,7 @@ TEST(Uniform, CandidatesAreMegatronShapesWithEvenUnitsAndData) {
 
 TEST(Uniform, ShapesThatSpanNodesOrExceedThePipelineLimitAreSkipped) {
   // Nodes of 2: a tp-4 group would span two nodes (tp 4: pp 1 and 2).
-  const ClusterSpec c = cluster_of(R"({"device_type": "fast", "devices": 2},
+  const ClusterSpec c = small_cluster(R"({"device_type": "fast", "devices": 2},
       {"device_type": "fast", "devices": 2}, {"device_type": "slow", "devices": 2},
       {"device_type": "slow", "devices": 2})");
   PlannerOptions o = options();
@@ -136,7 +126,7 @@ TEST(Uniform, ShapesThatSpanNodesOrExceedThePipelineLimitAreSkipped) {
 }
 
 TEST(Uniform, NothingFitsNamesTheSmallestMemory) {
-  const ClusterSpec c = cluster_of(R"({"device_type": "tiny", "devices": 2})");
+  const ClusterSpec c = small_cluster(R"({"device_type": "tiny", "devices": 2})");
   const UniformRun r = uniform(c, 8, options());
   EXPECT_TRUE(r.candidates.empty());
   EXPECT_NE(r.diagnosis.find("fits the smallest device memory of the cluster (0.005 GB)"),
@@ -147,8 +137,8 @@ TEST(Uniform, NothingFitsNamesTheSmallestMemory) {
 // The plan made from the best uniform candidate obeys the plan rules and fits every device
 // under the predictor (whose memory model the search's tables must not undercut).
 TEST(Uniform, BestPlanIsValidAndFitsUnderThePredictor) {
-  const ClusterSpec c = cluster_of(kTwoNodes);
-  const ModelSpec m = model();
+  const ClusterSpec c = small_cluster(kTwoNodes);
+  const ModelSpec m = small_model();
   const ProfileDb db = analytic_profile_db(m, c, {1, 2, 4}, {1, 2, 4}, m.seq_len);
   const PlannerResult r = plan_training(PlanMethod::Uniform, m, c, db, 13, m.seq_len, options());
   EXPECT_EQ(r.family, "uniform");
