@@ -35,23 +35,26 @@ struct Case {
     entries().push_back(
         {dev, 0, stage, kind, mb, block, ms_to_ns(start_ms), ms_to_ns(end_ms)});
   }
-  TimelineEntry& at(std::int64_t dev, K kind, std::int64_t mb, std::int64_t block = -1) {
+  std::vector<TimelineEntry>::iterator find(std::int64_t dev, K kind, std::int64_t mb,
+                                            std::int64_t block) {
     auto it = std::find_if(entries().begin(), entries().end(), [&](const TimelineEntry& e) {
       return e.device == dev && e.kind == kind && e.microbatch == mb && e.block == block;
     });
-    EXPECT_NE(it, entries().end());
-    return *it;
+    if (it == entries().end()) {
+      ADD_FAILURE() << "the test names no entry of device " << dev;
+    }
+    return it;
   }
   void remove(std::int64_t dev, K kind, std::int64_t mb, std::int64_t block = -1) {
-    entries().erase(std::find_if(entries().begin(), entries().end(), [&](const TimelineEntry& e) {
-      return e.device == dev && e.kind == kind && e.microbatch == mb && e.block == block;
-    }));
+    const auto it = find(dev, kind, mb, block);
+    if (it != entries().end()) entries().erase(it);
   }
   void move(std::int64_t dev, K kind, std::int64_t mb, double start_ms, double end_ms,
             std::int64_t block = -1) {
-    TimelineEntry& e = at(dev, kind, mb, block);
-    e.start = ms_to_ns(start_ms);
-    e.end = ms_to_ns(end_ms);
+    const auto it = find(dev, kind, mb, block);
+    if (it == entries().end()) return;
+    it->start = ms_to_ns(start_ms);
+    it->end = ms_to_ns(end_ms);
   }
 };
 
