@@ -32,10 +32,10 @@ TEST(ModelArithmetic, GptBlockTensorsInLayoutOrderWithTheirSplits) {
     TpSplit split;
   };
   const std::vector<Want> want{
-      {"ln1_w", {64}, R},       {"ln1_b", {64}, R},     {"qkv_w", {192, 64}, S},
-      {"qkv_b", {192}, S},      {"proj_w", {64, 64}, S}, {"proj_b", {64}, R},
-      {"ln2_w", {64}, R},       {"ln2_b", {64}, R},     {"fc_w", {256, 64}, S},
-      {"fc_b", {256}, S},       {"fcproj_w", {256, 64}, S}, {"fcproj_b", {64}, R}};
+      {"ln1_w", {64}, R},    {"ln1_b", {64}, R},  {"qkv_w", {192, 64}, S},
+      {"qkv_b", {192}, S},   {"proj_w", {64, 64}, S}, {"proj_b", {64}, R},
+      {"ln2_w", {64}, R},    {"ln2_b", {64}, R},  {"fc_w", {256, 64}, S},
+      {"fc_b", {256}, S},    {"fcproj_w", {256, 64}, S}, {"fcproj_b", {64}, R}};
   const auto got = unit_tensors(m, 2);
   ASSERT_EQ(got.size(), want.size());
   std::int64_t numel = 0;
