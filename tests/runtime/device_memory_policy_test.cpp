@@ -79,7 +79,8 @@ TEST(RuntimeMemory, EmulatedBuffersAreDeviceMemoryCopiedAndReducedOnTheDevice) {
     EXPECT_EQ(download<double>(ops, a.data(), n), dwant);
     // Copies and zeroing on the device, through the policy and the communicator table.
     dev.copy(b.data(), a.data(), 4 * 8);
-    EXPECT_EQ(download<double>(ops, b.data(), 4), std::vector<double>(dwant.begin(), dwant.begin() + 4));
+    EXPECT_EQ(download<double>(ops, b.data(), 4),
+              std::vector<double>(dwant.begin(), dwant.begin() + 4));
     dev.zero(b.data(), 2 * 8);
     EXPECT_EQ(download<double>(ops, b.data(), 3)[1], 0.0);
     ops.copy(b.data(), a.data(), n * 8);

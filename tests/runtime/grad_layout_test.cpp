@@ -50,7 +50,8 @@ bool in_piece(const ParamLayout& full, const GradPiece& piece, std::int64_t id) 
       if (piece.part == GradPart::Replicated) return t.desc.split == TpSplit::Replicated;
       if (t.desc.split != TpSplit::Sharded) return false;
       const std::int64_t row = (id - t.offset) / t.row_size(), n = piece.num_tp_chunks;
-      return row >= piece.tp_chunk * t.full_rows / n && row < (piece.tp_chunk + 1) * t.full_rows / n;
+      return row >= piece.tp_chunk * t.full_rows / n &&
+             row < (piece.tp_chunk + 1) * t.full_rows / n;
     }
   }
   return false;

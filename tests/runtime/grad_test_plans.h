@@ -26,7 +26,9 @@ inline ParamLayout unit_major(const Plan& plan, const RankPlace& p) {
 
 inline Plan dp_plan() {
   return make_plan(small3(), 8,
-                   {{2, 4, {{0, 1, 2}, {2, 4, 1}}}, {3, 5, {{0, 2, 1}, {3, 4, 3}}}, {1, 1, {{0, 4}}}});
+                   {{2, 4, {{0, 1, 2}, {2, 4, 1}}},
+                    {3, 5, {{0, 2, 1}, {3, 4, 3}}},
+                    {1, 1, {{0, 4}}}});
 }
 
 // Tensor parallelism: 4 heads so tp 2 and 4 fit; pipeline 0 holds units 0-1 at tp 2 x dp 2 and

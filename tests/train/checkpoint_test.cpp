@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -49,16 +47,6 @@ ModelState filled_state(const ModelSpec& m, std::uint64_t seed) {
 }
 
 std::vector<float> span_of(const float* p, std::int64_t n) { return {p, p + n}; }
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-void write_bytes(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(s.data(), static_cast<std::streamsize>(s.size()));
-}
 
 TEST(Checkpoint, AStateReadsBackBitForBitWithItsMetadata) {
   const fs::path dir = test::temp_dir("ckpt_round_trip");
@@ -143,25 +131,25 @@ TEST(Checkpoint, DamagedFilesAreRefusedByName) {
   ModelState state = filled_state(m, 2);
   const fs::path good = dir / "good.safetensors";
   write_checkpoint(good, state, meta_of(m, 1));
-  const std::string bytes = read_bytes(good);
+  const std::string bytes = test::slurp(good);
   const fs::path bad = dir / "bad.safetensors";
   auto load_error = [&] { return test::error_of([&] { load_checkpoint(bad, state); }); };
   const std::string name = bad.string();
 
-  write_bytes(bad, bytes.substr(0, bytes.size() - 100));  // truncated data
+  test::write(bad, bytes.substr(0, bytes.size() - 100));  // truncated data
   std::string e = load_error();
   EXPECT_NE(e.find(name), std::string::npos) << e;
   EXPECT_NE(e.find("truncated"), std::string::npos) << e;
 
-  write_bytes(bad, bytes + "xx");  // trailing bytes
+  test::write(bad, bytes + "xx");  // trailing bytes
   EXPECT_NE(load_error().find("trailing bytes"), std::string::npos);
 
-  write_bytes(bad, bytes.substr(0, 5));  // not even a header length
+  test::write(bad, bytes.substr(0, 5));  // not even a header length
   EXPECT_NE(load_error().find("truncated: 5 bytes"), std::string::npos);
 
   std::string s = bytes;
   s[bytes.size() - 3] = static_cast<char>(s[bytes.size() - 3] ^ 0x40);  // one flipped bit
-  write_bytes(bad, s);
+  test::write(bad, s);
   e = load_error();
   EXPECT_NE(e.find("checksum mismatch"), std::string::npos) << e;
   EXPECT_NE(e.find("unit3.lm_head_w.adam_v"), std::string::npos) << e;  // the last tensor
@@ -170,7 +158,7 @@ TEST(Checkpoint, DamagedFilesAreRefusedByName) {
   const auto ver = s.find("\"version\":\"2\"");
   ASSERT_NE(ver, std::string::npos);
   s[ver + 11] = '1';  // a version 1 file: qkv rows in the old [q; k; v] order
-  write_bytes(bad, s);
+  test::write(bad, s);
   e = load_error();
   EXPECT_NE(e.find("__metadata__.version: version 1 checkpoints store qkv_w/qkv_b as"),
             std::string::npos)
@@ -180,18 +168,18 @@ TEST(Checkpoint, DamagedFilesAreRefusedByName) {
   const auto fmt = s.find("\"eth-checkpoint\"");
   ASSERT_NE(fmt, std::string::npos);
   s[fmt + 1] = 'E';  // another format
-  write_bytes(bad, s);
+  test::write(bad, s);
   EXPECT_NE(load_error().find("__metadata__.format"), std::string::npos);
 
   s = bytes;
   s[7] = 0x7f;  // header length field absurd
-  write_bytes(bad, s);
+  test::write(bad, s);
   EXPECT_NE(load_error().find("header length"), std::string::npos);
 
   s = bytes;
   const auto pos = s.find("\"dtype\"");
   s[pos + 1] = 'D';  // a JSON key nobody asked for
-  write_bytes(bad, s);
+  test::write(bad, s);
   EXPECT_NE(load_error().find("unknown field"), std::string::npos);
 
   e = test::error_of([&] { load_checkpoint(dir / "missing.safetensors", state); });
@@ -214,13 +202,13 @@ TEST(Checkpoint, AnotherModelIsRefusedNamingTheFieldBeforeAnyTensorIsRead) {
   EXPECT_NE(e.find("__metadata__.model"), std::string::npos) << e;
   EXPECT_EQ(span_of(other.params(), other.numel()), before) << "a refused file changed the state";
   // Same model, a tensor of another shape: named with its field.
-  std::string bytes = read_bytes(dir / "c.safetensors");
+  std::string bytes = test::slurp(dir / "c.safetensors");
   const auto entry = bytes.find("\"unit1.fc_w\":{");
   ASSERT_NE(entry, std::string::npos);
   const auto shape = bytes.find("\"shape\":[48,16]", entry);
   ASSERT_LT(shape, bytes.find('}', entry)) << "not unit1.fc_w's shape";
   bytes.replace(shape, 15, "\"shape\":[16,48]");  // the same bytes, transposed
-  write_bytes(dir / "t.safetensors", bytes);
+  test::write(dir / "t.safetensors", bytes);
   const std::string t = test::error_of([&] { load_checkpoint(dir / "t.safetensors", state); });
   EXPECT_NE(t.find("unit1.fc_w.shape"), std::string::npos) << t;
 }
@@ -231,12 +219,12 @@ TEST(Checkpoint, IsWrittenThroughATemporarySiblingAndRename) {
   const ModelState a = filled_state(m, 1), b = filled_state(m, 2);
   const fs::path path = dir / "sub" / "c.safetensors";  // the folder is created
   write_checkpoint(path, a, meta_of(m, 1));
-  const std::string first = read_bytes(path);
+  const std::string first = test::slurp(path);
   // A second name of the first file's inode: a rename leaves it the first file's bytes, where
   // writing into the file in place would change them under it.
   fs::create_hard_link(path, dir / "old_link");
   write_checkpoint(path, b, meta_of(m, 2));
-  EXPECT_EQ(read_bytes(dir / "old_link"), first) << "the file was rewritten in place";
+  EXPECT_EQ(test::slurp(dir / "old_link"), first) << "the file was rewritten in place";
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir / "sub")) names.push_back(e.path().filename());
   EXPECT_EQ(names, std::vector<std::string>{"c.safetensors"}) << "a temporary file was left";
@@ -255,18 +243,22 @@ TEST(Checkpoint, IsWrittenThroughATemporarySiblingAndRename) {
 TEST(Checkpoint, PathsAreNumberedByStepAndTheLatestIsTheHighest) {
   const fs::path dir = test::temp_dir("ckpt_latest");
   EXPECT_EQ(checkpoint_path(dir, 123), dir / "step_00000123.safetensors");
+  EXPECT_EQ(checkpoint_step(dir / "step_00000123.safetensors"), 123);
+  EXPECT_EQ(checkpoint_step(".step_00000123.safetensors.tmp-7-1"), std::nullopt);  // a temporary
+  EXPECT_EQ(checkpoint_step("step_.safetensors"), std::nullopt);
+  EXPECT_EQ(checkpoint_step("step_12a.safetensors"), std::nullopt);
   EXPECT_FALSE(latest_checkpoint(dir / "none").has_value());
   EXPECT_FALSE(latest_checkpoint(dir).has_value());
-  for (std::int64_t step : {9, 40, 100}) write_bytes(checkpoint_path(dir, step), "x");
-  write_bytes(dir / "step_99999999.tmp", "x");     // not a checkpoint's extension
-  write_bytes(dir / "other_5.safetensors", "x");   // not a step file
-  write_bytes(dir / "step_x.safetensors", "x");    // nor this
+  for (std::int64_t step : {9, 40, 100}) test::write(checkpoint_path(dir, step), "x");
+  test::write(dir / "step_99999999.tmp", "x");    // not a checkpoint's extension
+  test::write(dir / "other_5.safetensors", "x");  // not a step file
+  test::write(dir / "step_x.safetensors", "x");   // nor this
   ASSERT_TRUE(latest_checkpoint(dir).has_value());
   EXPECT_EQ(*latest_checkpoint(dir), checkpoint_path(dir, 100));
   // Past 8 digits the name is longer: the step decides, not the order of the names.
   EXPECT_EQ(checkpoint_path(dir, 123456789), dir / "step_123456789.safetensors");
-  write_bytes(checkpoint_path(dir, 99999999), "x");
-  write_bytes(checkpoint_path(dir, 100000000), "x");
+  test::write(checkpoint_path(dir, 99999999), "x");
+  test::write(checkpoint_path(dir, 100000000), "x");
   EXPECT_EQ(*latest_checkpoint(dir), checkpoint_path(dir, 100000000));
 }
 

@@ -17,16 +17,28 @@
 namespace eth::compute_device_test {
 namespace {
 
-TEST(ComputeDevice, NamesAndWhichAreGpus) {
+TEST(ComputeDevice, NamesGpusTheirPresetsAndTheCpusFigures) {
   EXPECT_STREQ(compute_device_name(ComputeDevice::Cpu), "cpu");
   EXPECT_STREQ(compute_device_name(ComputeDevice::Emulated), "emulated");
   EXPECT_STREQ(compute_device_name(ComputeDevice::Cuda), "cuda");
   EXPECT_FALSE(is_gpu_device(ComputeDevice::Cpu));
   EXPECT_TRUE(is_gpu_device(ComputeDevice::Emulated));
   EXPECT_TRUE(is_gpu_device(ComputeDevice::Cuda));
+  EXPECT_EQ(gpu_device_type_preset("NVIDIA H200"), "H200");
+  EXPECT_EQ(gpu_device_type_preset("NVIDIA H100 80GB HBM3"), "H100");
+  EXPECT_EQ(gpu_device_type_preset("NVIDIA A100-SXM4-40GB"), "A100");
+  EXPECT_EQ(gpu_device_type_preset("NVIDIA GeForce RTX 3090"), "RTX3090");
+  EXPECT_EQ(gpu_device_type_preset("NVIDIA GeForce RTX 4090"), "");
+  EXPECT_EQ(gpu_device_type_preset("cpu"), "");
+  // The host's memory is the CLI's to read: the CPU reports none.
+  const DeviceMemoryInfo m = device_memory(ComputeDevice::Cpu);
+  EXPECT_EQ(m.name, "cpu");
+  EXPECT_EQ(m.total_bytes, 0.0);
+  EXPECT_EQ(m.in_use_bytes, 0.0);
+  synchronize_device(ComputeDevice::Cpu);  // nothing queued: returns
 }
 
-TEST(ComputeDevice, GpusTrainInBf16OnlyAndCudaOnlyWhereThereIsOne) {
+TEST(ComputeDevice, GpusTrainInBf16OnlyWithTheStateInDeviceMemory) {
   EXPECT_EQ(compute_device_refusal(ComputeDevice::Cpu, Precision::Fp32), "");
   EXPECT_EQ(compute_device_refusal(ComputeDevice::Cpu, Precision::Bf16), "");
   EXPECT_EQ(compute_device_refusal(ComputeDevice::Emulated, Precision::Bf16), "");
@@ -41,30 +53,10 @@ TEST(ComputeDevice, GpusTrainInBf16OnlyAndCudaOnlyWhereThereIsOne) {
   } else {
     EXPECT_NE(cuda.find("cuda cannot run here"), std::string::npos) << cuda;
   }
-}
-
-TEST(ComputeDevice, TheStateLivesOnItsDevice) {
   const auto cpu = state_backend_maker(ComputeDevice::Cpu)(Precision::Fp32, 4096);
   EXPECT_TRUE(cpu->host_visible());
   const auto emulated = state_backend_maker(ComputeDevice::Emulated)(Precision::Bf16, 4096);
   EXPECT_FALSE(emulated->host_visible());
-}
-
-TEST(ComputeDevice, GpuNamesMapToTheirPresets) {
-  EXPECT_EQ(gpu_device_type_preset("NVIDIA H200"), "H200");
-  EXPECT_EQ(gpu_device_type_preset("NVIDIA H100 80GB HBM3"), "H100");
-  EXPECT_EQ(gpu_device_type_preset("NVIDIA A100-SXM4-40GB"), "A100");
-  EXPECT_EQ(gpu_device_type_preset("NVIDIA GeForce RTX 3090"), "RTX3090");
-  EXPECT_EQ(gpu_device_type_preset("NVIDIA GeForce RTX 4090"), "");
-  EXPECT_EQ(gpu_device_type_preset("cpu"), "");
-}
-
-TEST(ComputeDevice, TheCpuHasNoDeviceMemoryFigures) {
-  const DeviceMemoryInfo m = device_memory(ComputeDevice::Cpu);
-  EXPECT_EQ(m.name, "cpu");
-  EXPECT_EQ(m.total_bytes, 0.0);
-  EXPECT_EQ(m.in_use_bytes, 0.0);
-  synchronize_device(ComputeDevice::Cpu);  // nothing queued: returns
 }
 
 TEST(DeviceBytes, OnTheCpuZeroedUploadedAndMoved) {

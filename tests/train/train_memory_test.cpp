@@ -18,7 +18,8 @@ namespace {
 // + 48 x 16 + 48 (fc) + 16 x 48 + 16 (fcproj) = 2752; the head 2 x 16 + 32 x 16 = 544.
 constexpr std::int64_t kSmallParams = 640 + 2 * 2752 + 544;  // 6688
 
-TrainConfig run(Precision precision, ComputeDevice device, std::int64_t micro, std::int64_t global) {
+TrainConfig run(Precision precision, ComputeDevice device, std::int64_t micro,
+                std::int64_t global) {
   TrainConfig c;
   c.model = test::small_model();
   c.micro_batch = micro;
