@@ -74,6 +74,11 @@ const char* const kClusters[] = {
     R"({"device_type": "fast", "devices": 4}, {"device_type": "mid", "devices": 4},
        {"device_type": "mid", "devices": 4}, {"device_type": "mid", "devices": 4},
        {"device_type": "slow", "devices": 4}, {"device_type": "slow", "devices": 2})",
+    // Four types (the layer family's 24 orders per shape, mixed pairs of every two types),
+    // where the bottleneck phases stopped at what a partition can use and the templates' cheap
+    // bounds before their costlier terms (issue 29) run most.
+    R"({"device_type": "fast", "devices": 4}, {"device_type": "mid", "devices": 4},
+       {"device_type": "slow", "devices": 4}, {"device_type": "wide", "devices": 4})",
 };
 
 TEST(SearchBound, PrunesAndKeepsTheExhaustiveOptimumAndPlan) {
@@ -103,35 +108,6 @@ TEST(SearchBound, PrunesAndKeepsTheExhaustiveOptimumAndPlan) {
     }
   }
   EXPECT_GT(pruned_total, 0) << "the clusters must exercise the bound while generating";
-}
-
-// Four types (the layer family's 24 orders per shape, mixed pairs of every two types): the
-// bottleneck phases stopped at the bottleneck a partition can use and the templates' cheap
-// bounds before their costlier terms (issue 29) still find the exhaustive optimum and plan.
-TEST(SearchBound, FourTypesKeepTheExhaustiveOptimumAndPlan) {
-  const ClusterSpec c = cluster_of(
-      R"({"device_type": "fast", "devices": 4}, {"device_type": "mid", "devices": 4},
-         {"device_type": "slow", "devices": 4}, {"device_type": "wide", "devices": 4})");
-  std::int64_t pruned_total = 0;
-  for (const std::int64_t gbs : {24, 61}) {
-    const PlannerResult fast = run(c, gbs, small_options());
-    PlannerOptions exhaustive = small_options();
-    exhaustive.ses = exhaustive.oso = false;
-    const PlannerResult all = run(c, gbs, exhaustive);
-    PlannerOptions before = small_options();
-    before.bound_generation = false;
-    const PlannerResult old = run(c, gbs, before);
-    pruned_total += skipped(fast, "generation_bound");
-    EXPECT_GT(all.stats.generated, 1000);
-    EXPECT_EQ(all.stats.generated, fast.stats.generated) << "the same space, counted";
-    EXPECT_LT(fast.stats.evaluated, all.stats.evaluated);
-    EXPECT_DOUBLE_EQ(fast.best_objective_ms, all.best_objective_ms) << "gbs " << gbs;
-    EXPECT_DOUBLE_EQ(fast.prediction.iteration_ms, all.prediction.iteration_ms);
-    EXPECT_EQ(plan_text(fast), plan_text(all)) << "gbs " << gbs;
-    EXPECT_DOUBLE_EQ(fast.best_objective_ms, old.best_objective_ms);
-    EXPECT_LE(fast.prediction.iteration_ms, old.prediction.iteration_ms);
-  }
-  EXPECT_GT(pruned_total, 0) << "the cluster must exercise the bound while generating";
 }
 
 // Where no exact cover fits (a device of a type that holds no unit, as 313 nodes of one type do
