@@ -424,6 +424,17 @@ bool tighten_base(const GenerateOptions& opt, const Partition& base, SampleBound
   return false;
 }
 
+// Per type x: whether every type from x on has an option of no pipeline.
+std::vector<char> no_pipeline_from(const std::vector<PureEntry*>& entries) {
+  std::vector<char> out(entries.size() + 1, 1);
+  for (std::size_t x = entries.size(); x-- > 0;) {
+    const auto& o = entries[x]->options;
+    out[x] = out[x + 1] &&
+             std::any_of(o.begin(), o.end(), [](const PureOption& p) { return p.count == 0; });
+  }
+  return out;
+}
+
 std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
                                const std::vector<std::int64_t>& remaining,
                                const GenerateOptions& opt, const Partition& base,
@@ -455,14 +466,8 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
     return sum;
   };
   // The partitions of a sub-product from type x on: its combinations, less the one using no
-  // device at all (never built, so never counted) when no pipeline is chosen yet and every
-  // type from x on has an option of none.
-  std::vector<char> none_from(types.size() + 1, 1);
-  for (std::size_t x = types.size(); x-- > 0;) {
-    const auto& o = entries[x]->options;
-    none_from[x] = none_from[x + 1] &&
-                   std::any_of(o.begin(), o.end(), [](const PureOption& p) { return p.count == 0; });
-  }
+  // device at all (never built, so never counted) when no pipeline is chosen yet.
+  const std::vector<char> none_from = no_pipeline_from(entries);
   auto sub_product = [&](std::size_t x, bool nothing_chosen) {
     return bound.combinations(x) - (nothing_chosen && none_from[x] ? 1 : 0);
   };
