@@ -92,7 +92,7 @@ TemplateEvaluator::SpeedBound TemplateEvaluator::speed_bound(const PipelineTempl
   // One run of caps per group, in pipeline order. Further on fewer micro-batches are in flight
   // (with any_order all alike), so a run's stages hold non-decreasing work at one speed: sorted
   // by a and by a x m. The two orders below are then merges of runs, not sorts (templates are
-  // bounded by the ten thousand), unless rounding broke a run's order.
+  // bounded by the ten thousand); a run whose order rounding broke is sorted first.
   std::vector<StageCap>& caps = caps_;
   caps.clear();
   cap_runs_.clear();
@@ -109,7 +109,13 @@ TemplateEvaluator::SpeedBound TemplateEvaluator::speed_bound(const PipelineTempl
     }
     cap_runs_.push_back({begin, caps.size()});
   }
-  if (!runs_sorted) return speed_bound_sorted(total);
+  if (!runs_sorted) {
+    for (const CapRun& r : cap_runs_) {
+      std::sort(caps.begin() + static_cast<std::ptrdiff_t>(r.begin),
+                caps.begin() + static_cast<std::ptrdiff_t>(r.end),
+                [](const StageCap& x, const StageCap& y) { return x.m < y.m; });
+    }
+  }
   SpeedBound out;
   // (2): fastest stages first (runs by speed; equal speeds in pipeline order).
   std::stable_sort(cap_runs_.begin(), cap_runs_.end(), [&](const CapRun& x, const CapRun& y) {
@@ -148,40 +154,6 @@ TemplateEvaluator::SpeedBound TemplateEvaluator::speed_bound(const PipelineTempl
     if (rate < 0) rate = 0;
     out.max_ms = tau_s;  // the last stage's, should every stage saturate first
   }
-  return out;
-}
-
-// speed_bound over caps_ in any order: both orders by sorting.
-TemplateEvaluator::SpeedBound TemplateEvaluator::speed_bound_sorted(double total) {
-  std::vector<StageCap>& caps = caps_;
-  SpeedBound out;
-  std::sort(caps.begin(), caps.end(),
-            [](const StageCap& x, const StageCap& y) { return x.a < y.a; });
-  double left = total;
-  for (const StageCap& c : caps) {
-    const double take = std::min(left, c.m);
-    out.sum_ms += c.a * take;
-    left -= take;
-    if (left <= 0) break;
-  }
-  if (left > 0) return {kInf, kInf};
-  std::sort(caps.begin(), caps.end(), [](const StageCap& x, const StageCap& y) {
-    return x.a * x.m < y.a * y.m;
-  });
-  double saturated = 0, rate = 0;
-  for (const StageCap& c : caps) rate += c.a > 0 ? 1.0 / c.a : kInf;
-  if (rate == kInf) return {0, 0};
-  for (const StageCap& c : caps) {
-    const double tau_s = c.a * c.m;
-    if (rate > 0 && saturated + tau_s * rate >= total) {
-      out.max_ms = (total - saturated) / rate;
-      return out;
-    }
-    saturated += c.m;
-    rate -= 1.0 / c.a;
-    if (rate < 0) rate = 0;
-  }
-  out.max_ms = caps.back().a * caps.back().m;
   return out;
 }
 

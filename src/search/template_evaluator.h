@@ -663,7 +663,6 @@ class TemplateEvaluator {
   };
   std::vector<StageCap> caps_;     // speed_bound's, reused between calls
   std::vector<CapRun> cap_runs_;   // likewise
-  SpeedBound speed_bound_sorted(double total);
 
   // A necessary condition for any split to fit: stage after stage, each takes the longest range
   // that fits from where the previous one ended (least-memory recompute set, its in-flight

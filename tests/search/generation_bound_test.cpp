@@ -3,8 +3,9 @@
 // (GenerateOptions::bound_log), redoing only those templates' samples. With synthetic options
 // that tighten batch after batch, exact covers and idle covers alike: the partitions built
 // plus those counted as pruned are the whole space, every one left out is above the threshold
-// even on the final (tightest) options, and following the log prunes more than the bounds
-// first seen would.
+// even on the final (tightest) options, every one built is within it on the options of its
+// time (none built on samples the log made stale), and following the log prunes more than the
+// bounds first seen would.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,8 +36,10 @@ Key key_of(const Partition& p) {
   return k;
 }
 
-// Per template two options, slower the fewer devices of type A it holds; `tighten` multiplies
-// the times of some templates (a lower bound rising as the search learns more) and logs them.
+// Per template one option per micro-batch size 1, 2 and 4: a pipeline's time per sample falls
+// with the devices it holds (type A twice as fast as B, three times C) and its fill grows with
+// its stages. `tighten` multiplies the times of some templates (a lower bound rising as the
+// search learns more) and logs them.
 struct TighteningOptions {
   const TemplateSet& set;
   std::vector<std::vector<MicroBatchOption>> opts;
@@ -44,12 +47,17 @@ struct TighteningOptions {
   const std::vector<MicroBatchOption>& at(int tpl) {
     while (static_cast<int>(opts.size()) <= tpl) {
       const PipelineTemplate& t = set.at(static_cast<int>(opts.size()));
-      const double speed = 1.0 + static_cast<double>(t.devices_of(0)) +
-                           0.5 * static_cast<double>(t.devices_of(1) + t.devices_of(2));
-      opts.push_back({MicroBatchOption{1, 10.0 / speed + static_cast<double>(t.num_stages()),
-                                       5.0 / speed},
-                      MicroBatchOption{4, 30.0 / speed + static_cast<double>(t.num_stages()),
-                                       16.0 / speed}});
+      double power = 0.5;
+      for (int type = 0; type < 3; ++type) {
+        power += static_cast<double>(t.devices_of(type)) / static_cast<double>(type + 1);
+      }
+      std::vector<MicroBatchOption> per_size;
+      for (const std::int64_t mbs : {1, 2, 4}) {
+        const double slot = 6.0 * static_cast<double>(mbs) / power;
+        per_size.push_back(
+            MicroBatchOption{mbs, slot * 1.5 + 0.7 * static_cast<double>(t.num_stages()), slot});
+      }
+      opts.push_back(std::move(per_size));
     }
     return opts[static_cast<std::size_t>(tpl)];
   }
@@ -107,14 +115,23 @@ TEST(GenerationBound, FollowsTheLogOfTightenedTemplates) {
       g.gbs = gbs;
       g.pruned = &pruned;
       g.flush_at = 16;
-      g.flush = [&](std::vector<Partition>& out) {
+      // A partition built passed the data balance's feasibility at the threshold on the
+      // samples its templates take on the options of its time: those since the last flush.
+      auto check_built = [&](const std::vector<Partition>& out) {
+        for (const auto& p : out) {
+          EXPECT_LE(bound_of(o, p, gbs), threshold * (1 + 1e-9))
+              << "a partition was built on stale samples (idle " << idle << ")";
+        }
         kept.insert(kept.end(), out.begin(), out.end());
+      };
+      g.flush = [&](std::vector<Partition>& out) {
+        check_built(out);
         out.clear();
         if (tightening) o.tighten(++flushes);
       };
       std::vector<Partition> rest;
       generate_partitions(types, g, set, rest);
-      kept.insert(kept.end(), rest.begin(), rest.end());
+      check_built(rest);
       return flushes;
     };
     std::int64_t pruned = 0, pruned_static = 0;
