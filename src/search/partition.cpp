@@ -289,7 +289,9 @@ class SampleBound {
     }
     e.tau = tau_;
     e.log_at = v;
-    if (changed) e.most = std::max<std::int64_t>(0, *std::max_element(e.samples.begin(), e.samples.end()));
+    if (!changed) return;
+    e.most = 0;
+    for (const std::int64_t n : e.samples) e.most = std::max(e.most, n);
   }
   const GenerateOptions& opt_;
   const Partition& base_;
