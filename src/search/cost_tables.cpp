@@ -122,14 +122,22 @@ void order_recompute_candidates(UnitTable& t) {
   }
   t.rc_first_fit = monotone;
   t.rc_order.clear();
+  // Unit kinds as range_copy_bytes reads them: the first unit, the blocks, the last unit.
+  auto kind = [n](std::size_t u) { return u == 0 ? 0 : (u + 1 == n ? 2 : 1); };
   for (int r : order) {
     bool dominated = false;
+    const auto ri = static_cast<std::size_t>(r);
     for (int kept : t.rc_order) {
       if (!monotone) break;
+      const auto ki = static_cast<std::size_t>(kept);
+      // r holds at least kept's bytes on every unit, and on each unit at least as much more as
+      // kept's copy of that unit's kind exceeds r's (a range holding the unit pays that copy
+      // once): then r needs at least kept's memory on every range, at any in-flight count.
       bool holds_more = true;
       for (std::size_t u = 0; u < n && holds_more; ++u) {
-        holds_more = unit(t.held_prefix[static_cast<std::size_t>(r)], u) >=
-                     unit(t.held_prefix[static_cast<std::size_t>(kept)], u);
+        const double more = unit(t.held_prefix[ri], u) - unit(t.held_prefix[ki], u);
+        const auto k = static_cast<std::size_t>(kind(u));
+        holds_more = more >= 0 && more >= t.copy_bytes[ki][k] - t.copy_bytes[ri][k];
       }
       dominated = dominated || holds_more;
     }

@@ -111,8 +111,9 @@ UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model, st
                            double collective_window_bytes = kDefaultCollectiveWindowBytes,
                            std::int64_t shard_holders = 0);
 // Fills rc_order and rc_first_fit from the prefix tables: candidates sorted by total backward
-// time (index on ties); when that order holds unit by unit, a candidate that holds at least the
-// bytes of an earlier one on every unit can never be chosen and is dropped.
+// time (index on ties); when that order holds unit by unit, a candidate that needs at least the
+// memory of an earlier one on every range (it holds at least its bytes on every unit, by at least
+// what its smaller recompute copy of the unit's kind saves) can never be chosen and is dropped.
 void order_recompute_candidates(UnitTable& t);
 // Keeps only "nothing" and "unit" (full recompute) in rc_order.
 void restrict_to_full_recompute(UnitTable& t);
