@@ -213,7 +213,7 @@ class TemplateEvaluator {
   // known, else the size's bound. Each is a lower bound of the size's exact option, so a
   // partition's data balance over them bounds its objective from below, and tighter than
   // bound_options once a template has been met. Changes only as sizes are refined or split
-  // (`version` counts those).
+  // (tightened_log lists those).
   const std::vector<MicroBatchOption>& tight_options(int tpl) {
     grow();
     const auto t = static_cast<std::size_t>(tpl);
@@ -231,12 +231,8 @@ class TemplateEvaluator {
     }
     return *slot;
   }
-  std::int64_t version() const { return version_; }
-  // Changes whenever tpl's tight options may have (version() changes then too).
-  std::int64_t stamp(int tpl) const {
-    const auto t = static_cast<std::size_t>(tpl);
-    return t < stamps_.size() ? stamps_[t] : 0;
-  }
+  // Every template whose tight options may have changed, once per change, in order.
+  const std::vector<int>& tightened_log() const { return log_; }
   // Whether one pipeline of (tpl, size mi) with `batch` samples provably takes longer than
   // `target` (exceeds: its bottleneck is above the slot that would let it finish in time); the
   // proof is kept as the size's floor. False says nothing. Needs CPC (a cache entry).
@@ -415,11 +411,9 @@ class TemplateEvaluator {
 
   // A size of `tpl` was refined or split: its tight options are recomputed when next asked.
   void tightened(int tpl) {
-    ++version_;
     const auto t = static_cast<std::size_t>(tpl);
     if (t < tight_.size()) tight_[t].reset();
-    if (stamps_.size() <= t) stamps_.resize(t + 1, 0);
-    ++stamps_[t];
+    log_.push_back(tpl);
   }
 
   // Per unit, its cheapest time and least bytes over `tabs` (the tables of one template at
@@ -599,6 +593,14 @@ class TemplateEvaluator {
   // `known`, itself a bound) at which those counts still fall short of U, so the bottleneck
   // exceeds it; +infinity when even sum_s N_s < U.
   double count_bound(const PipelineTemplate& t, std::int64_t mbs, double known);
+  // count_bound's per-group state, kept between calls so that its vectors are reused (bounds
+  // are worked out for tens of thousands of templates).
+  struct CountGroup {
+    const std::vector<double>* sums = nullptr;
+    std::vector<std::size_t> most;    // N_s of its stages, ascending
+    std::vector<std::size_t> prefix;  // prefix sums of `most`
+  };
+  std::vector<CountGroup> count_groups_;
 
   // Bounds from stage speeds and memory. Stage s (a_s = time_per_work, M_s = memory_work at
   // its in-flight count) spends at least a_s x its work and holds at most M_s work; the stages
@@ -612,6 +614,14 @@ class TemplateEvaluator {
   // With `any_order` every stage is granted the room of the last one (one micro-batch in
   // flight, the most work any position holds), so the bounds hold for every order of t's groups.
   SpeedBound speed_bound(const PipelineTemplate& t, std::int64_t mbs, bool any_order = false);
+  struct StageCap {
+    double a, m;  // time per work, most work held
+  };
+  struct CapRun {
+    std::size_t begin, end;  // a group's stages in caps_
+  };
+  std::vector<StageCap> caps_;     // speed_bound's, reused between calls
+  std::vector<CapRun> cap_runs_;   // likewise
 
   // A necessary condition for any split to fit: stage after stage, each takes the longest range
   // that fits from where the previous one ended (least-memory recompute set, its in-flight
@@ -713,8 +723,7 @@ class TemplateEvaluator {
   std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
   SizeResult uncached_;                         // the last result without CPC
   std::vector<std::optional<std::vector<MicroBatchOption>>> tight_;  // [template]
-  std::int64_t version_ = 0;
-  std::vector<std::int64_t> stamps_;  // [template]: tightenings so far
+  std::vector<int> log_;  // tightened_log
   std::vector<char> probed_;  // [template]: probe_fit ran
   bool order_free_bounds_ = false;  // use_order_free_bounds
 };

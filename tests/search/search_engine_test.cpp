@@ -130,6 +130,7 @@ TEST(SearchBound, IdleRoundPrunesAndKeepsTheExhaustiveOptimum) {
     EXPECT_GE(fast.idle_devices, 1) << "the tiny device cannot hold a unit: only idle covers fit";
     EXPECT_GT(skipped(fast, "generation_bound"), 0) << "the idle round must prune while generating";
     EXPECT_GT(all.stats.generated, 1000);
+    EXPECT_EQ(fast.stats.generated, fast.stats.evaluated + fast.stats.skipped_total());
     EXPECT_LT(fast.stats.evaluated, all.stats.evaluated);
     EXPECT_DOUBLE_EQ(fast.best_objective_ms, all.best_objective_ms) << "gbs " << gbs;
     EXPECT_DOUBLE_EQ(fast.prediction.iteration_ms, all.prediction.iteration_ms);
