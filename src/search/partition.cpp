@@ -55,6 +55,19 @@ std::string describe_template(const PipelineTemplate& t, const std::vector<TypeI
   return s;
 }
 
+std::size_t TemplateSet::Hash::operator()(const PipelineTemplate& t) const {
+  std::uint64_t h = 0x9e3779b97f4a7c15ULL;
+  auto mix = [&h](std::uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  };
+  for (const StageGroup& g : t.groups) {
+    mix(static_cast<std::uint64_t>(g.type));
+    mix(static_cast<std::uint64_t>(g.tp));
+    mix(static_cast<std::uint64_t>(g.count));
+  }
+  return static_cast<std::size_t>(h);
+}
+
 int TemplateSet::intern(const PipelineTemplate& t) {
   auto [it, inserted] = ids_.emplace(t, static_cast<int>(list_.size()));
   if (inserted) list_.push_back(t);
@@ -145,9 +158,10 @@ struct PureEntry {
   // (template, index into options), by template: where a tightened template's samples go.
   std::vector<std::pair<int, std::uint32_t>> by_id;
   // Samples of each option within `tau` (-1: its pipelines take none; 0: count 0), their
-  // most, and how many bound_log entries they reflect.
+  // most, and how many entries of SampleCache::pure_log they reflect.
   double tau = std::numeric_limits<double>::quiet_NaN();
-  std::size_t log_at = 0;
+  std::size_t log_at = 0;  // into SampleCache::pure_log
+  bool marked = false;     // its templates are marked pure in the SampleCache
   std::vector<std::int64_t> samples;
   std::int64_t most = 0;
 };
@@ -160,20 +174,33 @@ struct SampleCache {
   double tau = std::numeric_limits<double>::quiet_NaN();
   std::vector<std::int64_t> at;  // [template], -1: not known
   std::size_t log_at = 0;        // bound_log entries applied
+  // The bound log's entries naming a template some PureEntry holds (`pure`), in order: mixed
+  // templates fill most of the log (each base's are tightened), and an entry scanning the
+  // whole log for its own few would cost a search over its options per logged template.
+  std::vector<char> pure;  // [template]
+  std::vector<int> pure_log;
+  void mark_pure(int tpl) {
+    const auto t = static_cast<std::size_t>(tpl);
+    if (pure.size() <= t) pure.resize(t + 1, 0);
+    pure[t] = 1;
+  }
   // Follows the threshold and the log; true when the threshold changed (everything is stale).
   bool advance(const GenerateOptions& opt, double t) {
     const std::vector<int>* log = opt.bound_log;
-    if (!(t == tau)) {
+    const bool moved = !(t == tau);
+    if (moved) {
       tau = t;
       std::fill(at.begin(), at.end(), -1);
-      log_at = log ? log->size() : 0;
-      return true;
     }
+    // Past the threshold's move every sample is redone, so only pure_log's order matters
+    // there; it is kept whole so that entries' positions in it stay valid.
     for (; log && log_at < log->size(); ++log_at) {
-      const auto tpl = static_cast<std::size_t>((*log)[log_at]);
-      if (tpl < at.size()) at[tpl] = -1;
+      const int tpl = (*log)[log_at];
+      const auto i = static_cast<std::size_t>(tpl);
+      if (!moved && i < at.size()) at[i] = -1;
+      if (i < pure.size() && pure[i]) pure_log.push_back(tpl);
     }
-    return false;
+    return moved;
   }
   std::int64_t per_pipeline(const GenerateOptions& opt, int tpl) {
     const auto t = static_cast<std::size_t>(tpl);
@@ -199,6 +226,13 @@ class SampleBound {
               const std::vector<PureEntry*>& entries, SampleCache& cache)
       : opt_(opt), base_(base), entries_(entries), cache_(cache),
         suffix_(entries.size() + 1, 0), combos_(entries.size() + 1, 1) {
+    for (PureEntry* e : entries) {
+      if (e->marked) continue;
+      e->marked = true;  // before the entry's first sync, which redoes all of its samples
+      for (const int id : e->ids) {
+        if (id >= 0) cache.mark_pure(id);
+      }
+    }
     for (std::size_t x = entries.size(); x-- > 0;) {
       combos_[x] = saturating_product(combos_[x + 1],
                                       static_cast<std::int64_t>(entries[x]->options.size()));
@@ -215,6 +249,7 @@ class SampleBound {
     tau_ = t;
     log_at_ = v;
     cache_.advance(opt_, t);
+    pure_at_ = cache_.pure_log.size();
     base_samples_ = 0;
     part_samples_.resize(base_.parts.size());
     for (std::size_t p = 0; p < base_.parts.size(); ++p) {
@@ -264,7 +299,7 @@ class SampleBound {
   // moved, else those of the templates logged since (bounds only tighten, so an entry no
   // template of which was logged is current).
   void sync(PureEntry& e) {
-    const std::size_t v = log_at_;
+    const std::size_t v = pure_at_;
     if (e.tau == tau_ && e.log_at == v) return;
     auto redo = [&](std::size_t k) {
       const PureOption& o = e.options[k];
@@ -278,7 +313,7 @@ class SampleBound {
       for (std::size_t k = 0; k < e.options.size(); ++k) redo(k);
       changed = true;
     } else {
-      const std::vector<int>& log = *opt_.bound_log;
+      const std::vector<int>& log = cache_.pure_log;
       for (std::size_t i = e.log_at; i < v; ++i) {
         auto it = std::lower_bound(e.by_id.begin(), e.by_id.end(),
                                    std::make_pair(log[i], std::uint32_t{0}));
@@ -299,7 +334,8 @@ class SampleBound {
   SampleCache& cache_;
   bool ready_ = false;
   double tau_ = kInfinity;
-  std::size_t log_at_ = 0;
+  std::size_t log_at_ = 0;   // bound_log entries seen
+  std::size_t pure_at_ = 0;  // of them, those naming a pure template (cache_.pure_log's)
   std::int64_t base_samples_ = 0;
   std::vector<std::int64_t> part_samples_;
   std::vector<std::int64_t> suffix_, combos_;

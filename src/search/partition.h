@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cluster/cluster_spec.h"
@@ -47,7 +48,9 @@ struct PipelineTemplate {
 // "4x910B2/tp2 + 2x910B4"
 std::string describe_template(const PipelineTemplate& t, const std::vector<TypeInfo>& types);
 
-// Interned templates: equal templates get one id (and so one cache entry).
+// Interned templates: equal templates get one id (and so one cache entry). Ids follow the
+// order of first interning; the index is hashed (the generator interns ~10^5 templates at
+// 10,000 devices of four types, where a tree's vector comparisons showed in profiles).
 class TemplateSet {
  public:
   int intern(const PipelineTemplate& t);
@@ -55,7 +58,10 @@ class TemplateSet {
   int size() const { return static_cast<int>(list_.size()); }
 
  private:
-  std::map<PipelineTemplate, int> ids_;
+  struct Hash {
+    std::size_t operator()(const PipelineTemplate& t) const;
+  };
+  std::unordered_map<PipelineTemplate, int, Hash> ids_;
   std::vector<PipelineTemplate> list_;
 };
 

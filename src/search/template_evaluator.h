@@ -507,8 +507,15 @@ class TemplateEvaluator {
       for (std::int64_t u = 0; u < ctx_.num_units(); ++u) {
         work_.push_back(unit_forward_flops(ctx_.model, u, 1, ctx_.seq_len));
       }
+      work_total_ = 0;
+      for (double v : work_) work_total_ += v;  // in unit order, as the floor always summed it
     }
     return work_;
+  }
+  // The sum of unit_work(), summed once: the memory floor asks for it per template and size.
+  double unit_work_total() {
+    unit_work();
+    return work_total_;
   }
 
   // Per table: the least time per unit of work over the units with work (nothing recomputed),
@@ -710,6 +717,7 @@ class TemplateEvaluator {
   std::vector<const UnitTable*> tabs_;                          // see size_bound()
   std::vector<std::optional<Bounds>> bounds_;
   std::vector<double> work_;
+  double work_total_ = 0;
   std::map<const UnitTable*, double> time_per_work_;
   std::map<const UnitTable*, std::vector<double>> least_bytes_;
   std::map<const UnitTable*, std::vector<double>> cheapest_;

@@ -147,9 +147,7 @@ const TemplateEvaluator::FitSums& TemplateEvaluator::fit_sums(const UnitTable& t
 bool TemplateEvaluator::memory_floor_holds(const PipelineTemplate& t, std::int64_t mbs) {
   const std::int64_t S = t.num_stages();
   const auto U = static_cast<std::size_t>(ctx_.num_units());
-  const auto& w = unit_work();
-  double total = 0;
-  for (double v : w) total += v;
+  const double total = unit_work_total();
   std::size_t units = 0;
   double work = 0;
   std::int64_t s = 0;
