@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <unordered_map>
 
 namespace eth::search {
 
@@ -165,7 +166,24 @@ struct PureEntry {
   std::vector<std::int64_t> samples;
   std::int64_t most = 0;
 };
-using PureCache = std::map<std::pair<std::size_t, std::int64_t>, PureEntry>;
+struct PureCache {
+  std::map<std::pair<std::size_t, std::int64_t>, PureEntry> by_remainder;  // (type, remainder)
+  // The template of one type's pure pipeline, by (type, tp, stages): the same for every
+  // remainder, so each is built and interned once rather than once per remainder.
+  std::unordered_map<std::uint64_t, int> ids;
+  int intern(TemplateSet& templates, std::size_t x, const PureOption& o) {
+    const std::uint64_t key = (static_cast<std::uint64_t>(x) << 56) ^
+                              (static_cast<std::uint64_t>(o.tp) << 32) ^
+                              static_cast<std::uint64_t>(o.stages);
+    auto [it, inserted] = ids.try_emplace(key, 0);
+    if (inserted) {
+      PipelineTemplate t;
+      t.groups.push_back(StageGroup{static_cast<int>(x), o.tp, o.stages});
+      it->second = templates.intern(t);
+    }
+    return it->second;
+  }
+};
 
 // Per template: the most samples one pipeline takes within the threshold `tau`, as last
 // computed, forgotten when the template appears in the bound log: every product holds the same
@@ -365,15 +383,10 @@ void tighten_pure(const GenerateOptions& opt, SampleBound& bound, std::size_t x,
 // Interns the templates of an entry's options (in type order, as first met) and keeps the
 // usable ones (the memory floor), with the counts usable_options needs.
 void intern_entry(std::size_t x, std::int64_t remaining, const GenerateOptions& opt,
-                  TemplateSet& templates, PureEntry& e) {
+                  TemplateSet& templates, PureCache& cache, PureEntry& e) {
   e.interned = true;
   for (const PureOption& o : e.all) {
-    int id = -1;
-    if (o.count > 0) {
-      PipelineTemplate t;
-      t.groups.push_back(StageGroup{static_cast<int>(x), o.tp, o.stages});
-      id = templates.intern(t);
-    }
+    const int id = o.count > 0 ? cache.intern(templates, x, o) : -1;
     e.all_ids.push_back(id);
     e.ok.push_back(id < 0 || !opt.usable || opt.usable(id) ? 1 : 0);
   }
@@ -406,14 +419,14 @@ bool usable_options(const std::vector<TypeInfo>& types, const std::vector<std::i
                     PureCache& cache, std::vector<PureEntry*>& entries) {
   entries.clear();
   for (std::size_t x = 0; x < types.size(); ++x) {
-    auto [it, inserted] = cache.try_emplace({x, remaining[x]});
+    auto [it, inserted] = cache.by_remainder.try_emplace({x, remaining[x]});
     if (inserted) it->second.all = pure_options(types[x], remaining[x], opt);
     // This remainder has no cover at all (an entry is interned only once it has one).
     if (!it->second.interned && it->second.all.empty()) return false;
     entries.push_back(&it->second);
   }
   for (std::size_t x = 0; x < types.size(); ++x) {
-    if (!entries[x]->interned) intern_entry(x, remaining[x], opt, templates, *entries[x]);
+    if (!entries[x]->interned) intern_entry(x, remaining[x], opt, templates, cache, *entries[x]);
   }
   // Combinations holding an unusable template are counted, not visited: all of them, and those
   // leaving no device idle (which the idle round does not count: the exact round did).
