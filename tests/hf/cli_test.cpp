@@ -11,7 +11,7 @@
 #include "eth_run.h"
 #include "test_util.h"
 
-namespace eth {
+namespace eth::cli_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -75,4 +75,4 @@ TEST(HfCli, BadInputExitsTwoNamingFileAndField) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::cli_test

@@ -20,7 +20,7 @@
 #include "test_util.h"
 #include "train/precision_stage.h"
 
-namespace eth::hf {
+namespace eth::hf::convert_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -318,4 +318,4 @@ TEST(HfConvert, RefusesBadFoldersByNameBeforeWritingAnything) {
 }
 
 }  // namespace
-}  // namespace eth::hf
+}  // namespace eth::hf::convert_test

@@ -9,7 +9,7 @@
 #include "eth_run.h"
 #include "test_util.h"
 
-namespace eth {
+namespace eth::llama_cli_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -65,4 +65,4 @@ TEST(LlamaCli, BadInputExitsTwoNamingFileAndField) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::llama_cli_test

@@ -13,7 +13,7 @@
 #include "core/json_file.h"
 #include "test_util.h"
 
-namespace eth::hf {
+namespace eth::hf::llama_config_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -158,4 +158,4 @@ TEST(LlamaConfig, ExportKeepsTheSourceAndReadsBackToTheSameModel) {
 }
 
 }  // namespace
-}  // namespace eth::hf
+}  // namespace eth::hf::llama_config_test

@@ -23,7 +23,7 @@
 #include "test_util.h"
 #include "train/checkpoint.h"
 
-namespace eth::hf {
+namespace eth::hf::llama_convert_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -377,4 +377,4 @@ TEST(LlamaCheckpoint, TiedEmbeddingFillsBothCopies) {
 }
 
 }  // namespace
-}  // namespace eth::hf
+}  // namespace eth::hf::llama_convert_test

@@ -33,11 +33,12 @@
 #include "train/kernel_set.h"
 #include "train/kernel_set_bf16.h"
 
-namespace eth {
-namespace cpu::bf16 {
+namespace eth::cpu::bf16 {
 // gtest prints a failing test's parameter with this (found by argument-dependent lookup).
 void PrintTo(GemmPath p, std::ostream* os) { *os << gemm_path_name(p); }
-}  // namespace cpu::bf16
+}  // namespace eth::cpu::bf16
+
+namespace eth::bf16_vs_reference_test {
 
 namespace {
 
@@ -538,4 +539,4 @@ TEST(Bf16VsReference, AdamWMatchesFp32StepAndRoundsTheCopy) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::bf16_vs_reference_test

@@ -26,7 +26,7 @@
 #include "kernels/reference/pointwise.h"
 #include "kernels/rng.h"
 
-namespace eth {
+namespace eth::cpu_vs_reference_test {
 namespace {
 
 using test::expect_close;
@@ -526,4 +526,4 @@ TEST(CpuVsReference, CrossEntropy) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::cpu_vs_reference_test

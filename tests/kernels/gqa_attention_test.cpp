@@ -21,7 +21,7 @@
 #include "train/kernel_set.h"
 #include "train/kernel_set_bf16.h"
 
-namespace eth {
+namespace eth::gqa_attention_test {
 namespace {
 
 using cpu::bf16::QkvLayout;
@@ -372,4 +372,4 @@ TEST(GqaAttentionInput, BadHeadCountsAreRefused) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::gqa_attention_test

@@ -28,7 +28,7 @@
 #include "kernels/cpu/pointwise.h"
 #include "kernels/rng.h"
 
-namespace eth {
+namespace eth::threads_test {
 namespace {
 
 using test::random_vec;
@@ -256,4 +256,4 @@ TEST_F(ThreadInvariance, Bf16Kernels) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::threads_test

@@ -12,7 +12,7 @@
 #include "runtime_test_util.h"
 #include "train/train_loop.h"
 
-namespace eth {
+namespace eth::dist_loop_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -141,4 +141,4 @@ TEST(DistLoop, RunTimesMeansLeaveTheFirstStepOutWhenThereAreMore) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::dist_loop_test
