@@ -20,19 +20,17 @@
 #include "core/json_file.h"
 #include "hf/convert.h"
 #include "hf/evaluate.h"
+#include "hf_test_util.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 
-namespace eth::hf {
+namespace eth::hf::llama_convert_test {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kData = fs::path(ETH_TEST_DATA_DIR) / "hf";
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
+const fs::path kData = test::hf_data();
+using test::expect_same_tensors;
+using test::read_bytes;
 
 const Json& expected() {
   static const Json j = read_json_file(kData / "llama_expected.json", "test");
@@ -43,25 +41,6 @@ fs::path converted(const std::string& model) {
   const fs::path out = test::scratch("hf_llama", "convert") / (model + ".safetensors");
   convert_any_from_hf(kData / model, out, true);
   return out;
-}
-
-// Every tensor of `b` has the name, dtype, shape and stored bytes of `a`'s (and no other).
-void expect_same_tensors(const fs::path& a, const fs::path& b) {
-  const SafetensorsModel x(a), y(b);
-  ASSERT_EQ(x.names(), y.names());
-  for (const std::string& n : x.names()) {
-    const TensorInfo* tx = x.find(n);
-    const TensorInfo* ty = y.find(n);
-    EXPECT_EQ(tx->dtype, ty->dtype) << n;
-    EXPECT_EQ(tx->shape, ty->shape) << n;
-    const std::size_t bytes = tx->end - tx->begin;
-    ASSERT_EQ(bytes, ty->end - ty->begin) << n;
-    const std::string fx = read_bytes(x.file_of(n)), fy = read_bytes(y.file_of(n));
-    std::uint64_t hx = 0, hy = 0;
-    std::memcpy(&hx, fx.data(), 8);
-    std::memcpy(&hy, fy.data(), 8);
-    EXPECT_EQ(fx.compare(8 + hx + tx->begin, bytes, fy, 8 + hy + ty->begin, bytes), 0) << n;
-  }
 }
 
 // The mapping alone, tensor by tensor: HF values into their ETH tensor and back give the same
@@ -324,13 +303,8 @@ TEST(LlamaConvert, BadFoldersAreRefusedByNameBeforeAnythingIsWritten) {
   };
   for (const Case& c : cases) {
     const fs::path out = c.dir / "out" / "ckpt.safetensors";
-    try {
-      convert_any_from_hf(c.dir, out, false);
-      ADD_FAILURE() << c.dir << ": accepted";
-    } catch (const InputError& e) {
-      EXPECT_EQ(e.path(), c.field) << e.what();
-      EXPECT_NE(std::string(e.what()).find(c.phrase), std::string::npos) << e.what();
-    }
+    test::expect_refused(c.dir.string(), [&] { convert_any_from_hf(c.dir, out, false); }, "",
+                         c.field, c.phrase);
     EXPECT_FALSE(fs::exists(c.dir / "out")) << c.dir;
   }
 }
@@ -377,4 +351,4 @@ TEST(LlamaCheckpoint, TiedEmbeddingFillsBothCopies) {
 }
 
 }  // namespace
-}  // namespace eth::hf
+}  // namespace eth::hf::llama_convert_test
