@@ -27,13 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 const fs::path kData = test::hf_data();
-using test::expect_same_tensors;
-using test::read_bytes;
-
-const Json& expected() {
-  static const Json j = read_json_file(kData / "expected.json", "test");
-  return j;
-}
 
 fs::path converted(const std::string& model) {
   const fs::path dir = test::scratch("hf", "convert");
@@ -47,14 +40,14 @@ double eval_loss(const fs::path& ckpt, Precision p, std::int64_t batch, std::int
   ModelState state(meta.model, 0, meta.model.num_units() - 1, 1, 0, p);
   load_checkpoint(ckpt, state);
   EvalConfig cfg;
-  cfg.seq_len = expected()["seq_len"].get<std::int64_t>();
+  cfg.seq_len = test::hf_expected("expected.json")["seq_len"].get<std::int64_t>();
   cfg.batch = batch;
   cfg.max_batches = batches;
   return evaluate(state, TokenFile::open(kData / "batch.bin"), cfg).loss;
 }
 
 double fixture_loss(const std::string& model, const char* key = "loss") {
-  return expected()["models"][model][key].get<double>();
+  return test::hf_expected("expected.json")["models"][model][key].get<double>();
 }
 
 // The mapping alone, against gpt2_convert.h's table worked out here: Conv1D weights (in, out)
@@ -126,7 +119,7 @@ TEST(HfConvert, ShardedAndSingleFilesGiveTheSameCheckpoint) {
   const fs::path a = converted("gpt2_f32");
   const fs::path dir = test::scratch("hf", "sharded");
   convert_from_hf(kData / "gpt2_f32_sharded", dir / "s.safetensors", true);
-  EXPECT_EQ(read_bytes(a), read_bytes(dir / "s.safetensors"));
+  EXPECT_EQ(test::read_bytes(a), test::read_bytes(dir / "s.safetensors"));
 }
 
 // Files saved from a bare GPT2Model (the original OpenAI conversion) name tensors without the
@@ -152,7 +145,8 @@ TEST(HfConvert, ReadsUnprefixedNamesAndSkipsMaskBuffers) {
                       }
                     });
   convert_from_hf(dir, dir / "ckpt.safetensors", false);
-  EXPECT_EQ(read_bytes(dir / "ckpt.safetensors"), read_bytes(converted("gpt2_f32")));
+  EXPECT_EQ(test::read_bytes(dir / "ckpt.safetensors"),
+            test::read_bytes(converted("gpt2_f32")));
 }
 
 TEST(HfConvert, ExportOfAnImportReproducesEveryTensorBitForBit) {
@@ -162,7 +156,7 @@ TEST(HfConvert, ExportOfAnImportReproducesEveryTensorBitForBit) {
     fs::remove_all(out);
     const ConvertReport r = convert_to_hf(ckpt, out, "auto", false);
     EXPECT_EQ(r.tied, model != "gpt2_f16_untied") << model;
-    expect_same_tensors(kData / model, out);
+    test::expect_same_tensors(kData / model, out);
     const Json src = read_json_file(kData / model / "config.json", "test");
     const Json got = read_json_file(out / "config.json", "test");
     EXPECT_EQ(got, src) << model;  // every field kept, dimensions and dtype unchanged
@@ -173,7 +167,7 @@ TEST(HfConvert, ExportOfAnImportReproducesEveryTensorBitForBit) {
   const fs::path dir = test::scratch("hf", "sharded_src");
   convert_from_hf(kData / "gpt2_f32_sharded", dir / "s.safetensors", true);
   convert_to_hf(dir / "s.safetensors", out, "auto", false);
-  expect_same_tensors(kData / "gpt2_f32_sharded", out);
+  test::expect_same_tensors(kData / "gpt2_f32_sharded", out);
 }
 
 TEST(HfConvert, ExportUntiesAHeadThatDiffersAndRoundsToTheAskedDtype) {
@@ -304,7 +298,7 @@ TEST(HfConvert, RefusesBadFoldersByNameBeforeWritingAnything) {
        "model.safetensors", "transformer.h.1.attn.c_attn.bias", "unexpected tensor"},
       {"truncated weights",
        [](const fs::path& dir) {
-         const std::string s = read_bytes(dir / "model.safetensors");
+         const std::string s = test::read_bytes(dir / "model.safetensors");
          std::ofstream(dir / "model.safetensors", std::ios::binary)
              .write(s.data(), static_cast<std::streamsize>(s.size() - 100));
        },

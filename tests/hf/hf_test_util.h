@@ -10,16 +10,27 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/json_cursor.h"
+#include "core/json_file.h"
 #include "hf/safetensors.h"
 
 namespace eth::test {
 
 inline std::filesystem::path hf_data() { return std::filesystem::path(ETH_TEST_DATA_DIR) / "hf"; }
+
+// A file of the numbers transformers computed on the fixtures (expected.json,
+// llama_expected.json), read once.
+inline const Json& hf_expected(const std::string& file) {
+  static std::map<std::string, Json> read;
+  auto it = read.find(file);
+  if (it == read.end()) it = read.emplace(file, read_json_file(hf_data() / file, "test")).first;
+  return it->second;
+}
 
 inline std::string read_bytes(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

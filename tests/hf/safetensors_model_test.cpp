@@ -19,8 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 const fs::path kData = test::hf_data();
-using test::read_bytes;
-using test::write_bytes;
 
 TEST(HfSafetensorsModel, ShardedIndexReadsTheSameTensors) {
   const SafetensorsModel single(kData / "gpt2_f32");
@@ -61,7 +59,7 @@ TEST(HfSafetensorsModel, RefusesAFolderWithoutWeightsOrWithAnEmptyIndex) {
   test::expect_refused("no weights", [&] { SafetensorsModel m(dir); }, dir.string(), "",
                        "no model.safetensors or model.safetensors.index.json");
   const fs::path index = dir / "model.safetensors.index.json";
-  write_bytes(index, R"({"metadata": {}, "weight_map": {}})");
+  test::write_bytes(index, R"({"metadata": {}, "weight_map": {}})");
   test::expect_refused("empty index", [&] { SafetensorsModel m(dir); }, index.string(),
                        "weight_map", "at least one tensor");
   fs::remove_all(dir);
@@ -69,7 +67,7 @@ TEST(HfSafetensorsModel, RefusesAFolderWithoutWeightsOrWithAnEmptyIndex) {
 
 TEST(HfSafetensorsModel, RefusesIndexesThatDisagreeWithTheirShards) {
   const fs::path src = kData / "gpt2_f32_sharded";
-  const std::string index = read_bytes(src / "model.safetensors.index.json");
+  const std::string index = test::read_bytes(src / "model.safetensors.index.json");
   const Json j = Json::parse(index);
   struct Case {
     const char* what;
@@ -100,7 +98,7 @@ TEST(HfSafetensorsModel, RefusesIndexesThatDisagreeWithTheirShards) {
     }
     Json edited = j;
     c.edit(edited);
-    write_bytes(dir / "model.safetensors.index.json", edited.dump());
+    test::write_bytes(dir / "model.safetensors.index.json", edited.dump());
     test::expect_refused(c.what, [&] { SafetensorsModel m(dir); }, "", c.field_part, c.phrase);
     fs::remove_all(dir);
   }

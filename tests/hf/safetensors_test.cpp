@@ -25,8 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kData = test::hf_data();
-using test::read_bytes;
-using test::write_bytes;
 
 // A safetensors file from a header text and a data section.
 std::string file_of(const std::string& header, const std::string& data) {
@@ -221,21 +219,21 @@ TEST(HfSafetensors, RefusesHeadersThatLieNamingFileAndField) {
   };
   for (const Lie& l : lies) {
     const fs::path p = dir / "lie.safetensors";
-    write_bytes(p, file_of(l.header, std::string(16, '\1')));
+    test::write_bytes(p, file_of(l.header, std::string(16, '\1')));
     test::expect_refused(l.what, [&] { SafetensorsFile f(p); }, p.string(), l.field, l.phrase);
   }
 }
 
 TEST(HfSafetensors, RefusesTruncatedFilesAtEveryLength) {
   const fs::path dir = test::scratch("hf", "truncated");
-  const std::string whole = read_bytes(kData / "gpt2_bf16" / "model.safetensors");
+  const std::string whole = test::read_bytes(kData / "gpt2_bf16" / "model.safetensors");
   const fs::path p = dir / "model.safetensors";
   std::uint64_t header = 0;
   std::memcpy(&header, whole.data(), 8);
   // Cuts inside the length field, the header, the first tensor and the last byte.
   for (std::size_t keep : {std::size_t{0}, std::size_t{5}, std::size_t{8}, std::size_t{8 + header / 2},
                            std::size_t{8 + header + 3}, whole.size() - 1}) {
-    write_bytes(p, whole.substr(0, keep));
+    test::write_bytes(p, whole.substr(0, keep));
     const std::string err = test::error_of([&] { SafetensorsFile f(p); });
     EXPECT_NE(err.find(p.string()), std::string::npos) << keep << ": " << err;
     EXPECT_TRUE(err.find("truncated") != std::string::npos ||

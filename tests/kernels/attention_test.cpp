@@ -19,17 +19,8 @@
 #include "kernels/reference/pointwise.h"
 #include "kernels/rng.h"
 
-namespace eth::attention_test {
+namespace eth::test::attention_test {
 namespace {
-
-using test::expect_reduction;
-using test::kFloatEps;
-using test::nan_vec;
-using test::random_vec;
-using test::to_double;
-using test::to_float;
-using test::Vec;
-using test::VecF;
 
 // The shapes of every kernel-against-reference test (T > 64 exercises the attention row blocks;
 // hs = C / NH = 16).
@@ -198,4 +189,4 @@ TEST(CpuVsReference, AttentionHeadRangeIsAContiguousShard) {
 }
 
 }  // namespace
-}  // namespace eth::attention_test
+}  // namespace eth::test::attention_test

@@ -15,21 +15,8 @@
 #include "train/kernel_set.h"
 #include "train/kernel_set_bf16.h"
 
-namespace eth::bf16_attention_test {
+namespace eth::test::bf16_attention_test {
 namespace {
-
-using test::bf16_to_double;
-using test::expect_bf16_close;
-using test::nan_bf16;
-using test::nan_vec;
-using test::random_bf16_vec;
-using test::reduction_tol;
-using test::to_bf16;
-using test::to_double;
-using test::to_float;
-using test::Vec;
-using test::VecB;
-using test::VecF;
 
 using cpu::bf16::QkvLayout;
 
@@ -218,4 +205,4 @@ TEST(Bf16KernelSet, AttentionUsesTheFp32Layout) {
 }
 
 }  // namespace
-}  // namespace eth::bf16_attention_test
+}  // namespace eth::test::bf16_attention_test

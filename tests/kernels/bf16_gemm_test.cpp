@@ -17,22 +17,8 @@
 #include "kernels/cpu/bf16/gemm_detail.h"
 #include "kernels/cpu/cpu_features.h"
 
-namespace eth::bf16_gemm_test {
+namespace eth::test::bf16_gemm_test {
 namespace {
-
-using test::expect_bf16_close;
-using test::expect_fp32_close;
-using test::naive_gemm;
-using test::nan_bf16;
-using test::nan_vec;
-using test::random_bf16_vec;
-using test::random_vec;
-using test::reduction_tol;
-using test::to_bf16;
-using test::to_float;
-using test::Vec;
-using test::VecB;
-using test::VecF;
 
 // Runs each GEMM-path test on one GEMM path, restoring the process-wide path afterwards.
 class Bf16Gemm : public test::GemmPathTest {};
@@ -164,4 +150,4 @@ TEST(Bf16Dispatch, FallbackCanBeForcedAndRestored) {
 }
 
 }  // namespace
-}  // namespace eth::bf16_gemm_test
+}  // namespace eth::test::bf16_gemm_test

@@ -12,13 +12,8 @@
 #include "cpu_kinds.h"
 #include "kernels/cpu/cpu_features.h"
 
-namespace eth::cpu_features_test {
+namespace eth::test::cpu_features_test {
 namespace {
-
-using test::sapphire_rapids;
-using test::skylake_x;
-using test::zen3;
-using test::zen5;
 
 // /proc/cpuinfo's flag names for the features we read with cpuid (the kernel reads the same
 // cpuid bits, and also checks that the OS enabled the register state).
@@ -75,4 +70,4 @@ TEST(CpuFeatures, MissingBuildExtensions) {
 }
 
 }  // namespace
-}  // namespace eth::cpu_features_test
+}  // namespace eth::test::cpu_features_test

@@ -17,21 +17,8 @@
 #include "kernels/cpu/crossentropy.h"
 #include "kernels/reference/crossentropy.h"
 
-namespace eth::crossentropy_test {
+namespace eth::test::crossentropy_test {
 namespace {
-
-using test::expect_bf16_close;
-using test::expect_fp32_close;
-using test::expect_reduction;
-using test::nan_vec;
-using test::random_bf16_vec;
-using test::random_vec;
-using test::reduction_tol;
-using test::to_bf16;
-using test::to_float;
-using test::Vec;
-using test::VecB;
-using test::VecF;
 
 // The shapes of every kernel-against-reference test (T > 64 exercises the attention row blocks;
 // hs = C / NH = 16).
@@ -92,4 +79,4 @@ TEST(Bf16VsReference, CrossEntropy) {
 }
 
 }  // namespace
-}  // namespace eth::crossentropy_test
+}  // namespace eth::test::crossentropy_test

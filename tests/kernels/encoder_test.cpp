@@ -16,25 +16,8 @@
 #include "kernels/cpu/encoder.h"
 #include "kernels/reference/encoder.h"
 
-namespace eth::encoder_test {
+namespace eth::test::encoder_test {
 namespace {
-
-using test::expect_bf16_close;
-using test::expect_close;
-using test::expect_fp32_close;
-using test::expect_reduction;
-using test::kFloatEps;
-using test::nan_bf16;
-using test::nan_vec;
-using test::random_bf16_vec;
-using test::random_vec;
-using test::reduction_tol;
-using test::to_bf16;
-using test::to_double;
-using test::to_float;
-using test::Vec;
-using test::VecB;
-using test::VecF;
 
 // The shapes of every kernel-against-reference test (T > 64 exercises the attention row blocks;
 // hs = C / NH = 16).
@@ -84,4 +67,4 @@ TEST(Bf16VsReference, Encoder) {
 }
 
 }  // namespace
-}  // namespace eth::encoder_test
+}  // namespace eth::test::encoder_test

@@ -11,16 +11,8 @@
 #include "kernel_check.h"
 #include "kernels/cpu/gemm.h"
 
-namespace eth::gemm_test {
+namespace eth::test::gemm_test {
 namespace {
-
-using test::expect_reduction;
-using test::naive_gemm;
-using test::nan_vec;
-using test::random_vec;
-using test::to_float;
-using test::Vec;
-using test::VecF;
 
 constexpr auto sz = [](std::int64_t n) { return static_cast<std::size_t>(n); };
 
@@ -58,4 +50,4 @@ TEST(CpuVsReference, SgemmAllTransposes) {
 }
 
 }  // namespace
-}  // namespace eth::gemm_test
+}  // namespace eth::test::gemm_test

@@ -22,23 +22,8 @@
 #include "kernels/grad_rows.h"
 #include "kernels/reference/matmul.h"
 
-namespace eth::matmul_test {
+namespace eth::test::matmul_test {
 namespace {
-
-using test::expect_bf16_close;
-using test::expect_fp32_close;
-using test::expect_reduction;
-using test::nan_bf16;
-using test::nan_vec;
-using test::random_bf16_vec;
-using test::random_vec;
-using test::reduction_tol;
-using test::to_bf16;
-using test::to_double;
-using test::to_float;
-using test::Vec;
-using test::VecB;
-using test::VecF;
 
 // Runs each bf16 test on one GEMM path, restoring the process-wide path afterwards.
 class Bf16Matmul : public test::GemmPathTest {};
@@ -214,4 +199,4 @@ TEST_P(Bf16Matmul, MatmulNn) {
 }
 
 }  // namespace
-}  // namespace eth::matmul_test
+}  // namespace eth::test::matmul_test

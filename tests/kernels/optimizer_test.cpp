@@ -12,15 +12,8 @@
 #include "kernels/cpu/bf16/optimizer.h"
 #include "kernels/cpu/optimizer.h"
 
-namespace eth::optimizer_test {
+namespace eth::test::optimizer_test {
 namespace {
-
-using test::kFloatEps;
-using test::nan_bf16;
-using test::random_vec;
-using test::to_float;
-using test::VecB;
-using test::VecF;
 
 constexpr auto sz = [](std::int64_t n) { return static_cast<std::size_t>(n); };
 
@@ -99,4 +92,4 @@ TEST(Bf16VsReference, AdamWMatchesFp32StepAndRoundsTheCopy) {
 }
 
 }  // namespace
-}  // namespace eth::optimizer_test
+}  // namespace eth::test::optimizer_test

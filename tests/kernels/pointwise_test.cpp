@@ -13,22 +13,8 @@
 #include "kernels/reference/pointwise.h"
 #include "kernels/rng.h"
 
-namespace eth::pointwise_test {
+namespace eth::test::pointwise_test {
 namespace {
-
-using test::expect_bf16_close;
-using test::expect_close;
-using test::kFloatEps;
-using test::nan_bf16;
-using test::nan_vec;
-using test::random_bf16_vec;
-using test::random_vec;
-using test::rms;
-using test::to_bf16;
-using test::to_float;
-using test::Vec;
-using test::VecB;
-using test::VecF;
 
 // The shapes of every kernel-against-reference test (T > 64 exercises the attention row blocks;
 // hs = C / NH = 16).
@@ -125,4 +111,4 @@ TEST(Bf16VsReference, Pointwise) {
 }
 
 }  // namespace
-}  // namespace eth::pointwise_test
+}  // namespace eth::test::pointwise_test

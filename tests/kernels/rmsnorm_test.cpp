@@ -13,23 +13,8 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/reference/rmsnorm.h"
 
-namespace eth::rmsnorm_test {
+namespace eth::test::rmsnorm_test {
 namespace {
-
-using test::expect_bf16_close;
-using test::expect_fp32_close;
-using test::expect_reduction;
-using test::nan_bf16;
-using test::nan_vec;
-using test::random_bf16_vec;
-using test::random_vec;
-using test::reduction_tol;
-using test::to_bf16;
-using test::to_double;
-using test::to_float;
-using test::Vec;
-using test::VecB;
-using test::VecF;
 
 // C spans three 64-channel blocks (the weight gradient's split).
 constexpr std::int64_t B = 2, T = 37, C = 160, N = B * T;
@@ -84,4 +69,4 @@ TEST(LlamaKernels, RmsNormBf16) {
 }
 
 }  // namespace
-}  // namespace eth::rmsnorm_test
+}  // namespace eth::test::rmsnorm_test

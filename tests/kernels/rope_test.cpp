@@ -13,20 +13,8 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/reference/rope.h"
 
-namespace eth::rope_test {
+namespace eth::test::rope_test {
 namespace {
-
-using test::expect_bf16_close;
-using test::expect_close;
-using test::kFloatEps;
-using test::random_bf16_vec;
-using test::random_vec;
-using test::rms;
-using test::to_bf16;
-using test::to_float;
-using test::Vec;
-using test::VecB;
-using test::VecF;
 
 // 6 query heads share 2 key/value heads of size 16; T = 37 positions.
 constexpr std::int64_t B = 2, T = 37, N = B * T;
@@ -115,4 +103,4 @@ TEST(LlamaKernels, RopeFp32AndBf16) {
 }
 
 }  // namespace
-}  // namespace eth::rope_test
+}  // namespace eth::test::rope_test

@@ -10,21 +10,8 @@
 #include "kernels/cpu/swiglu.h"
 #include "kernels/reference/swiglu.h"
 
-namespace eth::swiglu_test {
+namespace eth::test::swiglu_test {
 namespace {
-
-using test::expect_bf16_close;
-using test::expect_close;
-using test::kFloatEps;
-using test::nan_bf16;
-using test::nan_vec;
-using test::random_bf16_vec;
-using test::rms;
-using test::to_bf16;
-using test::to_float;
-using test::Vec;
-using test::VecB;
-using test::VecF;
 
 constexpr std::int64_t B = 2, T = 37, N = B * T, F = 96;
 constexpr auto sz = [](std::int64_t n) { return static_cast<std::size_t>(n); };
@@ -66,4 +53,4 @@ TEST(LlamaKernels, SwiGlu) {
 }
 
 }  // namespace
-}  // namespace eth::swiglu_test
+}  // namespace eth::test::swiglu_test

@@ -8,10 +8,8 @@
 #include "kernel_check.h"
 #include "kernels/cpu/vec_math.h"
 
-namespace eth::vec_math_test {
+namespace eth::test::vec_math_test {
 namespace {
-
-using test::kFloatEps;
 
 
 TEST(CpuVsReference, ExpApprox) {
@@ -52,4 +50,4 @@ TEST(CpuVsReference, LogAndSinCosApprox) {
 }
 
 }  // namespace
-}  // namespace eth::vec_math_test
+}  // namespace eth::test::vec_math_test
