@@ -2,8 +2,6 @@
 #include "elastic/recovery.h"
 
 #include <algorithm>
-#include <charconv>
-#include <string_view>
 #include <utility>
 
 #include "core/error.h"
@@ -17,17 +15,10 @@ std::optional<ResumePoint> latest_whole_checkpoint(const std::filesystem::path& 
   if (!std::filesystem::is_directory(dir, ec)) return std::nullopt;
   std::vector<std::pair<std::int64_t, std::filesystem::path>> files;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    // checkpoint_path's names only ("step_<digits>.safetensors"): AtomicFile's temporaries start
-    // with '.'. Ordered by the number: past 8 digits the zero padding no longer sorts them.
-    const std::string name = it->path().filename().string();
-    const std::string_view prefix = "step_", suffix = ".safetensors";
-    if (!name.starts_with(prefix) || !name.ends_with(suffix)) continue;
-    const std::string_view digits =
-        std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    std::int64_t step = 0;
-    const auto [at, err] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
-    if (err == std::errc() && at == digits.data() + digits.size()) {
-      files.emplace_back(step, it->path());
+    // checkpoint_path's names only, ordered by the number: past 8 digits the zero padding no
+    // longer sorts them.
+    if (const std::optional<std::int64_t> step = checkpoint_step(it->path())) {
+      files.emplace_back(*step, it->path());
     }
   }
   std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a > b; });

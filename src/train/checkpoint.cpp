@@ -2,11 +2,13 @@
 #include "train/checkpoint.h"
 
 #include <bit>
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -335,14 +337,28 @@ std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int
   return dir / buf;
 }
 
+std::optional<std::int64_t> checkpoint_step(const std::filesystem::path& file) {
+  const std::string name = file.filename().string();
+  const std::string_view prefix = "step_", suffix = ".safetensors";
+  if (!name.starts_with(prefix) || !name.ends_with(suffix)) return std::nullopt;
+  const std::string_view digits =
+      std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  std::int64_t step = 0;
+  const auto [at, err] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (err != std::errc() || at != digits.data() + digits.size()) return std::nullopt;
+  return step;
+}
+
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) return std::nullopt;
   std::optional<std::filesystem::path> best;
+  std::int64_t best_step = -1;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step_", 0) == 0 && entry.path().extension() == ".safetensors" &&
-        (!best || name > best->filename().string())) {
+    // By the step's number, not the name: past 8 digits the zero padding no longer sorts them.
+    const std::optional<std::int64_t> step = checkpoint_step(entry.path());
+    if (step && *step > best_step) {
+      best_step = *step;
       best = entry.path();
     }
   }

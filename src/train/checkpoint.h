@@ -44,6 +44,9 @@ CheckpointMeta load_checkpoint(const std::filesystem::path& path, ModelState& st
 
 // "<dir>/step_00000123.safetensors"
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int64_t step);
+// The step of a file named as checkpoint_path names them ("step_<digits>.safetensors"); nullopt
+// for any other name (AtomicFile's temporaries start with '.').
+std::optional<std::int64_t> checkpoint_step(const std::filesystem::path& file);
 // The checkpoint with the highest step in `dir`, if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
 

@@ -1,17 +1,13 @@
-// Model state and optimizer: the unit-major layout, initialization that depends only on
-// (seed, unit, tensor), the learning-rate schedule, the gradient norm and one AdamW step.
+// Model state: the unit-major layout, tp shards' rows, and initialization that depends only on
+// (seed, unit, tensor). The optimizer's tests are in optimizer_test.cpp, the checkpoint's in
+// checkpoint_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
-#include <numbers>
-
-#include <nlohmann/json.hpp>
 
 #include "model/arithmetic.h"
-#include "train/checkpoint.h"
 #include "train/model_state.h"
-#include "train/optimizer.h"
 #include "train_test_util.h"
 
 namespace eth {
@@ -128,35 +124,6 @@ TEST(ModelState, TpShardsInitToTheirRowsOfTheWholeModel) {
   }
 }
 
-TEST(ModelState, TpShardsLoadTheirRowsOfAWholeCheckpoint) {
-  const auto dir = test::temp_dir("tp_ckpt");
-  const ModelSpec m = tp_model();
-  ModelState whole(m, 0, m.num_units() - 1);
-  whole.init(9);
-  for (std::int64_t i = 0; i < whole.numel(); ++i) {
-    whole.adam_m()[i] = static_cast<float>(i % 13);
-    whole.adam_v()[i] = static_cast<float>(i % 17);
-  }
-  CheckpointMeta meta;
-  meta.model = m;
-  meta.step = 3;
-  meta.schedule = meta.data = meta.run = Json::object();
-  write_checkpoint(dir / "c.safetensors", whole, meta);
-  ModelState shard(m, 1, m.num_units() - 1, 4, 3);  // the last of 4 ranks, units 1..3
-  EXPECT_EQ(load_checkpoint(dir / "c.safetensors", shard).step, 3);
-  for (const UnitSlot& u : shard.layout().units()) {
-    for (std::size_t i = 0; i < u.tensors.size(); ++i) {
-      const TensorSlot& t = u.tensors[i];
-      const std::int64_t at =
-          whole.layout().unit(u.unit).tensors[i].offset + t.rows.begin * t.row_size();
-      const auto bytes = static_cast<std::size_t>(t.desc.numel()) * 4;
-      EXPECT_EQ(0, std::memcmp(shard.params() + t.offset, whole.params() + at, bytes));
-      EXPECT_EQ(0, std::memcmp(shard.adam_m() + t.offset, whole.adam_m() + at, bytes));
-      EXPECT_EQ(0, std::memcmp(shard.adam_v() + t.offset, whole.adam_v() + at, bytes));
-    }
-  }
-}
-
 TEST(ModelState, InitFollowsGpt2) {
   const ModelSpec m = model_preset("tiny");  // L = 4
   ModelState s(m, 0, m.num_units() - 1);
@@ -178,50 +145,6 @@ TEST(ModelState, InitFollowsGpt2) {
   for (int i = 0; i < 64; ++i) {
     EXPECT_EQ(ln[i], 1.0f);
     EXPECT_EQ(bias[i], 0.0f);
-  }
-}
-
-TEST(LrSchedule, WarmupThenCosine) {
-  LrSchedule s{1.0, 0.1, 10, 110};
-  EXPECT_DOUBLE_EQ(s.at(0), 1.0 / 10);
-  EXPECT_DOUBLE_EQ(s.at(9), 1.0);
-  EXPECT_DOUBLE_EQ(s.at(10), 1.0);  // progress 0
-  // Halfway through the 99 decay steps: cos(pi/2) = 0, so the midpoint of max and min.
-  LrSchedule odd{1.0, 0.1, 10, 111};
-  EXPECT_NEAR(odd.at(60), 0.55, 1e-12);
-  EXPECT_NEAR(s.at(109), 0.1, 1e-12);
-  EXPECT_NEAR(s.at(500), 0.1, 1e-12);  // clamped past the end
-}
-
-TEST(Optimizer, SumSquaresAndClip) {
-  std::vector<float> x(10000);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = (i % 2 ? 1.0f : -1.0f) * 0.5f;
-  EXPECT_DOUBLE_EQ(sum_squares(x.data(), 10000), 2500.0);
-  EXPECT_DOUBLE_EQ(clip_factor(0.5, 1.0), 1.0);
-  EXPECT_NEAR(clip_factor(4.0, 1.0), 0.25, 1e-6);
-  EXPECT_DOUBLE_EQ(clip_factor(4.0, 0.0), 1.0);
-}
-
-TEST(Optimizer, FirstAdamWStepMovesByLrTimesSign) {
-  const ModelSpec m = test::small_model();
-  ModelState s(m, m.layers + 1, m.layers + 1);  // the head: lnf_w, lnf_b, lm_head_w
-  s.init(1);
-  std::vector<float> p0(s.params(), s.params() + s.numel());
-  for (std::int64_t i = 0; i < s.numel(); ++i) s.grads()[i] = (i % 3 == 0 ? -2.0f : 0.5f);
-  AdamWConfig cfg;
-  cfg.eps = 0;
-  const double lr = 0.01;
-  adamw_update(s, cfg, lr, 0, 0.5);
-  // Step 1 after bias correction: mhat = g, vhat = g^2, so the Adam move is lr * sign(g);
-  // decay subtracts lr * wd * p on the matrix (lm_head_w) only. m = (1 - beta1) g.
-  const std::int64_t head_w = s.layout().offset(m.layers + 1, kLmHeadW);
-  for (std::int64_t i = 0; i < s.numel(); ++i) {
-    const double sign = i % 3 == 0 ? -1.0 : 1.0;
-    const double decay =
-        i >= head_w ? lr * cfg.weight_decay * p0[static_cast<std::size_t>(i)] : 0.0;
-    EXPECT_NEAR(s.params()[i], p0[static_cast<std::size_t>(i)] - lr * sign - decay, 1e-6) << i;
-    const double g = 0.5 * (i % 3 == 0 ? -2.0 : 0.5);
-    EXPECT_NEAR(s.adam_m()[i], (1 - cfg.beta1) * g, 1e-7) << i;
   }
 }
 

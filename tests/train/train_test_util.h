@@ -17,6 +17,7 @@
 #include "model/model_spec.h"
 #include "test_util.h"
 #include "train/stage_compute.h"
+#include "train/trainer.h"
 
 namespace eth::test {
 
@@ -79,6 +80,21 @@ class OneThread {
  private:
   int saved_;
 };
+
+// A short fp32 run of `m` on `data`: global batch 4 in micro-batches of 2, lr 1e-2 decaying to
+// 1e-3 over `steps`, seed 5.
+inline TrainConfig short_run(const ModelSpec& m, const std::filesystem::path& data,
+                             std::int64_t steps) {
+  TrainConfig c;
+  c.model = m;
+  c.data = data;
+  c.steps = steps;
+  c.global_batch = 4;
+  c.micro_batch = 2;
+  c.lr = LrSchedule{1e-2, 1e-3, 0, steps};
+  c.seed = 5;
+  return c;
+}
 
 using eth::test::error_of;
 using eth::test::slurp;

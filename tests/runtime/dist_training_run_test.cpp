@@ -2,7 +2,8 @@
 // threads: it trains exactly as DistributedTrainer::step called by hand (bitwise: the loop adds
 // only the gather of the ranks' times), the lead alone reports while every rank's hooks run,
 // each step reports every rank's times, a stop file stops every rank at the same checkpoint,
-// which is written, and the run's mean times leave the first step out.
+// which is written, and the run's mean times leave the first step out; a stop request is rank
+// 0's answer on every rank, and a run without a validation set validates nothing.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -12,7 +13,7 @@
 #include "runtime_test_util.h"
 #include "train/train_loop.h"
 
-namespace eth {
+namespace eth::dist_training_run_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -140,5 +141,37 @@ TEST(DistLoop, RunTimesMeansLeaveTheFirstStepOutWhenThereAreMore) {
   EXPECT_EQ(t.mean_rank(0).compute_s, 3.0);
 }
 
+TEST(DistLoop, EveryRankAgreesOnRankZerosAnswerAndNoSetValidatesNothing) {
+  const fs::path dir = test::temp_dir("dist_loop_agree");
+  const Plan plan = two_pipelines();
+  DistTrainConfig dc;
+  dc.train =
+      test::train_config(plan.model, test::synthetic_file(dir, 4000, 32), plan.gbs, kSeq, 1);
+  dc.plan = plan;
+  const int n = static_cast<int>(plan.num_devices());
+  LocalWorld world(n);
+  std::vector<int> agreed(static_cast<std::size_t>(2 * n), -1);
+  std::vector<int> validated(static_cast<std::size_t>(n), -1);
+  auto errors = run_on_threads(world, [&](Communicator comm) {
+    omp_set_num_threads(1);
+    DistributedTrainer t(dc, comm);
+    DistTrainingRun run(t, comm);
+    const auto r = static_cast<std::size_t>(comm.rank());
+    // Each rank asks with a value of its own: rank 0's is the answer.
+    agreed[2 * r] = run.agree(comm.rank() % 2 == 1) ? 1 : 0;
+    agreed[2 * r + 1] = run.agree(comm.rank() == 0) ? 1 : 0;
+    validated[r] = run.validate().has_value() ? 1 : 0;
+    EXPECT_EQ(run.is_lead(), comm.rank() == 0);
+    EXPECT_EQ(run.tokens_per_step(), plan.gbs * kSeq);
+    EXPECT_EQ(run.next_step(), 0);
+  });
+  test::expect_no_errors(errors);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(agreed[static_cast<std::size_t>(2 * r)], 0) << "rank " << r;
+    EXPECT_EQ(agreed[static_cast<std::size_t>(2 * r + 1)], 1) << "rank " << r;
+    EXPECT_EQ(validated[static_cast<std::size_t>(r)], 0) << "rank " << r;
+  }
+}
+
 }  // namespace
-}  // namespace eth
+}  // namespace eth::dist_training_run_test
