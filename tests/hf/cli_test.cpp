@@ -38,9 +38,8 @@ TEST(HfCli, ConvertThenEvalGivesTransformersLoss) {
   r = test::eth_convert_from_hf(kData / "gpt2_f32", ckpt, dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--force"), std::string::npos) << r.err;
-  r = test::eth_cli("convert --to-hf --checkpoint '" + ckpt + "' --out '" + (dir / "back").string() +
-                        "'",
-                    dir);
+  r = test::eth_cli(
+      "convert --to-hf --checkpoint '" + ckpt + "' --out '" + (dir / "back").string() + "'", dir);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(fs::exists(dir / "back" / "model.safetensors"));
   EXPECT_TRUE(fs::exists(dir / "back" / "config.json"));
