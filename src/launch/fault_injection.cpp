@@ -22,23 +22,14 @@ namespace eth {
 
 namespace {
 
-enum class How { Exit, Kill, Stop, Checkpoint, Hold };
-
-struct Fault {
-  int rank = -1;
-  std::int64_t step = -1;
-  How how = How::Exit;
-  int ranks = 0;  // 0: any run
-};
-
 template <class T>
 bool parse_number(std::string_view s, T& out) {
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && end == s.data() + s.size() && out >= 0;
 }
 
-std::optional<Fault> parse_fault(std::string_view f) {
-  Fault out;
+std::optional<FaultSpec> parse_fault(std::string_view f) {
+  FaultSpec out;
   if (const auto at = f.find('@'); at != std::string_view::npos) {
     if (!parse_number(f.substr(at + 1), out.ranks) || out.ranks < 1) return std::nullopt;
     f = f.substr(0, at);
@@ -50,43 +41,21 @@ std::optional<Fault> parse_fault(std::string_view f) {
   if (!parse_number(f.substr(0, c2), out.step)) return std::nullopt;
   if (c2 == std::string_view::npos) return out;
   const std::string_view how = f.substr(c2 + 1);
-  if (how == "exit") out.how = How::Exit;
-  else if (how == "kill") out.how = How::Kill;
-  else if (how == "stop") out.how = How::Stop;
-  else if (how == "checkpoint") out.how = How::Checkpoint;
-  else if (how == "hold") out.how = How::Hold;
+  if (how == "exit") out.how = FaultHow::Exit;
+  else if (how == "kill") out.how = FaultHow::Kill;
+  else if (how == "stop") out.how = FaultHow::Stop;
+  else if (how == "checkpoint") out.how = FaultHow::Checkpoint;
+  else if (how == "hold") out.how = FaultHow::Hold;
   else return std::nullopt;
   return out;
 }
 
-std::vector<Fault> faults() {
-  const char* env = std::getenv("ETH_TEST_KILL_RANK");
-  if (env == nullptr) return {};
-  std::vector<Fault> out;
-  std::string_view rest = env;
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    const auto f = parse_fault(rest.substr(0, comma));
-    if (!f) {
-      throw InputError("env", "ETH_TEST_KILL_RANK", "",
-                       "expected RANK:STEP[:exit|kill|stop|checkpoint|hold][@RANKS], comma-separated, "
-                       "got \"" + std::string(env) + "\"");
-    }
-    out.push_back(*f);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-  }
-  return out;
-}
-
-const Fault* find_fault(int rank, int ranks, std::int64_t step, bool in_checkpoint) {
-  static const std::vector<Fault> all = faults();
-  for (const Fault& f : all) {
-    if (f.rank == rank && f.step == step && (f.ranks == 0 || f.ranks == ranks) &&
-        (f.how == How::Checkpoint) == in_checkpoint) {
-      return &f;
-    }
-  }
-  return nullptr;
+const FaultSpec* fault_here(int rank, int ranks, std::int64_t step, bool in_checkpoint) {
+  static const std::vector<FaultSpec> all = [] {
+    const char* env = std::getenv("ETH_TEST_KILL_RANK");
+    return env == nullptr ? std::vector<FaultSpec>{} : parse_fault_specs(env);
+  }();
+  return find_fault(all, rank, ranks, step, in_checkpoint);
 }
 
 void announce(int rank, std::int64_t step, const char* what) {
@@ -99,12 +68,40 @@ void announce(int rank, std::int64_t step, const char* what) {
 
 }  // namespace
 
+std::vector<FaultSpec> parse_fault_specs(std::string_view value) {
+  std::vector<FaultSpec> out;
+  std::string_view rest = value;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const auto f = parse_fault(rest.substr(0, comma));
+    if (!f) {
+      throw InputError("env", "ETH_TEST_KILL_RANK", "",
+                       "expected RANK:STEP[:exit|kill|stop|checkpoint|hold][@RANKS], comma-separated, "
+                       "got \"" + std::string(value) + "\"");
+    }
+    out.push_back(*f);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return out;
+}
+
+const FaultSpec* find_fault(const std::vector<FaultSpec>& faults, int rank, int ranks,
+                            std::int64_t step, bool in_checkpoint) {
+  for (const FaultSpec& f : faults) {
+    if (f.rank == rank && f.step == step && (f.ranks == 0 || f.ranks == ranks) &&
+        (f.how == FaultHow::Checkpoint) == in_checkpoint) {
+      return &f;
+    }
+  }
+  return nullptr;
+}
+
 void maybe_fail_before_step(int rank, int ranks, std::int64_t step,
                             const std::filesystem::path& stop_file) {
-  const Fault* f = find_fault(rank, ranks, step, false);
+  const FaultSpec* f = fault_here(rank, ranks, step, false);
   if (f == nullptr) return;
   switch (f->how) {
-    case How::Hold: {
+    case FaultHow::Hold: {
       // Not a failure: no "[fault]" line, which eth launch would read as one.
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
       std::error_code ec;
@@ -114,11 +111,11 @@ void maybe_fail_before_step(int rank, int ranks, std::int64_t step,
       }
       return;
     }
-    case How::Kill:
+    case FaultHow::Kill:
       announce(rank, step, "dies of SIGKILL");
       ::raise(SIGKILL);
       break;
-    case How::Stop:
+    case FaultHow::Stop:
       announce(rank, step, "stops answering (SIGSTOP)");
       ::raise(SIGSTOP);
       return;  // continued by someone else: carry on
@@ -130,7 +127,7 @@ void maybe_fail_before_step(int rank, int ranks, std::int64_t step,
 
 void maybe_fail_in_checkpoint(int rank, int ranks, std::int64_t step,
                               const std::filesystem::path& dir) {
-  if (find_fault(rank, ranks, step, true) == nullptr) return;
+  if (fault_here(rank, ranks, step, true) == nullptr) return;
   if (rank == 0) {
     // What a write cut short leaves: the temporary sibling with the start of a checkpoint, never
     // the final name (AtomicFile renames only after everything is on disk).
@@ -139,9 +136,10 @@ void maybe_fail_in_checkpoint(int rank, int ranks, std::int64_t step,
     out.write(&header_bytes, sizeof header_bytes);
     out.write(std::string_view(R"({"__metadata__": {"format": "eth-checkpoint", )"));
     announce(rank, step, "dies of SIGKILL while writing its checkpoint");
-  } else {
-    announce(rank, step, "dies of SIGKILL while the checkpoint is being gathered");
+    // Here, while `out` is open: its destructor would remove the temporary a crash leaves.
+    ::raise(SIGKILL);
   }
+  announce(rank, step, "dies of SIGKILL while the checkpoint is being gathered");
   ::raise(SIGKILL);
 }
 

@@ -17,8 +17,30 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string_view>
+#include <vector>
 
 namespace eth {
+
+// One FAULT of ETH_TEST_KILL_RANK, parsed.
+enum class FaultHow : std::uint8_t { Exit, Kill, Stop, Checkpoint, Hold };
+struct FaultSpec {
+  int rank = -1;
+  std::int64_t step = -1;
+  FaultHow how = FaultHow::Exit;
+  int ranks = 0;  // 0: a run of any size
+  bool operator==(const FaultSpec&) const = default;
+};
+
+// The faults of the variable's value `value`, in order ("" has none). Throws InputError naming
+// ETH_TEST_KILL_RANK for a malformed one: a test whose fault never fires would pass for the
+// wrong reason.
+std::vector<FaultSpec> parse_fault_specs(std::string_view value);
+
+// The first of `faults` that fires on `rank` of a run of `ranks` before step `step` (or, with
+// `in_checkpoint`, while the checkpoint of step `step` is written); nullptr when none does.
+const FaultSpec* find_fault(const std::vector<FaultSpec>& faults, int rank, int ranks,
+                            std::int64_t step, bool in_checkpoint);
 
 // Before step `step` on rank `rank` of `ranks`; `stop_file`: eth train's --stop-file (may be
 // empty), for hold.

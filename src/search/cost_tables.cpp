@@ -44,7 +44,7 @@ constexpr double kBlocksPerUnit = 3;
 
 UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
                            std::int64_t seq_len, double collective_window_bytes,
-                           std::int64_t shard_holders) {
+                           std::int64_t shard_holders, const std::vector<double>* params_of) {
   const std::size_t n = entry.units.size();
   UnitTable t;
   t.device_type = entry.key.device_type;
@@ -68,7 +68,9 @@ UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model,
     t.forward_prefix[u + 1] = t.forward_prefix[u] + p.forward_ms;
     // Parameters as cost/stage_costs.cpp counts them: the model's table at this tp.
     const double params =
-        static_cast<double>(unit_params(model, static_cast<std::int64_t>(u), entry.key.tp));
+        params_of != nullptr && params_of->size() == n
+            ? (*params_of)[u]
+            : static_cast<double>(unit_params(model, static_cast<std::int64_t>(u), entry.key.tp));
     // Sharded, the optimizer state is the even share of the least holder count.
     const double unit_static =
         shard_holders > 0
@@ -122,14 +124,22 @@ void order_recompute_candidates(UnitTable& t) {
   }
   t.rc_first_fit = monotone;
   t.rc_order.clear();
+  // Unit kinds as range_copy_bytes reads them: the first unit, the blocks, the last unit.
+  auto kind = [n](std::size_t u) { return u == 0 ? 0 : (u + 1 == n ? 2 : 1); };
   for (int r : order) {
     bool dominated = false;
+    const auto ri = static_cast<std::size_t>(r);
     for (int kept : t.rc_order) {
       if (!monotone) break;
+      const auto ki = static_cast<std::size_t>(kept);
+      // r holds at least kept's bytes on every unit, and on each unit at least as much more as
+      // kept's copy of that unit's kind exceeds r's (a range holding the unit pays that copy
+      // once): then r needs at least kept's memory on every range, at any in-flight count.
       bool holds_more = true;
       for (std::size_t u = 0; u < n && holds_more; ++u) {
-        holds_more = unit(t.held_prefix[static_cast<std::size_t>(r)], u) >=
-                     unit(t.held_prefix[static_cast<std::size_t>(kept)], u);
+        const double more = unit(t.held_prefix[ri], u) - unit(t.held_prefix[ki], u);
+        const auto k = static_cast<std::size_t>(kind(u));
+        holds_more = more >= 0 && more >= t.copy_bytes[ki][k] - t.copy_bytes[ri][k];
       }
       dominated = dominated || holds_more;
     }
@@ -169,45 +179,24 @@ const UnitTable& CostTables::get(const std::string& device_type, std::int64_t tp
   if (it != tables_.end()) return *it->second;
   ETH_CHECK(covers(device_type, tp, mbs), "cost table requested for an uncovered profile key");
   const ProfileLookup lk = profile_->lookup(device_type, tp, mbs);
-  auto table = std::make_unique<UnitTable>(
-      build_unit_table(lk.entry, profile_->model(), seq_len_, collective_window_bytes_,
-                       shard_holders_));
+  const ModelSpec& model = profile_->model();
+  auto [params, fresh] = params_.try_emplace(tp);
+  if (fresh) {
+    for (std::int64_t u = 0; u < num_units_; ++u) {
+      params->second.push_back(static_cast<double>(unit_params(model, u, tp)));
+    }
+  }
+  auto table = std::make_unique<UnitTable>(build_unit_table(
+      lk.entry, model, seq_len_, collective_window_bytes_, shard_holders_, &params->second));
   if (!operator_recompute_) restrict_to_full_recompute(*table);
   const UnitTable& ref = *table;
   tables_.emplace(key, std::move(table));
   return ref;
 }
 
-double range_copy_bytes(const UnitTable& t, std::size_t rc, std::size_t first, std::size_t last) {
-  const std::size_t n = t.workspace.size();
-  const auto& c = t.copy_bytes[rc];
-  double bytes = 0;
-  if (first == 0) bytes += c[static_cast<std::size_t>(UnitKind::Embedding)];
-  if (std::max<std::size_t>(first, 1) < std::min(last, n - 1)) {
-    bytes += c[static_cast<std::size_t>(UnitKind::Block)];
-  }
-  if (last == n) bytes += c[static_cast<std::size_t>(UnitKind::Head)];
-  return bytes;
-}
-
-double range_comm_bytes(const UnitTable& t, double in_flight, std::size_t first, std::size_t last) {
-  // Receive buffers from both neighbours, two gradient sends (1F1B's, gradient_sends_in_flight),
-  // a forward send per micro-batch in flight (message_buffer_bytes of a middle stage, the most
-  // of any position).
-  const double messages = (4.0 + in_flight) * t.boundary_bytes;
-  // A table filled by hand (tests) may leave the gradient prefix empty: no gradients.
-  const double fed =
-      t.gradient_prefix.empty() ? 0.0 : t.gradient_prefix[last] - t.gradient_prefix[first];
-  // The predictor charges each holder group its window; at tp 1 a device joins at most one
-  // group per unit (block- and tensor-wise: groups are unions of unit ranges), at tp > 1 a
-  // unit's tp chunks may go to several, so only the range's bytes bound it.
-  const double window = t.tp == 1 && last > first
-                            ? static_cast<double>(last - first) * t.collective_window_bytes
-                            : std::numeric_limits<double>::infinity();
-  const double temporaries = collective_buffer_bytes(t.precision, window, fed);
-  if (t.shard_holders == 0) return messages + temporaries;
-  // Sharded: block-wise the reduce-scatter's buffer holds the largest share of a block the
-  // stage is in, at most the even share of the range's elements (one block, rounded up).
+double sharded_comm_bytes(const UnitTable& t, double messages, double temporaries, double fed) {
+  // Block-wise the reduce-scatter's buffer holds the largest share of a block the stage is in,
+  // at most the even share of the range's elements (one block, rounded up).
   const double elements = fed / precision_bytes(t.precision).gradient_element;
   return messages +
          std::max(temporaries,
@@ -231,25 +220,6 @@ RangeCost range_cost(const UnitTable& t, double capacity_bytes, std::int64_t in_
   double ws = 0;
   for (std::size_t u = i; u < j; ++u) ws = std::max(ws, t.workspace[u]);
   return range_cost_ws(t, capacity_bytes, static_cast<double>(in_flight), i, j, ws);
-}
-
-RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double q, std::size_t i,
-                        std::size_t j, double ws, std::size_t* position) {
-  if (!t.rc_first_fit || t.rc_order.empty()) return range_cost_ws(t, capacity_bytes, q, i, j, ws);
-  const double fixed = t.static_prefix[j] - t.static_prefix[i] + ws + range_comm_bytes(t, q, i, j);
-  for (std::size_t k = *position; k < t.rc_order.size(); ++k) {
-    const auto ri = static_cast<std::size_t>(t.rc_order[k]);
-    const double mem = fixed + range_copy_bytes(t, ri, i, j) +
-                       q * (t.held_prefix[ri][j] - t.held_prefix[ri][i]);
-    if (mem > capacity_bytes) continue;
-    *position = k;
-    // Summed as the other overload does, so both give the same bits.
-    const double fwd = t.forward_prefix[j] - t.forward_prefix[i];
-    const double time = fwd + (t.backward_prefix[ri][j] - t.backward_prefix[ri][i]);
-    return RangeCost{true, time, t.rc_order[k], mem};
-  }
-  *position = t.rc_order.size();
-  return RangeCost{};
 }
 
 RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double q, std::size_t i,

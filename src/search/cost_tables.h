@@ -13,14 +13,18 @@
 // (state / D, cost/sharding_memory.h) and the reduce-scatter's receive buffer.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/precision.h"
 #include "cost/stage_costs.h"
+#include "model/arithmetic.h"
 #include "model/recompute.h"
 #include "profile/profile.h"
 
@@ -105,14 +109,19 @@ class CostTables {
   double collective_window_bytes_;
   std::int64_t shard_holders_;
   std::map<ProfileKey, std::unique_ptr<UnitTable>> tables_;
+  std::map<std::int64_t, std::vector<double>> params_;  // per tp: unit_params per unit
 };
 
+// `params_of`: unit_params(model, u, entry's tp) per unit when the caller has them (CostTables
+// keeps them per tp: every device type and micro-batch size shares them), else worked out here.
 UnitTable build_unit_table(const ProfileEntry& entry, const ModelSpec& model, std::int64_t seq_len,
                            double collective_window_bytes = kDefaultCollectiveWindowBytes,
-                           std::int64_t shard_holders = 0);
+                           std::int64_t shard_holders = 0,
+                           const std::vector<double>* params_of = nullptr);
 // Fills rc_order and rc_first_fit from the prefix tables: candidates sorted by total backward
-// time (index on ties); when that order holds unit by unit, a candidate that holds at least the
-// bytes of an earlier one on every unit can never be chosen and is dropped.
+// time (index on ties); when that order holds unit by unit, a candidate that needs at least the
+// memory of an earlier one on every range (it holds at least its bytes on every unit, by at least
+// what its smaller recompute copy of the unit's kind saves) can never be chosen and is dropped.
 void order_recompute_candidates(UnitTable& t);
 // Keeps only "nothing" and "unit" (full recompute) in rc_order.
 void restrict_to_full_recompute(UnitTable& t);
@@ -133,19 +142,82 @@ RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double in_fli
                         std::size_t first, std::size_t last, double workspace_bytes);
 // The same for a caller that grows one range (same stage, a longer range each call): a set
 // that does not fit a range fits no longer one, so with rc_first_fit the scan of rc_order
-// resumes at *position (0 for the first call), which it advances to the set chosen.
-RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double in_flight,
-                        std::size_t first, std::size_t last, double workspace_bytes,
-                        std::size_t* position);
+// resumes at *position (0 for the first call), which it advances to the set chosen. Inline
+// (below): the unit split's inner loops call it millions of times.
+inline RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double in_flight,
+                               std::size_t first, std::size_t last, double workspace_bytes,
+                               std::size_t* position);
 // The recompute copies of units [first, last) under candidate `rc`: copy_bytes of each unit
 // kind the range holds.
-double range_copy_bytes(const UnitTable& t, std::size_t rc, std::size_t first, std::size_t last);
+inline double range_copy_bytes(const UnitTable& t, std::size_t rc, std::size_t first,
+                               std::size_t last);
 // The communication buffers of a stage of units [first, last) holding `in_flight` micro-batches,
 // at least what the predictor charges any such stage: activation messages as for a middle
 // stage (cost/stage_costs.h, message_buffer_bytes) and the range's collective temporaries.
-double range_comm_bytes(const UnitTable& t, double in_flight, std::size_t first, std::size_t last);
+inline double range_comm_bytes(const UnitTable& t, double in_flight, std::size_t first,
+                               std::size_t last);
 // Peak bytes of a stage of units [first, last) with recompute candidate `rc`.
 double range_memory(const UnitTable& t, std::int64_t in_flight, std::int64_t first,
                     std::int64_t last, int rc);
+
+// Definitions of the inline functions above.
+
+inline double range_copy_bytes(const UnitTable& t, std::size_t rc, std::size_t first,
+                               std::size_t last) {
+  const std::size_t n = t.workspace.size();
+  const auto& c = t.copy_bytes[rc];
+  double bytes = 0;
+  if (first == 0) bytes += c[static_cast<std::size_t>(UnitKind::Embedding)];
+  if (std::max<std::size_t>(first, 1) < std::min(last, n - 1)) {
+    bytes += c[static_cast<std::size_t>(UnitKind::Block)];
+  }
+  if (last == n) bytes += c[static_cast<std::size_t>(UnitKind::Head)];
+  return bytes;
+}
+
+// range_comm_bytes under optimizer sharding (cost_tables.cpp): `temporaries` are the
+// all-reduce's, `fed` the range's gradient bytes.
+double sharded_comm_bytes(const UnitTable& t, double messages, double temporaries, double fed);
+
+inline double range_comm_bytes(const UnitTable& t, double in_flight, std::size_t first,
+                               std::size_t last) {
+  // Receive buffers from both neighbours, two gradient sends (1F1B's, gradient_sends_in_flight),
+  // a forward send per micro-batch in flight (message_buffer_bytes of a middle stage, the most
+  // of any position).
+  const double messages = (4.0 + in_flight) * t.boundary_bytes;
+  // A table filled by hand (tests) may leave the gradient prefix empty: no gradients.
+  const double fed =
+      t.gradient_prefix.empty() ? 0.0 : t.gradient_prefix[last] - t.gradient_prefix[first];
+  // The predictor charges each holder group its window; at tp 1 a device joins at most one
+  // group per unit (block- and tensor-wise: groups are unions of unit ranges), at tp > 1 a
+  // unit's tp chunks may go to several, so only the range's bytes bound it.
+  const double window = t.tp == 1 && last > first
+                            ? static_cast<double>(last - first) * t.collective_window_bytes
+                            : std::numeric_limits<double>::infinity();
+  // The paper's 16-bit training reduces in place (collective_buffer_bytes is 0): no call.
+  const double temporaries =
+      runtime_precision(t.precision) ? collective_buffer_bytes(t.precision, window, fed) : 0.0;
+  if (t.shard_holders == 0) return messages + temporaries;
+  return sharded_comm_bytes(t, messages, temporaries, fed);
+}
+
+inline RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double q,
+                               std::size_t i, std::size_t j, double ws, std::size_t* position) {
+  if (!t.rc_first_fit || t.rc_order.empty()) return range_cost_ws(t, capacity_bytes, q, i, j, ws);
+  const double fixed = t.static_prefix[j] - t.static_prefix[i] + ws + range_comm_bytes(t, q, i, j);
+  for (std::size_t k = *position; k < t.rc_order.size(); ++k) {
+    const auto ri = static_cast<std::size_t>(t.rc_order[k]);
+    const double mem = fixed + range_copy_bytes(t, ri, i, j) +
+                       q * (t.held_prefix[ri][j] - t.held_prefix[ri][i]);
+    if (mem > capacity_bytes) continue;
+    *position = k;
+    // Summed as the other overload does, so both give the same bits.
+    const double fwd = t.forward_prefix[j] - t.forward_prefix[i];
+    const double time = fwd + (t.backward_prefix[ri][j] - t.backward_prefix[ri][i]);
+    return RangeCost{true, time, t.rc_order[k], mem};
+  }
+  *position = t.rc_order.size();
+  return RangeCost{};
+}
 
 }  // namespace eth::search

@@ -127,16 +127,63 @@ std::vector<PureOption> pure_options(const TypeInfo& t, std::int64_t remaining,
   return out;
 }
 
-// Per template: the most samples one pipeline takes within a threshold, as last computed
-// (threshold and bound_stamp then): every mixed base's product holds the same pure templates,
-// so each is worked out once per threshold and tightening rather than once per base.
+// One type's pure options for a remainder, their templates and whether each is usable, and the
+// usable ones' samples within the threshold: the same for every mixed base that leaves that
+// remainder (most bases leave every device of two types or more), so worked out once, the
+// samples once per threshold and tightening of the templates they use.
+struct PureEntry {
+  // Until interned: pure_options, their templates (-1: count 0), whether each is usable.
+  std::vector<PureOption> all;
+  std::vector<int> all_ids;
+  std::vector<char> ok;
+  bool interned = false;
+  // The usable options and their templates.
+  std::vector<PureOption> options;
+  std::vector<int> ids;
+  // Options in `all`, those leaving no device idle, and of each the usable ones (saturating).
+  std::int64_t n = 0, n_busy = 0, good = 0, good_busy = 0;
+  // (template, index into options), by template: where a tightened template's samples go.
+  std::vector<std::pair<int, std::uint32_t>> by_id;
+  // Samples of each option within `tau` (-1: its pipelines take none; 0: count 0), their
+  // most, and how many bound_log entries they reflect.
+  double tau = std::numeric_limits<double>::quiet_NaN();
+  std::size_t log_at = 0;
+  std::vector<std::int64_t> samples;
+  std::int64_t most = 0;
+};
+using PureCache = std::map<std::pair<std::size_t, std::int64_t>, PureEntry>;
+
+// Per template: the most samples one pipeline takes within the threshold `tau`, as last
+// computed, forgotten when the template appears in the bound log: every product holds the same
+// pure templates, so each is worked out once per threshold and tightening, not once per base.
 struct SampleCache {
-  struct Entry {
-    double tau = std::numeric_limits<double>::quiet_NaN();
-    std::int64_t stamp = 0;
-    std::int64_t samples = 0;
-  };
-  std::vector<Entry> at;  // [template]
+  double tau = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::int64_t> at;  // [template], -1: not known
+  std::size_t log_at = 0;        // bound_log entries applied
+  // Follows the threshold and the log; true when the threshold changed (everything is stale).
+  bool advance(const GenerateOptions& opt, double t) {
+    const std::vector<int>* log = opt.bound_log;
+    if (!(t == tau)) {
+      tau = t;
+      std::fill(at.begin(), at.end(), -1);
+      log_at = log ? log->size() : 0;
+      return true;
+    }
+    for (; log && log_at < log->size(); ++log_at) {
+      const auto tpl = static_cast<std::size_t>((*log)[log_at]);
+      if (tpl < at.size()) at[tpl] = -1;
+    }
+    return false;
+  }
+  std::int64_t per_pipeline(const GenerateOptions& opt, int tpl) {
+    const auto t = static_cast<std::size_t>(tpl);
+    if (at.size() <= t) at.resize(t + 1, -1);
+    if (at[t] >= 0) return at[t];
+    std::int64_t b = 0;
+    for (const auto& o : opt.bound_options(tpl)) b = std::max(b, option_max_batch(o, tau, opt.gbs));
+    at[t] = b;
+    return b;
+  }
 };
 
 // The most samples a set of pipelines can take within the search's threshold, per pure option
@@ -144,17 +191,17 @@ struct SampleCache {
 // balance's feasibility, so a combination whose sum falls short of the global batch (or with a
 // pipeline that takes no sample) has a bound above the threshold. Refreshed whenever the
 // threshold falls or the bounds tighten (the generator reads the chosen options' samples
-// afresh at each test, so its sums use the current ones).
+// afresh at each test, so its sums use the current ones); a refresh redoes only the options
+// whose templates the bound log names since the last one.
 class SampleBound {
  public:
-  SampleBound(std::size_t n_types, const GenerateOptions& opt, const Partition& base,
-              const std::vector<std::vector<PureOption>>& options,
-              const std::vector<std::vector<int>>& ids, SampleCache& cache)
-      : opt_(opt), base_(base), options_(options), ids_(ids), cache_(cache), samples_(n_types),
-        stamps_(n_types), suffix_(n_types + 1, 0), combos_(n_types + 1, 1) {
-    for (std::size_t x = n_types; x-- > 0;) {
+  SampleBound(const GenerateOptions& opt, const Partition& base,
+              const std::vector<PureEntry*>& entries, SampleCache& cache)
+      : opt_(opt), base_(base), entries_(entries), cache_(cache),
+        suffix_(entries.size() + 1, 0), combos_(entries.size() + 1, 1) {
+    for (std::size_t x = entries.size(); x-- > 0;) {
       combos_[x] = saturating_product(combos_[x + 1],
-                                      static_cast<std::int64_t>(options[x].size()));
+                                      static_cast<std::int64_t>(entries[x]->options.size()));
     }
   }
   // Whether pruning applies (a threshold is set), after updating to it. With no incumbent yet
@@ -162,55 +209,26 @@ class SampleBound {
   bool refresh() {
     if (!opt_.threshold) return false;
     const double t = opt_.threshold();
-    const std::int64_t v = opt_.bound_version ? opt_.bound_version() : 0;
-    if (ready_ && t == tau_ && v == version_) return true;
-    // Only bounds changed: recompute the templates they changed (every bound that tightens
-    // anywhere in the search moves the version, so a full pass each time would cost a pass
-    // over every option per tightening).
-    const bool only_changed = ready_ && t == tau_ && opt_.bound_stamp;
+    const std::size_t v = opt_.bound_log ? opt_.bound_log->size() : 0;
+    if (ready_ && t == tau_ && v == log_at_) return true;
     ready_ = true;
     tau_ = t;
-    version_ = v;
-    auto stale = [&](int tpl, std::int64_t& stamp) {
-      if (!opt_.bound_stamp) return true;
-      const std::int64_t now = opt_.bound_stamp(tpl);
-      if (only_changed && now == stamp) return false;
-      stamp = now;
-      return true;
-    };
-    const std::size_t P = base_.parts.size();
-    if (!only_changed) {
-      part_samples_.assign(P, 0);
-      base_stamps_.assign(P, 0);
-    }
+    log_at_ = v;
+    cache_.advance(opt_, t);
     base_samples_ = 0;
-    for (std::size_t p = 0; p < P; ++p) {
-      if (stale(base_.parts[p].tpl, base_stamps_[p])) {
-        const std::int64_t b = per_pipeline(base_.parts[p].tpl);
-        part_samples_[p] = b == 0 ? -1 : base_.parts[p].count * b;
-      }
+    part_samples_.resize(base_.parts.size());
+    for (std::size_t p = 0; p < base_.parts.size(); ++p) {
+      const std::int64_t b = cache_.per_pipeline(opt_, base_.parts[p].tpl);
+      part_samples_[p] = b == 0 ? -1 : base_.parts[p].count * b;
       if (part_samples_[p] < 0) {
         base_samples_ = -1;
         break;
       }
       base_samples_ += part_samples_[p];
     }
-    for (std::size_t x = samples_.size(); x-- > 0;) {
-      if (!only_changed) {
-        samples_[x].assign(options_[x].size(), 0);
-        stamps_[x].assign(options_[x].size(), 0);
-      }
-      std::int64_t most = 0;
-      for (std::size_t k = 0; k < options_[x].size(); ++k) {
-        const PureOption& o = options_[x][k];
-        if (o.count == 0) continue;
-        if (stale(ids_[x][k], stamps_[x][k])) {
-          const std::int64_t b = per_pipeline(ids_[x][k]);
-          samples_[x][k] = b == 0 ? -1 : o.count * b;
-        }
-        most = std::max(most, samples_[x][k]);
-      }
-      suffix_[x] = suffix_[x + 1] + most;
+    for (std::size_t x = entries_.size(); x-- > 0;) {
+      sync(*entries_[x]);
+      suffix_[x] = suffix_[x + 1] + entries_[x]->most;
     }
     return true;
   }
@@ -221,7 +239,7 @@ class SampleBound {
   // Samples of option k of type x within the threshold (-1: a pipeline takes none); the whole
   // batch while pruning does not apply (so sums started then never fall short later).
   std::int64_t samples(std::size_t x, std::size_t k) const {
-    return ready_ ? samples_[x][k] : opt_.gbs;
+    return ready_ ? entries_[x]->samples[k] : opt_.gbs;
   }
   double tau() const { return tau_; }
   bool finite() const { return tau_ < kInfinity; }
@@ -242,31 +260,48 @@ class SampleBound {
 
  private:
   static constexpr double kInfinity = std::numeric_limits<double>::infinity();
-  std::int64_t per_pipeline(int tpl) {
-    const auto t = static_cast<std::size_t>(tpl);
-    if (cache_.at.size() <= t) cache_.at.resize(t + 1);
-    SampleCache::Entry& e = cache_.at[t];
-    const std::int64_t stamp = opt_.bound_stamp ? opt_.bound_stamp(tpl) : 0;
-    if (opt_.bound_stamp && e.tau == tau_ && e.stamp == stamp) return e.samples;
-    std::int64_t b = 0;
-    for (const auto& o : opt_.bound_options(tpl)) {
-      b = std::max(b, option_max_batch(o, tau_, opt_.gbs));
+  // Brings an entry's samples to the threshold and the log: all of them after the threshold
+  // moved, else those of the templates logged since (bounds only tighten, so an entry no
+  // template of which was logged is current).
+  void sync(PureEntry& e) {
+    const std::size_t v = log_at_;
+    if (e.tau == tau_ && e.log_at == v) return;
+    auto redo = [&](std::size_t k) {
+      const PureOption& o = e.options[k];
+      if (o.count == 0) return;
+      const std::int64_t b = cache_.per_pipeline(opt_, e.ids[k]);
+      e.samples[k] = b == 0 ? -1 : o.count * b;
+    };
+    bool changed = false;
+    if (!(e.tau == tau_) || !opt_.bound_log || e.log_at > v) {
+      e.samples.assign(e.options.size(), 0);
+      for (std::size_t k = 0; k < e.options.size(); ++k) redo(k);
+      changed = true;
+    } else {
+      const std::vector<int>& log = *opt_.bound_log;
+      for (std::size_t i = e.log_at; i < v; ++i) {
+        auto it = std::lower_bound(e.by_id.begin(), e.by_id.end(),
+                                   std::make_pair(log[i], std::uint32_t{0}));
+        if (it == e.by_id.end() || it->first != log[i]) continue;
+        redo(it->second);
+        changed = true;
+      }
     }
-    e = SampleCache::Entry{tau_, stamp, b};
-    return b;
+    e.tau = tau_;
+    e.log_at = v;
+    if (!changed) return;
+    e.most = 0;
+    for (const std::int64_t n : e.samples) e.most = std::max(e.most, n);
   }
   const GenerateOptions& opt_;
   const Partition& base_;
-  const std::vector<std::vector<PureOption>>& options_;
-  const std::vector<std::vector<int>>& ids_;
+  const std::vector<PureEntry*>& entries_;
   SampleCache& cache_;
   bool ready_ = false;
   double tau_ = kInfinity;
-  std::int64_t version_ = 0;
+  std::size_t log_at_ = 0;
   std::int64_t base_samples_ = 0;
-  std::vector<std::int64_t> part_samples_, base_stamps_;
-  std::vector<std::vector<std::int64_t>> samples_;
-  std::vector<std::vector<std::int64_t>> stamps_;  // bound_stamp when samples_ was computed
+  std::vector<std::int64_t> part_samples_;
   std::vector<std::int64_t> suffix_, combos_;
 };
 
@@ -291,15 +326,40 @@ void tighten_pure(const GenerateOptions& opt, SampleBound& bound, std::size_t x,
   }
 }
 
-// One type's pure options for a remainder, their templates and whether each is usable:
-// the same for every mixed base that leaves that remainder, so worked out once.
-struct PureEntry {
-  std::vector<PureOption> options;
-  std::vector<int> ids;
-  std::vector<char> ok;
-  bool interned = false;
-};
-using PureCache = std::map<std::pair<std::size_t, std::int64_t>, PureEntry>;
+// Interns the templates of an entry's options (in type order, as first met) and keeps the
+// usable ones (the memory floor), with the counts usable_options needs.
+void intern_entry(std::size_t x, std::int64_t remaining, const GenerateOptions& opt,
+                  TemplateSet& templates, PureEntry& e) {
+  e.interned = true;
+  for (const PureOption& o : e.all) {
+    int id = -1;
+    if (o.count > 0) {
+      PipelineTemplate t;
+      t.groups.push_back(StageGroup{static_cast<int>(x), o.tp, o.stages});
+      id = templates.intern(t);
+    }
+    e.all_ids.push_back(id);
+    e.ok.push_back(id < 0 || !opt.usable || opt.usable(id) ? 1 : 0);
+  }
+  for (std::size_t k = 0; k < e.all.size(); ++k) {
+    const PureOption& o = e.all[k];
+    const bool busy = o.count * o.stages * o.tp == remaining;
+    ++e.n;
+    e.n_busy += busy ? 1 : 0;
+    e.good += e.ok[k];
+    e.good_busy += busy && e.ok[k] ? 1 : 0;
+    if (!e.ok[k] && opt.usable) continue;
+    if (e.all_ids[k] >= 0) {
+      e.by_id.emplace_back(e.all_ids[k], static_cast<std::uint32_t>(e.options.size()));
+    }
+    e.options.push_back(o);
+    e.ids.push_back(e.all_ids[k]);
+  }
+  std::sort(e.by_id.begin(), e.by_id.end());
+  e.all = {};  // needed no more: only the counts and the usable options are read from here
+  e.all_ids = {};
+  e.ok = {};
+}
 
 // Every combination of one pure option per type, on top of `base` (the mixed part, if any).
 // Each type's pure options for its remainder and their templates, left with the usable ones
@@ -307,57 +367,27 @@ using PureCache = std::map<std::pair<std::size_t, std::int64_t>, PureEntry>;
 // *opt.unusable, never visited. False when no combination is left to visit.
 bool usable_options(const std::vector<TypeInfo>& types, const std::vector<std::int64_t>& remaining,
                     const GenerateOptions& opt, const Partition& base, TemplateSet& templates,
-                    PureCache& cache, std::vector<std::vector<PureOption>>& options,
-                    std::vector<std::vector<int>>& ids) {
-  std::vector<PureEntry*> entries;
+                    PureCache& cache, std::vector<PureEntry*>& entries) {
+  entries.clear();
   for (std::size_t x = 0; x < types.size(); ++x) {
     auto [it, inserted] = cache.try_emplace({x, remaining[x]});
-    if (inserted) it->second.options = pure_options(types[x], remaining[x], opt);
-    if (it->second.options.empty()) return false;  // this remainder has no cover at all
+    if (inserted) it->second.all = pure_options(types[x], remaining[x], opt);
+    // This remainder has no cover at all (an entry is interned only once it has one).
+    if (!it->second.interned && it->second.all.empty()) return false;
     entries.push_back(&it->second);
   }
-  // Each option's template, interned once (in type order, as first met); whether it is usable.
   for (std::size_t x = 0; x < types.size(); ++x) {
-    PureEntry& e = *entries[x];
-    if (e.interned) continue;
-    e.interned = true;
-    for (const PureOption& o : e.options) {
-      int id = -1;
-      if (o.count > 0) {
-        PipelineTemplate t;
-        t.groups.push_back(StageGroup{static_cast<int>(x), o.tp, o.stages});
-        id = templates.intern(t);
-      }
-      e.ids.push_back(id);
-      e.ok.push_back(id < 0 || !opt.usable || opt.usable(id) ? 1 : 0);
-    }
-  }
-  options.assign(types.size(), {});
-  ids.assign(types.size(), {});
-  std::vector<std::vector<char>> ok(types.size());
-  for (std::size_t x = 0; x < types.size(); ++x) {
-    options[x] = entries[x]->options;
-    ids[x] = entries[x]->ids;
-    ok[x] = entries[x]->ok;
+    if (!entries[x]->interned) intern_entry(x, remaining[x], opt, templates, *entries[x]);
   }
   // Combinations holding an unusable template are counted, not visited: all of them, and those
   // leaving no device idle (which the idle round does not count: the exact round did).
   if (opt.usable) {
     std::int64_t all = 1, all_busy = 1, good = 1, good_busy = 1;
-    for (std::size_t x = 0; x < types.size(); ++x) {
-      std::int64_t n = 0, n_busy = 0, g = 0, g_busy = 0;
-      for (std::size_t k = 0; k < options[x].size(); ++k) {
-        const bool busy = options[x][k].count * options[x][k].stages * options[x][k].tp ==
-                          remaining[x];
-        ++n;
-        n_busy += busy ? 1 : 0;
-        g += ok[x][k];
-        g_busy += busy && ok[x][k] ? 1 : 0;
-      }
-      all = saturating_product(all, n);
-      all_busy = saturating_product(all_busy, n_busy);
-      good = saturating_product(good, g);
-      good_busy = saturating_product(good_busy, g_busy);
+    for (const PureEntry* e : entries) {
+      all = saturating_product(all, e->n);
+      all_busy = saturating_product(all_busy, e->n_busy);
+      good = saturating_product(good, e->good);
+      good_busy = saturating_product(good_busy, e->good_busy);
     }
     // The base's memory floor is a bound of its own (a mixed template's, worked out once it is
     // asked for): asked only when some type's options leave a combination, as they rarely do
@@ -368,19 +398,10 @@ bool usable_options(const std::vector<TypeInfo>& types, const std::vector<std::i
     const std::int64_t bad = all - good, bad_busy = all_busy - good_busy;
     *opt.unusable = saturating_sum(*opt.unusable, opt.allow_idle ? bad - bad_busy : bad);
     if (!base_ok) return false;
-    for (std::size_t x = 0; x < types.size(); ++x) {
-      std::size_t w = 0;
-      for (std::size_t k = 0; k < options[x].size(); ++k) {
-        if (!ok[x][k]) continue;
-        options[x][w] = options[x][k];
-        ids[x][w] = ids[x][k];
-        ++w;
-      }
-      options[x].resize(w);
-      ids[x].resize(w);
-      // A type without a usable option leaves no combination to visit (all were counted
-      // above): return before probing or tightening templates none of them would use.
-      if (w == 0) return false;
+    // A type without a usable option leaves no combination to visit (all were counted
+    // above): return before probing or tightening templates none of them would use.
+    for (const PureEntry* e : entries) {
+      if (e->options.empty()) return false;
     }
   }
   return true;
@@ -405,15 +426,25 @@ bool tighten_base(const GenerateOptions& opt, const Partition& base, SampleBound
   return false;
 }
 
+// Per type x: whether every type from x on has an option of no pipeline.
+std::vector<char> no_pipeline_from(const std::vector<PureEntry*>& entries) {
+  std::vector<char> out(entries.size() + 1, 1);
+  for (std::size_t x = entries.size(); x-- > 0;) {
+    const auto& o = entries[x]->options;
+    out[x] = out[x + 1] &&
+             std::any_of(o.begin(), o.end(), [](const PureOption& p) { return p.count == 0; });
+  }
+  return out;
+}
+
 std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
                                const std::vector<std::int64_t>& remaining,
                                const GenerateOptions& opt, const Partition& base,
                                TemplateSet& templates, PureCache& cache, SampleCache& samples,
                                std::vector<Partition>& out) {
-  std::vector<std::vector<PureOption>> options;
-  std::vector<std::vector<int>> ids;
-  if (!usable_options(types, remaining, opt, base, templates, cache, options, ids)) return 0;
-  SampleBound bound(types.size(), opt, base, options, ids, samples);
+  std::vector<PureEntry*> entries;
+  if (!usable_options(types, remaining, opt, base, templates, cache, entries)) return 0;
+  SampleBound bound(opt, base, entries, samples);
   std::int64_t too_many = 0;
   if (opt.probe && bound.refresh() && !bound.finite()) {
     for (const auto& part : base.parts) opt.probe(part.tpl);
@@ -436,6 +467,12 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
     }
     return sum;
   };
+  // The partitions of a sub-product from type x on: its combinations, less the one using no
+  // device at all (never built, so never counted) when no pipeline is chosen yet.
+  const std::vector<char> none_from = no_pipeline_from(entries);
+  auto sub_product = [&](std::size_t x, bool nothing_chosen) {
+    return bound.combinations(x) - (nothing_chosen && none_from[x] ? 1 : 0);
+  };
   auto unreachable = [&](std::size_t x) {
     if (!bound.refresh()) return false;
     const std::int64_t t = taken(x);
@@ -447,11 +484,11 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
   auto last_type = [&](std::size_t x, std::int64_t pipes) {
     bool fresh = false, applies = false;
     std::int64_t before = 0;
-    for (std::size_t k = 0; k < options[x].size(); ++k) {
+    for (std::size_t k = 0; k < entries[x]->options.size(); ++k) {
       if (opt.stopped && *opt.stopped) return;
-      const PureOption& o = options[x][k];
+      const PureOption& o = entries[x]->options[k];
       if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
-        opt.probe(ids[x][k]);
+        opt.probe(entries[x]->ids[k]);
         fresh = false;
       }
       if (!fresh) {
@@ -476,7 +513,7 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
         continue;
       }
       const std::size_t mark = cur.parts.size();
-      if (o.count > 0) cur.parts.push_back(PartitionPart{ids[x][k], o.count});
+      if (o.count > 0) cur.parts.push_back(PartitionPart{entries[x]->ids[k], o.count});
       append(opt, cur, out);
       cur.parts.resize(mark);
       fresh = false;
@@ -499,21 +536,21 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       return;
     }
     if (unreachable(x)) {
-      *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x));
+      *opt.pruned = saturating_sum(*opt.pruned, sub_product(x, cur.parts.empty()));
       return;
     }
     if (x + 1 == types.size()) {
       last_type(x, pipes);
       return;
     }
-    for (std::size_t k = 0; k < options[x].size(); ++k) {
-      const PureOption& o = options[x][k];
+    for (std::size_t k = 0; k < entries[x]->options.size(); ++k) {
+      const PureOption& o = entries[x]->options[k];
       if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
-        opt.probe(ids[x][k]);
+        opt.probe(entries[x]->ids[k]);
         bound.refresh();
       }
       if (opt.tighten && o.count > 0 && bound.combinations(x + 1) >= kTightenAt) {
-        tighten_pure(opt, bound, x, k, o.count, ids[x][k], [&] { return taken(x); });
+        tighten_pure(opt, bound, x, k, o.count, entries[x]->ids[k], [&] { return taken(x); });
       }
       const std::int64_t own = bound.samples(x, k);
       if (own < 0) {  // its pipelines cannot take a sample within the threshold
@@ -526,20 +563,21 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
         const std::int64_t before = taken(x);
         if (before < 0) {  // an earlier choice no longer takes a sample: none of the rest can
           std::int64_t rest = 0;
-          for (std::size_t r = k; r < options[x].size(); ++r) {
+          for (std::size_t r = k; r < entries[x]->options.size(); ++r) {
             rest = saturating_sum(rest, bound.combinations(x + 1));
           }
           *opt.pruned = saturating_sum(*opt.pruned, rest);
           return;
         }
         if (!bound.reachable(x + 1, saturating_sum(before, own))) {
-          *opt.pruned = saturating_sum(*opt.pruned, bound.combinations(x + 1));
+          *opt.pruned = saturating_sum(*opt.pruned,
+                                       sub_product(x + 1, cur.parts.empty() && o.count == 0));
           continue;
         }
       }
       chosen[x] = k;
       const std::size_t mark = cur.parts.size();
-      if (o.count > 0) cur.parts.push_back(PartitionPart{ids[x][k], o.count});
+      if (o.count > 0) cur.parts.push_back(PartitionPart{entries[x]->ids[k], o.count});
       cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
       rec(x + 1, pipes + o.count);
       cur.parts.resize(mark);

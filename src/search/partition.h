@@ -106,11 +106,11 @@ struct GenerateOptions {
   // the search would skip every one of them. Bounds may tighten between calls (never loosen).
   std::function<double()> threshold;
   std::function<const std::vector<MicroBatchOption>&(int)> bound_options;
-  // Changes whenever bound_options may have tightened (optional).
-  std::function<std::int64_t()> bound_version;
-  // Optional, with bound_version: changes whenever bound_options(tpl) may have tightened, so
-  // a version change recomputes only the templates it touched.
-  std::function<std::int64_t(int tpl)> bound_stamp;
+  // Optional: every template whose bound_options may have tightened, once per tightening, in
+  // order (only ever appended to), so the samples worked out from a template's bound are
+  // redone only when it appears there. Without it they are kept while the threshold stays (as
+  // valid, only looser than the tightened bounds would give).
+  const std::vector<int>* bound_log = nullptr;
   // Optional: tightens bound_options(tpl) where it matters at the threshold `tau` (the size
   // that lets a pipeline take the most samples within it, towards taking fewer than `need`);
   // false when that is already exact. Called for a mixed template before the products over it

@@ -117,6 +117,41 @@ namespace {
 // tightened (exact options where known, lower bounds elsewhere): the partition is skipped once
 // that bound reaches `threshold`, and the remaining sizes are left unsplit once their lower
 // bounds cannot beat the exact options already known (the objective is then exact).
+// The largest bottleneck option `pos` of kinds[k] may have while the kinds can still take the
+// batch within `threshold`: when the other kinds, and kinds[k] at its other options, take too
+// few samples within it, kinds[k]'s pipelines need `need` samples each from this option, which
+// k micro-batches of its size take within the threshold only while its slot is at most
+// (threshold - sum) / (k - 1) (one micro-batch: while its sum, at least the bottleneck, is).
+// A bottleneck above the value returned (1e-9 above that slot, against rounding) leaves the
+// kinds short of the batch: their balanced time is above the threshold. +infinity when no such
+// value follows (the other options suffice, or no threshold yet).
+double useful_bottleneck(const std::vector<PipelineKind>& kinds, std::size_t k, std::size_t pos,
+                         double threshold, std::int64_t gbs) {
+  if (!(threshold < kInf)) return kInf;
+  std::int64_t others = 0, own = 0;  // samples within the threshold: other kinds, k's others
+  for (std::size_t o = 0; o < kinds.size(); ++o) {
+    std::int64_t most = 0;
+    for (std::size_t i = 0; i < kinds[o].options.size(); ++i) {
+      if (o == k && i == pos) continue;
+      most = std::max(most, option_max_batch(kinds[o].options[i], threshold, gbs));
+    }
+    if (o == k) {
+      own = most;
+    } else {
+      if (most < 1) return kInf;  // infeasible anyway: the bound says so
+      others = std::min(gbs, others + kinds[o].count * most);
+    }
+  }
+  const std::int64_t count = kinds[k].count;
+  if (others + count * own >= gbs) return kInf;
+  const std::int64_t need = (gbs - others + count - 1) / count;
+  const MicroBatchOption& opt = kinds[k].options[pos];
+  const std::int64_t micro = (need + opt.mbs - 1) / opt.mbs;
+  const double slot =
+      micro >= 2 ? (threshold - opt.sum_ms) / static_cast<double>(micro - 1) : threshold;
+  return slot > 0 ? slot * (1.0 + 1e-9) : kInf;
+}
+
 enum class KindsStatus { Ok, NoFit, Bound };
 KindsStatus exact_kinds(Context& ctx, TemplateEvaluator& ev, const Partition& p, double threshold,
                         bool strict, std::vector<PipelineKind>& kinds) {
@@ -143,7 +178,7 @@ KindsStatus exact_kinds(Context& ctx, TemplateEvaluator& ev, const Partition& p,
   for (;;) {
     bool exact_complete = true;
     double next_value = kInf;
-    std::size_t next_k = 0, next_mi = 0;
+    std::size_t next_k = 0, next_mi = 0, next_pos = 0;
     for (std::size_t k = 0; k < n; ++k) {
       const int tpl = p.parts[k].tpl;
       mixed[k] = PipelineKind{{}, p.parts[k].count};
@@ -166,6 +201,7 @@ KindsStatus exact_kinds(Context& ctx, TemplateEvaluator& ev, const Partition& p,
           next_value = v;
           next_k = k;
           next_mi = mi;
+          next_pos = mixed[k].options.size() - 1;
         }
       }
       if (mixed[k].options.empty()) return KindsStatus::NoFit;
@@ -178,11 +214,23 @@ KindsStatus exact_kinds(Context& ctx, TemplateEvaluator& ev, const Partition& p,
       kinds = exact_only;
       return KindsStatus::Ok;
     }
-    // The most promising size not done: its bottleneck first, its whole split after.
-    if (ev.refined(p.parts[next_k].tpl, next_mi)) {
-      ev.exact_at(p.parts[next_k].tpl, next_mi);
-    } else if (!ctx.opt.bound_generation || !ev.raise_floor(p.parts[next_k].tpl, next_mi)) {
-      ev.refine(p.parts[next_k].tpl, next_mi);
+    // Templates still on their cheap bounds get the costlier terms before any split runs.
+    bool deeper = false;
+    for (const PartitionPart& part : p.parts) deeper = ev.deepen(part.tpl) || deeper;
+    if (deeper) continue;
+    // The most promising size not done: its bottleneck first, its whole split after. With a
+    // cap (the bottleneck above which the partition fails its threshold), the greedy proof at
+    // the cap, else the program stopped at it; without, the greedy's geometric proofs.
+    const int tpl = p.parts[next_k].tpl;
+    if (ev.refined(tpl, next_mi)) {
+      ev.exact_at(tpl, next_mi);
+    } else if (!ctx.opt.bound_generation) {
+      ev.refine(tpl, next_mi);
+    } else {
+      const double cap = useful_bottleneck(mixed, next_k, next_pos, threshold, ctx.gbs);
+      if (cap < kInf ? !ev.prove_above(tpl, next_mi, cap) : !ev.raise_floor(tpl, next_mi)) {
+        ev.refine(tpl, next_mi, cap);
+      }
     }
   }
 }
@@ -380,6 +428,11 @@ void run_partitions(Context& ctx, TemplateEvaluator& ev, const TemplateSet& set,
 constexpr std::size_t kPartitionBatch = std::size_t{1} << 18;
 // The first batch with bound_generation: small, so an incumbent is known early.
 constexpr std::size_t kFirstBatch = 64;
+// The largest batch with bound_generation: the threshold that prunes while generating is the
+// one of the last batch run, so a batch generated against a stale one is built and bounded
+// only to be skipped (four types at 10,000 devices: 870k partitions built in batches of 2^18,
+// 42k in batches of 2^12, the same plan).
+constexpr std::size_t kBoundedBatch = 4096;
 
 }  // namespace
 
@@ -428,7 +481,7 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
       run_partitions(ctx, ev, set, batch, top);
       batch.clear();
       // Small batches first: an incumbent early lets the bound prune while generating.
-      g.flush_at = std::min(kPartitionBatch, g.flush_at * 4);
+      g.flush_at = std::min(early ? kBoundedBatch : kPartitionBatch, g.flush_at * 4);
     };
     g.flush_at = early ? kFirstBatch : kPartitionBatch;
     std::int64_t pruned = 0;
@@ -437,8 +490,7 @@ std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
       g.bound_options = [&ev](int tpl) -> const std::vector<MicroBatchOption>& {
         return ev.tight_options(tpl);
       };
-      g.bound_version = [&ev] { return ev.version(); };
-      g.bound_stamp = [&ev](int tpl) { return ev.stamp(tpl); };
+      g.bound_log = &ev.tightened_log();
       if (ctx.opt.cpc) {
         g.tighten = [&ev, &ctx](int tpl, double tau, std::int64_t need) {
           return ev.tighten(tpl, tau, ctx.gbs, need);
@@ -577,7 +629,8 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
       // whose every size is above the k-th pick, cannot change the picks (first minimum per
       // partition, then the k smallest (objective, partition)): never split.
       const double kth = kept.size() == k ? kept.back() : kInf;
-      const double lower = key[i] > kth ? key[i] : lower_of(i);
+      double lower = key[i] > kth ? key[i] : lower_of(i);
+      if (lower <= kth && ev.deepen(part.tpl)) lower = lower_of(i);  // before any proof or split
       if (lower > kth) {
         ++ctx.stats.skipped[lower == kInf ? "no_fit" : "bound"];
         continue;

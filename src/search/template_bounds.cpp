@@ -11,19 +11,19 @@ namespace eth::search {
 double TemplateEvaluator::count_bound(const PipelineTemplate& t, std::int64_t mbs, double known) {
   const std::int64_t S = t.num_stages();
   const auto U = static_cast<std::size_t>(ctx_.num_units());
-  struct Group {
-    const std::vector<double>* sums;
-    std::vector<std::size_t> most;    // N_s of its stages, ascending
-    std::vector<std::size_t> prefix;  // prefix sums of `most`
-  };
-  std::vector<Group> groups;
+  std::vector<CountGroup>& groups = count_groups_;
+  if (groups.size() < t.groups.size()) groups.resize(t.groups.size());
   std::size_t held = 0;
   double hi = 0, lo = known;
   std::int64_t s = 0;
-  for (const StageGroup& g : t.groups) {
+  for (std::size_t gi = 0; gi < t.groups.size(); ++gi) {
+    const StageGroup& g = t.groups[gi];
     const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
     const UnitTable& tab = *table(g.type, g.tp, mbs);
-    Group grp{&cheapest_sums(tab), {}, {0}};
+    CountGroup& grp = groups[gi];
+    grp.sums = &cheapest_sums(tab);
+    grp.most.clear();
+    grp.prefix.assign(1, 0);
     for (std::int64_t k = 0; k < g.count; ++k, ++s) {
       grp.most.push_back(range_fit(tab, type.capacity_bytes, S - s).max_units);
       if (grp.most.back() == 0) return kInf;  // a stage that holds no unit at all
@@ -40,12 +40,13 @@ double TemplateEvaluator::count_bound(const PipelineTemplate& t, std::int64_t mb
     // unit no cheaper than the n-th cheapest.
     lo = std::max(lo, (p[n] - p[n - 1]) * (1.0 - 1e-12));
     hi = std::max(hi, p.back());
-    groups.push_back(std::move(grp));
   }
   if (held < U) return kInf;
+  const std::size_t n_groups = t.groups.size();
   auto units_within = [&](double tau) {
     std::size_t n = 0;
-    for (const Group& g : groups) {
+    for (std::size_t gi = 0; gi < n_groups; ++gi) {
+      const CountGroup& g = groups[gi];
       const auto& p = *g.sums;
       const auto k = static_cast<std::size_t>(
           std::upper_bound(p.begin(), p.end(), tau) - p.begin() - 1);
@@ -88,39 +89,60 @@ TemplateEvaluator::SpeedBound TemplateEvaluator::speed_bound(const PipelineTempl
   const double total = std::accumulate(w.begin(), w.end(), 0.0);
   if (total <= 0) return {};
   const std::int64_t S = t.num_stages();
-  struct StageCap {
-    double a, m;  // time per work, most work held
-  };
-  std::vector<StageCap> caps;
+  // One run of caps per group, in pipeline order. Further on fewer micro-batches are in flight
+  // (with any_order all alike), so a run's stages hold non-decreasing work at one speed: sorted
+  // by a and by a x m. The two orders below are then merges of runs, not sorts (templates are
+  // bounded by the ten thousand); a run whose order rounding broke is sorted first.
+  std::vector<StageCap>& caps = caps_;
+  caps.clear();
+  cap_runs_.clear();
+  bool runs_sorted = true;
   std::int64_t s = 0;
   for (const StageGroup& g : t.groups) {
     const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
     const UnitTable& tab = *table(g.type, g.tp, mbs);
     const double a = time_per_work(tab);
+    const std::size_t begin = caps.size();
     for (std::int64_t k = 0; k < g.count; ++k, ++s) {
       caps.push_back({a, memory_work(tab, type.capacity_bytes, any_order ? 1 : S - s)});
+      runs_sorted = runs_sorted && (k == 0 || caps[caps.size() - 2].m <= caps.back().m);
+    }
+    cap_runs_.push_back({begin, caps.size()});
+  }
+  if (!runs_sorted) {
+    for (const CapRun& r : cap_runs_) {
+      std::sort(caps.begin() + static_cast<std::ptrdiff_t>(r.begin),
+                caps.begin() + static_cast<std::ptrdiff_t>(r.end),
+                [](const StageCap& x, const StageCap& y) { return x.m < y.m; });
     }
   }
   SpeedBound out;
-  // (2): fastest stages first.
-  std::sort(caps.begin(), caps.end(),
-            [](const StageCap& x, const StageCap& y) { return x.a < y.a; });
+  // (2): fastest stages first (runs by speed; equal speeds in pipeline order).
+  std::stable_sort(cap_runs_.begin(), cap_runs_.end(), [&](const CapRun& x, const CapRun& y) {
+    return caps[x.begin].a < caps[y.begin].a;
+  });
   double left = total;
-  for (const StageCap& c : caps) {
-    const double take = std::min(left, c.m);
-    out.sum_ms += c.a * take;
-    left -= take;
-    if (left <= 0) break;
+  for (const CapRun& r : cap_runs_) {
+    for (std::size_t i = r.begin; i < r.end && left > 0; ++i) {
+      const double take = std::min(left, caps[i].m);
+      out.sum_ms += caps[i].a * take;
+      left -= take;
+    }
   }
   if (left > 0) return {kInf, kInf};
-  // (1): f(tau) = sum_s min(tau / a_s, M_s); stage s saturates at tau_s = a_s M_s.
-  std::sort(caps.begin(), caps.end(), [](const StageCap& x, const StageCap& y) {
-    return x.a * x.m < y.a * y.m;
-  });
+  // (1): f(tau) = sum_s min(tau / a_s, M_s); stage s saturates at tau_s = a_s M_s, taken in
+  // increasing order by merging the runs.
   double saturated = 0, rate = 0;  // work of saturated stages; sum of 1 / a_s of the others
   for (const StageCap& c : caps) rate += c.a > 0 ? 1.0 / c.a : kInf;
   if (rate == kInf) return {0, 0};
-  for (const StageCap& c : caps) {
+  for (std::size_t n = 0; n < caps.size(); ++n) {
+    CapRun* next = nullptr;
+    for (CapRun& r : cap_runs_) {
+      if (r.begin == r.end) continue;
+      const StageCap& c = caps[r.begin];
+      if (next == nullptr || c.a * c.m < caps[next->begin].a * caps[next->begin].m) next = &r;
+    }
+    const StageCap& c = caps[next->begin++];
     const double tau_s = c.a * c.m;
     // Below tau_s, f(tau) = saturated + tau * rate.
     if (rate > 0 && saturated + tau_s * rate >= total) {
@@ -130,8 +152,8 @@ TemplateEvaluator::SpeedBound TemplateEvaluator::speed_bound(const PipelineTempl
     saturated += c.m;
     rate -= 1.0 / c.a;
     if (rate < 0) rate = 0;
+    out.max_ms = tau_s;  // the last stage's, should every stage saturate first
   }
-  out.max_ms = caps.back().a * caps.back().m;
   return out;
 }
 

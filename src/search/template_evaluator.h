@@ -109,8 +109,10 @@ class TemplateEvaluator {
   }
 
   // With CPC and DPO: runs the first phase of the size's program (its bottleneck) unless known,
-  // which tightens current_bound; without DPO the whole split (exact_at).
-  void refine(int tpl, std::size_t mi) {
+  // which tightens current_bound; without DPO the whole split (exact_at). With `cap` (the
+  // largest bottleneck the caller can use, above the size's floor) the program prices no
+  // stage beyond it, and a bottleneck above it is kept as the floor `cap` instead.
+  void refine(int tpl, std::size_t mi, double cap = kInf) {
     grow();
     auto& v = exact_[static_cast<std::size_t>(tpl)];
     if (v.empty()) v.resize(num_sizes());
@@ -127,14 +129,36 @@ class TemplateEvaluator {
       r = compute(tpl, mi, std::nullopt);
       return;
     }
-    const double b = split_units_bottleneck(slots, ctx_.num_units(), scratch_);
+    // The bound, a little lower so that rounding in it never lifts it above the bottleneck
+    // (the program's answer is the larger of the two).
+    const double floor = current_bound(tpl, mi).max_ms * (1.0 - 1e-9);
+    if (!(cap > r.floor)) cap = kInf;
+    const double b = split_units_bottleneck(slots, ctx_.num_units(), scratch_, floor, cap);
     ++ctx_.stats.unit_splits;
+    if (b == kInf && cap < kInf) {
+      r.floor = cap;  // the bottleneck exceeds the cap (or no split fits)
+      return;
+    }
     if (b == kInf) {
       ++ctx_.stats.rejected_options["no_fit"];
       r.done = true;
       return;
     }
     r.bottleneck = b;
+  }
+  // Whether the greedy (exceeds) proves the size's bottleneck above v, kept as its floor;
+  // false when it does not, or when v is not above the floor already known.
+  bool prove_above(int tpl, std::size_t mi, double v) {
+    if (!ctx_.opt.cpc || !bound_at(tpl, mi) || size_done(tpl, mi) || refined(tpl, mi)) {
+      return false;
+    }
+    grow();
+    auto& per_size = exact_[static_cast<std::size_t>(tpl)];
+    if (per_size.empty()) per_size.resize(num_sizes());
+    if (!(v > per_size[mi].floor) || !exceeds(tpl, mi, v)) return false;
+    per_size[mi].floor = v;
+    tightened(tpl);
+    return true;
   }
   bool refined(int tpl, std::size_t mi) const {
     if (static_cast<std::size_t>(tpl) >= exact_.size()) return false;
@@ -189,7 +213,7 @@ class TemplateEvaluator {
   // known, else the size's bound. Each is a lower bound of the size's exact option, so a
   // partition's data balance over them bounds its objective from below, and tighter than
   // bound_options once a template has been met. Changes only as sizes are refined or split
-  // (`version` counts those).
+  // (tightened_log lists those).
   const std::vector<MicroBatchOption>& tight_options(int tpl) {
     grow();
     const auto t = static_cast<std::size_t>(tpl);
@@ -207,12 +231,8 @@ class TemplateEvaluator {
     }
     return *slot;
   }
-  std::int64_t version() const { return version_; }
-  // Changes whenever tpl's tight options may have (version() changes then too).
-  std::int64_t stamp(int tpl) const {
-    const auto t = static_cast<std::size_t>(tpl);
-    return t < stamps_.size() ? stamps_[t] : 0;
-  }
+  // Every template whose tight options may have changed, once per change, in order.
+  const std::vector<int>& tightened_log() const { return log_; }
   // Whether one pipeline of (tpl, size mi) with `batch` samples provably takes longer than
   // `target` (exceeds: its bottleneck is above the slot that would let it finish in time); the
   // proof is kept as the size's floor. False says nothing. Needs CPC (a cache entry).
@@ -264,10 +284,12 @@ class TemplateEvaluator {
     return current_bound(tpl, mi);
   }
   // Tightens the size whose option lets one pipeline take the most samples (at most gbs)
-  // within tau, towards taking fewer than `need`: first, when a bottleneck above some v would
-  // leave it fewer, a cheap proof that the bottleneck exceeds v (exceeds); else its bottleneck
-  // phase; then its whole split. False when that size is already exact (tightening the others
-  // cannot lower the most).
+  // within tau, towards taking fewer than `need` (on the template's cheap bounds if it has no
+  // others yet: these proofs cost the generator less than the costlier terms of every template
+  // it meets): first, when a bottleneck above some v would leave it fewer, a cheap proof that
+  // the bottleneck exceeds v (exceeds); else its bottleneck phase (stopped at v); then its
+  // whole split. False when that size is already exact (tightening the others cannot lower
+  // the most).
   bool tighten(int tpl, double tau, std::int64_t gbs, std::int64_t need) {
     std::int64_t most = -1;
     std::size_t pick = 0;
@@ -289,6 +311,7 @@ class TemplateEvaluator {
     auto& per_size = exact_[static_cast<std::size_t>(tpl)];
     if (per_size.empty()) per_size.resize(num_sizes());
     SizeResult& r = per_size[pick];
+    double cap = kInf;
     if (!r.bottleneck && ctx_.opt.dpo) {
       // k micro-batches take `need` samples; they finish within tau only while the slot is at
       // most (tau - sum) / (k - 1) (one micro-batch: while the sum, itself at least the
@@ -297,16 +320,19 @@ class TemplateEvaluator {
       const std::int64_t k = (need + o.mbs - 1) / o.mbs;
       const double slot = k >= 2 ? (tau - o.sum_ms) / static_cast<double>(k - 1) : tau;
       const double v = slot * (1.0 + 1e-9);
-      if (slot > 0 && v > r.floor && exceeds(tpl, pick, v)) {
-        r.floor = v;
-        tightened(tpl);
-        return true;
+      if (slot > 0 && v > r.floor) {
+        if (exceeds(tpl, pick, v)) {
+          r.floor = v;
+          tightened(tpl);
+          return true;
+        }
+        cap = v;  // a bottleneck above v leaves too few samples: the program stops there
       }
     }
     if (refined(tpl, pick)) {
       exact_at(tpl, pick);
     } else {
-      refine(tpl, pick);
+      refine(tpl, pick, cap);
     }
     return true;
   }
@@ -334,38 +360,15 @@ class TemplateEvaluator {
   // room of one micro-batch in flight: bounds_entry's terms without what depends on the order
   // (transfers, positions, whole units), so never above bound_at of any order of t, and a size
   // absent here is absent there. Empty: no order passes the memory floor.
-  const std::vector<MicroBatchOption>& order_free_options(PipelineTemplate t) {
-    std::sort(t.groups.begin(), t.groups.end());
-    auto [it, inserted] = order_free_.try_emplace(t.groups);
-    if (!inserted) return it->second;
-    const auto S = static_cast<double>(t.num_stages());
-    for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
-      const std::int64_t mbs = ctx_.opt.micro_batch_sizes[mi];
-      std::vector<const UnitTable*> tabs;
-      double capacity = 0;
-      bool covered = true;
-      for (const StageGroup& g : t.groups) {
-        const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
-        const UnitTable* tab = table(g.type, g.tp, mbs);
-        covered = tab != nullptr;
-        if (!covered) break;
-        tabs.push_back(tab);
-        capacity += static_cast<double>(g.count) * type.capacity_bytes;
-      }
-      if (!covered) continue;
-      const UnitAggregate& agg = unit_aggregate(tabs);
-      if (agg.floor_bytes > capacity) continue;
-      const auto most =
-          static_cast<std::size_t>((ctx_.num_units() + t.num_stages() - 1) / t.num_stages());
-      const SpeedBound speed = speed_bound(t, mbs, true);
-      if (speed.max_ms == kInf) continue;  // no order's stages can hold the model's work
-      const double sum = std::max(agg.sum, speed.sum_ms);
-      const double max = std::max({sum / S, agg.unit_max, agg.cheapest[most], speed.max_ms});
-      const double shave = 1.0 - 1e-12;  // as bounds_entry's, applied to smaller terms
-      it->second.push_back(MicroBatchOption{mbs, sum * shave, max * shave});
-    }
-    return it->second;
-  }
+  const std::vector<MicroBatchOption>& order_free_options(PipelineTemplate t);
+
+  // With bound_generation a template's bounds come in two tiers (template_options.cpp): first
+  // the memory floor (every check that can prove no split fits: a size it leaves out, both
+  // tiers leave out) and the terms that cost little; the speed, memory and
+  // whole-unit terms once a step dearer than they are (a unit split, a greedy proof) is about
+  // to run for the template. Each tier is a lower bound of the exact option. Adds the second
+  // tier (a tightening; a size may then turn out not to fit); false when it is in already.
+  bool deepen(int tpl);
 
  private:
   // Per set of tables a template uses (one size): what the bound takes from the units alone.
@@ -373,94 +376,44 @@ class TemplateEvaluator {
     double sum = 0, unit_max = 0, floor_bytes = 0;
     std::vector<double> cheapest;  // prefix sums of the units' cheapest times, ascending
   };
+  // The cheap terms of one size's bound (size_bound), kept for deepen.
+  struct CheapTerms {
+    double sum = 0, unit_max = 0, crowded = 0, comm = 0;
+  };
   struct Bounds {
     std::vector<std::optional<MicroBatchOption>> per_size;
     std::vector<MicroBatchOption> present;
+    bool deep = true;  // with the speed, memory and whole-unit terms (deepen)
+    std::vector<CheapTerms> cheap;  // per size, while not deep
   };
 
   // Per size passing the memory floor: sum = sum_u min over the template's (type, tp) of the
   // unit's F + B + comm; max = the largest of sum / S, the costliest unit at its cheapest, and
-  // the cheapest ceil(U / S) units together. Never above the exact option of the same size.
-  const Bounds& bounds_entry(int tpl) {
-    grow();
-    auto& slot = bounds_[static_cast<std::size_t>(tpl)];
-    if (slot) return *slot;
-    slot.emplace();
-    slot->per_size.resize(num_sizes());
-    const PipelineTemplate& t = set_.at(tpl);
-    if (order_free_bounds_) {
-      order_free_entry(t, *slot);
-      return *slot;
-    }
-    const auto S = static_cast<double>(t.num_stages());
-    for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
-      const std::int64_t mbs = ctx_.opt.micro_batch_sizes[mi];
-      std::vector<const UnitTable*> tabs;
-      double capacity = 0;
-      bool covered = true;
-      for (const StageGroup& g : t.groups) {
-        const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
-        const UnitTable* tab = table(g.type, g.tp, mbs);
-        covered = tab != nullptr;
-        if (!covered) break;
-        tabs.push_back(tab);
-        capacity += static_cast<double>(g.count) * type.capacity_bytes;
-      }
-      if (!covered) continue;
-      const UnitAggregate& agg = unit_aggregate(tabs);
-      const double sum = agg.sum, unit_max = agg.unit_max;
-      // The memory floor: the template's memory cannot hold every unit at least once, or its
-      // stages, in order, cannot reach the last unit.
-      if (agg.floor_bytes > capacity || !stages_can_reach(t, mbs)) continue;
-      // Some stage holds at least ceil(U / S) units: the bottleneck is at least the sum of that
-      // many of the cheapest units.
-      const auto most =
-          static_cast<std::size_t>((ctx_.num_units() + t.num_stages() - 1) / t.num_stages());
-      const double crowded = agg.cheapest[most];
-      const double comm = template_comm_ms(ctx_, t, tabs.front()->boundary_bytes);
-      const SpeedBound speed = speed_bound(t, mbs);
-      if (speed.max_ms == kInf) continue;  // the stages together cannot hold the model's work
-      const double known = std::max({round_trip_slot_ms(std::max(sum, speed.sum_ms) + comm, S),
-                                     unit_max, crowded, speed.max_ms});
-      const double count = count_bound(t, mbs, known);
-      if (count == kInf) continue;  // the stages together cannot hold every unit
-      // Shaved by 1e-12 so rounding never lifts a bound above the exact value it bounds.
-      const double shave = 1.0 - 1e-12;
-      slot->per_size[mi] =
-          MicroBatchOption{mbs, (std::max(sum, speed.sum_ms) + comm) * shave,
-                           std::max(known, count) * shave};
-      slot->present.push_back(*slot->per_size[mi]);
-    }
-    return *slot;
-  }
-
+  // the cheapest ceil(U / S) units together (and, deep, the speed and memory bound and the
+  // whole-unit bound). Never above the exact option of the same size. Deep at once unless
+  // bound_generation (deepen).
+  Bounds& bounds_entry(int tpl);
+  // One size's cheap bound terms of t (bounds_entry's), none when the memory floor shows that
+  // no split fits; and its option from them alone, or with the costlier terms (none when those
+  // show that no split fits).
+  std::optional<CheapTerms> cheap_terms(const PipelineTemplate& t, std::size_t mi);
+  MicroBatchOption cheap_option(const PipelineTemplate& t, std::size_t mi, const CheapTerms& c);
+  std::optional<MicroBatchOption> deep_option(const PipelineTemplate& t, std::size_t mi,
+                                              const CheapTerms& c);
+  // The tables of t's groups at mbs and their devices' memory together; false when the profile
+  // does not cover some group.
+  bool group_tables(const PipelineTemplate& t, std::int64_t mbs,
+                    std::vector<const UnitTable*>& tabs, double& capacity);
   // bounds_entry with order_free_bounds: order_free_options (shared by every order of t's
   // groups) plus what costs little per order, its transfers and whether its stages can reach
   // the last unit. Never above the exact option; a size left out has no split that fits.
-  void order_free_entry(const PipelineTemplate& t, Bounds& out) {
-    const auto& shared = order_free_options(t);
-    const auto S = static_cast<double>(t.num_stages());
-    const double shave = 1.0 - 1e-12;
-    for (const MicroBatchOption& o : shared) {
-      const auto mi = static_cast<std::size_t>(
-          std::find(ctx_.opt.micro_batch_sizes.begin(), ctx_.opt.micro_batch_sizes.end(), o.mbs) -
-          ctx_.opt.micro_batch_sizes.begin());
-      if (!stages_can_reach(t, o.mbs)) continue;
-      const UnitTable* front = table(t.groups.front().type, t.groups.front().tp, o.mbs);
-      const double sum = o.sum_ms + template_comm_ms(ctx_, t, front->boundary_bytes) * shave;
-      out.per_size[mi] =
-          MicroBatchOption{o.mbs, sum, std::max(o.max_ms, round_trip_slot_ms(sum, S) * shave)};
-      out.present.push_back(*out.per_size[mi]);
-    }
-  }
+  void order_free_entry(const PipelineTemplate& t, Bounds& out);
 
   // A size of `tpl` was refined or split: its tight options are recomputed when next asked.
   void tightened(int tpl) {
-    ++version_;
     const auto t = static_cast<std::size_t>(tpl);
     if (t < tight_.size()) tight_[t].reset();
-    if (stamps_.size() <= t) stamps_.resize(t + 1, 0);
-    ++stamps_[t];
+    log_.push_back(tpl);
   }
 
   // Per unit, its cheapest time and least bytes over `tabs` (the tables of one template at
@@ -640,6 +593,14 @@ class TemplateEvaluator {
   // `known`, itself a bound) at which those counts still fall short of U, so the bottleneck
   // exceeds it; +infinity when even sum_s N_s < U.
   double count_bound(const PipelineTemplate& t, std::int64_t mbs, double known);
+  // count_bound's per-group state, kept between calls so that its vectors are reused (bounds
+  // are worked out for tens of thousands of templates).
+  struct CountGroup {
+    const std::vector<double>* sums = nullptr;
+    std::vector<std::size_t> most;    // N_s of its stages, ascending
+    std::vector<std::size_t> prefix;  // prefix sums of `most`
+  };
+  std::vector<CountGroup> count_groups_;
 
   // Bounds from stage speeds and memory. Stage s (a_s = time_per_work, M_s = memory_work at
   // its in-flight count) spends at least a_s x its work and holds at most M_s work; the stages
@@ -653,12 +614,33 @@ class TemplateEvaluator {
   // With `any_order` every stage is granted the room of the last one (one micro-batch in
   // flight, the most work any position holds), so the bounds hold for every order of t's groups.
   SpeedBound speed_bound(const PipelineTemplate& t, std::int64_t mbs, bool any_order = false);
+  struct StageCap {
+    double a, m;  // time per work, most work held
+  };
+  struct CapRun {
+    std::size_t begin, end;  // a group's stages in caps_
+  };
+  std::vector<StageCap> caps_;     // speed_bound's, reused between calls
+  std::vector<CapRun> cap_runs_;   // likewise
 
   // A necessary condition for any split to fit: stage after stage, each takes the longest range
   // that fits from where the previous one ended (least-memory recompute set, its in-flight
   // count; possibly none). Fitting is inherited by sub-ranges, so an ending boundary of any
   // fitting split is never past the greedy one: if the greedy cannot reach the last unit, no
   // split fits.
+  // The memory floor of bounds_entry (tables covering t at mbs): the stages, in order, reach
+  // the last unit (stages_can_reach), every stage holds a unit, and together they can hold
+  // every unit (count_bound's sum_s N_s) and the model's work (speed_bound's sum_s M_s; a
+  // hair below it counts as holding it, so the speed bound, summed in another order, has the
+  // last word there). False proves no split fits.
+  bool memory_floor_holds(const PipelineTemplate& t, std::int64_t mbs);
+  // Per table and capacity: prefix sums over the in-flight count q = 1.. of range_fit's
+  // max_units and max_work (for whole groups of stages at once), filled up to `q`.
+  struct FitSums {
+    std::vector<std::size_t> units{0};
+    std::vector<double> work{0.0};
+  };
+  const FitSums& fit_sums(const UnitTable& tab, double capacity, std::int64_t q);
   bool stages_can_reach(const PipelineTemplate& t, std::int64_t mbs) {
     const std::int64_t S = t.num_stages();
     const auto U = static_cast<std::size_t>(ctx_.num_units());
@@ -725,6 +707,7 @@ class TemplateEvaluator {
   SplitScratch scratch_;
   std::vector<std::pair<bool, const UnitTable*>> table_cache_;  // see table()
   std::vector<StageSlot> slots_;                                // see slots_of()
+  std::vector<const UnitTable*> tabs_;                          // see size_bound()
   std::vector<std::optional<Bounds>> bounds_;
   std::vector<double> work_;
   std::map<const UnitTable*, double> time_per_work_;
@@ -734,13 +717,13 @@ class TemplateEvaluator {
   const UnitTable* last_fit_table_ = nullptr;
   double last_fit_capacity_ = 0;
   std::vector<std::optional<RangeFit>>* last_fit_ = nullptr;  // std::map nodes are stable
+  std::map<std::pair<const UnitTable*, double>, FitSums> fit_sums_;
   std::map<std::vector<const UnitTable*>, UnitAggregate> unit_aggregates_;
   std::map<std::vector<StageGroup>, std::vector<MicroBatchOption>> order_free_;
   std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
   SizeResult uncached_;                         // the last result without CPC
   std::vector<std::optional<std::vector<MicroBatchOption>>> tight_;  // [template]
-  std::int64_t version_ = 0;
-  std::vector<std::int64_t> stamps_;  // [template]: tightenings so far
+  std::vector<int> log_;  // tightened_log
   std::vector<char> probed_;  // [template]: probe_fit ran
   bool order_free_bounds_ = false;  // use_order_free_bounds
 };

@@ -39,7 +39,7 @@ UnitSplit describe(const std::vector<StageSlot>& stages, std::vector<std::int64_
 }
 
 UnitSplit run_split_dp(const std::vector<StageSlot>& stages, std::int64_t num_units,
-                       SplitScratch& scratch, double* bottleneck_io);
+                       SplitScratch& scratch, double* bottleneck_io, double floor, double cap);
 
 }  // namespace
 
@@ -55,28 +55,58 @@ UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_
 }
 
 double split_units_bottleneck(const std::vector<StageSlot>& stages, std::int64_t num_units,
-                              SplitScratch& scratch) {
+                              SplitScratch& scratch, double floor, double cap) {
   double bottleneck = kInf;
-  run_split_dp(stages, num_units, scratch, &bottleneck);
+  run_split_dp(stages, num_units, scratch, &bottleneck, floor, cap);
   return bottleneck;
 }
 
 UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_units,
                          SplitScratch& scratch, double bottleneck) {
   if (bottleneck == kInf) return {};
-  return run_split_dp(stages, num_units, scratch, &bottleneck);
+  return run_split_dp(stages, num_units, scratch, &bottleneck, 0.0, bottleneck);
 }
 
 namespace {
 
+// The earliest unit each stage can start at in any split whose stages all fit and take at
+// most `cap` (start[S] = U): stage after stage from the back, each takes the longest range
+// ending at the next one's earliest start (possibly none). A range that fits and keeps within
+// cap leaves every sub-range so, so by induction from the back no such split starts a stage
+// earlier. False when stage 0 cannot start at unit 0: no such split exists.
+bool earliest_starts(const std::vector<StageSlot>& stages, std::size_t U, double cap,
+                     std::vector<std::size_t>& start) {
+  const std::size_t S = stages.size();
+  start.assign(S + 1, U);
+  for (std::size_t s = S; s-- > 0;) {
+    const UnitTable& t = *stages[s].table;
+    const double q = in_flight(s, S);
+    const std::size_t end = start[s + 1];
+    std::size_t i = end, position = 0;
+    double ws = 0;
+    while (i > 0) {
+      ws = std::max(ws, t.workspace[i - 1]);
+      const RangeCost c = range_cost_ws(t, stages[s].capacity_bytes, q, i - 1, end, ws, &position);
+      if (!c.fits || c.time_ms > cap) break;
+      --i;
+    }
+    start[s] = i;
+  }
+  return start[0] == 0;
+}
+
 // Phase 1 when *bottleneck is +infinity (writes the smallest bottleneck there, +infinity when
-// nothing fits, and returns nothing); otherwise phase 2 under *bottleneck, returning the split.
+// nothing fits or it is above `cap`, and returns nothing; `floor` is at most the bottleneck,
+// so values below it need no further improving); otherwise phase 2 under *bottleneck (cap is
+// then the bottleneck), returning the split.
 UnitSplit run_split_dp(const std::vector<StageSlot>& stages, std::int64_t num_units,
-                       SplitScratch& scratch, double* bottleneck_io) {
+                       SplitScratch& scratch, double* bottleneck_io, double floor, double cap) {
   const std::size_t S = stages.size();
   const auto U = static_cast<std::size_t>(num_units);
   if (S == 0 || S > U) return {};
   const std::size_t W = U + 1;
+  std::vector<std::size_t>& start = scratch.start;
+  if (!earliest_starts(stages, U, cap, start)) return {};
   // best[s * W + j]: the value with stages 0..s covering units [0, j); from[...]: where stage s
   // starts in that optimum.
   std::vector<double>& best = scratch.best;
@@ -85,17 +115,21 @@ UnitSplit run_split_dp(const std::vector<StageSlot>& stages, std::int64_t num_un
   from.assign(S * W, 0);
 
   // Both phases fill best[s][j] from best[s - 1][i] over the range [i, j) of stage s, i only
-  // where stage s - 1's value is finite ([lo, hi]), extending the range towards the front
-  // while it fits memory and can still improve (a longer range never costs less).
-  // `combine(before, time)` is max (phase 1) or + (phase 2); `limit` caps a stage's time.
-  auto fill = [&](auto combine, double limit, bool strict_improve) {
+  // where stage s - 1's value is finite ([lo, hi]) and from stage s's earliest start, j from
+  // stage s + 1's, extending the range towards the front while it fits memory and can still
+  // improve (a longer range never costs less). `combine(before, time)` is max (phase 1) or +
+  // (phase 2); `origin` is the value before stage 0; `limit` caps a stage's time. Phase 1
+  // starts at `floor` (the answer max(floor, bottleneck) is the bottleneck), so a value at it
+  // is final.
+  auto fill = [&](auto combine, double origin, double limit, bool strict_improve) {
     std::size_t lo = 0, hi = 0;  // before stage 0: only "no units" is reachable, at 0
     for (std::size_t s = 0; s < S; ++s) {
       const UnitTable& t = *stages[s].table;
-      const double cap = stages[s].capacity_bytes, q = in_flight(s, S);
+      const double cap_bytes = stages[s].capacity_bytes, q = in_flight(s, S);
       std::size_t next_lo = W, next_hi = 0;
-      for (std::size_t j = std::max(s, lo) + 1; j + (S - 1 - s) <= U; ++j) {
-        const std::size_t top = std::min(hi, j - 1), bottom = std::max(lo, s);
+      const std::size_t first_j = std::max(std::max(s, lo) + 1, start[s + 1]);
+      for (std::size_t j = first_j; j + (S - 1 - s) <= U; ++j) {
+        const std::size_t top = std::min(hi, j - 1), bottom = std::max({lo, s, start[s]});
         double ws = 0;
         for (std::size_t u = top; u < j; ++u) ws = std::max(ws, t.workspace[u]);
         double b = kInf;
@@ -104,16 +138,17 @@ UnitSplit run_split_dp(const std::vector<StageSlot>& stages, std::int64_t num_un
         std::size_t position = 0;  // the range only grows in this loop
         for (std::size_t i = top + 1; i-- > bottom;) {
           if (i < top) ws = std::max(ws, t.workspace[i]);
-          const double before = s == 0 ? 0.0 : best[(s - 1) * W + i];
+          const double before = s == 0 ? origin : best[(s - 1) * W + i];
           if (before == kInf || (strict_improve && before >= b)) continue;
-          const RangeCost c = range_cost_ws(t, cap, q, i, j, ws, &position);
-          if (!c.fits && i == top) top_fits = false;
+          const RangeCost c = range_cost_ws(t, cap_bytes, q, i, j, ws, &position);
+          if ((!c.fits || c.time_ms > limit) && i == top) top_fits = false;
           if (!c.fits || c.time_ms > limit || (strict_improve && c.time_ms >= b)) break;
           const double v = combine(before, c.time_ms);
           if (v < b) {
             b = v;
             arg = i;
           }
+          if (strict_improve && b <= origin) break;  // nothing is below the floor
         }
         best[s * W + j] = b;
         from[s * W + j] = arg;
@@ -121,7 +156,8 @@ UnitSplit run_split_dp(const std::vector<StageSlot>& stages, std::int64_t num_un
           next_lo = std::min(next_lo, j);
           next_hi = std::max(next_hi, j);
         }
-        // Past the reachable window every range only grows: none can fit any more.
+        // Past the reachable window every range only grows: none can fit (or keep within
+        // the limit) any more.
         if (!top_fits && top < j - 1) break;
       }
       if (next_lo == W) return;  // stage s cannot end anywhere
@@ -132,14 +168,14 @@ UnitSplit run_split_dp(const std::vector<StageSlot>& stages, std::int64_t num_un
 
   if (*bottleneck_io == kInf) {
     // Phase 1: the smallest bottleneck.
-    fill([](double before, double time) { return std::max(before, time); }, kInf, true);
+    fill([](double before, double time) { return std::max(before, time); }, floor, cap, true);
     *bottleneck_io = best[(S - 1) * W + U];
     return {};
   }
   const double bottleneck = *bottleneck_io;
 
   // Phase 2: the smallest sum with every stage at most the bottleneck.
-  fill([](double before, double time) { return before + time; }, bottleneck, false);
+  fill([](double before, double time) { return before + time; }, 0.0, bottleneck, false);
   ETH_CHECK(best[(S - 1) * W + U] < kInf, "unit split: no split meets the bottleneck it found");
   std::vector<std::int64_t> bounds(S + 1);
   bounds[S] = num_units;

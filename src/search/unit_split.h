@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "search/cost_tables.h"
@@ -38,14 +39,21 @@ UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_
 struct SplitScratch {
   std::vector<double> best;
   std::vector<std::size_t> from;
+  std::vector<std::size_t> start;
 };
 UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_units,
                          SplitScratch& scratch);
 // The program in its two phases: the smallest bottleneck alone (+infinity when no split fits),
 // and the split given that bottleneck (the same split as above). The search runs the first
 // phase as a bound and the second only where the bound does not settle the question.
+// What the caller knows makes the first phase cheaper and leaves its answer exact: `floor`
+// must be at most the bottleneck (a lower bound; partial values at it need no improving), and
+// with `cap` finite the answer is +infinity whenever the bottleneck is above cap (no stage
+// range beyond cap is priced): the search passes the largest bottleneck a partition could
+// still use, and keeps a +infinity answer as a proof that the bottleneck exceeds cap.
 double split_units_bottleneck(const std::vector<StageSlot>& stages, std::int64_t num_units,
-                              SplitScratch& scratch);
+                              SplitScratch& scratch, double floor = 0,
+                              double cap = std::numeric_limits<double>::infinity());
 UnitSplit split_units_dp(const std::vector<StageSlot>& stages, std::int64_t num_units,
                          SplitScratch& scratch, double bottleneck);
 

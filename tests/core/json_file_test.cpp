@@ -120,18 +120,5 @@ TEST(JsonFile, ReadsOnlyRegularFiles) {
   std::filesystem::remove_all(dir);
 }
 
-// Messages stay printable and short whatever the input holds.
-TEST(ErrorText, MessagesArePrintableAndBounded) {
-  const InputError nul("t", "f.json", "a", std::string("x\0y", 3));
-  EXPECT_EQ(std::string(nul.what()), "[t] f.json: a: x\\0y");
-  const InputError bytes("t", "f\xff.json", "p\x01", "bad \xC3 byte\nnext line");
-  EXPECT_EQ(std::string(bytes.what()), "[t] f\\xFF.json: p\\x01: bad \\xC3 byte\nnext line");
-  const InputError big("t", "f.json", std::string(10 << 20, 'k'), std::string(10 << 20, 'v'));
-  EXPECT_LT(std::string(big.what()).size(), 5000u);
-  EXPECT_NE(big.path().find("... (10485760 bytes)"), std::string::npos);
-  EXPECT_EQ(message_text("\xE2\x82\xAC", 200), "\xE2\x82\xAC");
-  EXPECT_EQ(message_text("abcdef", 3), "abc... (6 bytes)");
-}
-
 }  // namespace
 }  // namespace eth

@@ -114,22 +114,6 @@ TEST(ByteLevel, MapIsABijectionOntoPrintableCharacters) {
   EXPECT_EQ(byte_level_text("\n"), "\xC4\x8A");  // Ċ
 }
 
-// The maximal-subpart repair, on cases whose answer Unicode's own examples (Table 3-8) give.
-TEST(Utf8, RepairReplacesEachMaximalInvalidSubpart) {
-  std::string out;
-  EXPECT_EQ(repair_utf8("a\x80" "b", out), 1);
-  EXPECT_EQ(out, "a\xEF\xBF\xBD" "b");
-  out.clear();
-  // Table 3-8: 61 F1 80 80 E1 80 C2 62 80 63 80 BF 64 -> a, FFFD, FFFD, FFFD, b, FFFD, c, FFFD,
-  // FFFD, d.
-  EXPECT_EQ(repair_utf8("\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64", out), 6);
-  const std::string r = "\xEF\xBF\xBD";
-  EXPECT_EQ(out, "a" + r + r + r + "b" + r + "c" + r + r + "d");
-  out.clear();
-  EXPECT_EQ(repair_utf8("caf\xC3\xA9 \xF0\x9F\x98\x80", out), 0);
-  EXPECT_EQ(out, "caf\xC3\xA9 \xF0\x9F\x98\x80");
-}
-
 }  // namespace
 }  // namespace eth
 
@@ -170,29 +154,6 @@ TEST(BpeTokenizer, AddPrefixSpaceGivesEveryPieceASpace) {
   doc["pre_tokenizer"]["add_prefix_space"] = true;
   const BpeTokenizer t = BpeTokenizer::from_json(doc, "prefixed.json");
   EXPECT_EQ(encode(t, fixture_text("unicode")), fixture_ids("gpt2_prefix_space", "unicode"));
-}
-
-}  // namespace
-}  // namespace eth
-
-namespace eth {
-namespace {
-
-// The inline ASCII classes agree with the generated Unicode table and the White_Space list.
-TEST(CharClasses, AsciiFastPathAgreesWithTheTable) {
-  for (char32_t c = 0; c < 128; ++c) {
-    const CharClass want = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ? CharClass::Letter
-                           : c >= '0' && c <= '9'                           ? CharClass::Number
-                           : c == ' ' || (c >= 9 && c <= 13)                ? CharClass::Space
-                                                                            : CharClass::Other;
-    EXPECT_EQ(char_class(c), want) << static_cast<int>(c);
-  }
-  EXPECT_EQ(char_class(0x00A0), CharClass::Space);   // NBSP is White_Space
-  EXPECT_EQ(char_class(0x200B), CharClass::Other);   // ZWSP is not
-  EXPECT_EQ(char_class(0x0661), CharClass::Number);  // Arabic-Indic one
-  EXPECT_EQ(char_class(0x2167), CharClass::Number);  // Roman numeral eight (Nl)
-  EXPECT_EQ(char_class(0x0301), CharClass::Other);   // combining acute (Mn)
-  EXPECT_EQ(char_class(0x4E2D), CharClass::Letter);  // CJK (Lo)
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Token files: the llm.c layout byte by byte, atomic round trips, and refusal of damaged files by
-// name; the byte tokenizer and the synthetic sequences' defining properties.
+// name.
 #include "data/token_file.h"
 
 #include <gtest/gtest.h>
@@ -9,11 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <map>
 #include <set>
 
 #include "core/error.h"
-#include "data/tokenize.h"
 #include "test_util.h"
 
 namespace eth {
@@ -159,47 +157,6 @@ TEST(TokenFile, WideIdsUseVersionTwo) {
 
   const std::string e = error_of([&] { write_token_file(p, ids, 100000); });
   EXPECT_NE(e.find("token 3 is 128255, outside the vocabulary of 100000"), std::string::npos) << e;
-}
-
-TEST(Tokenize, BytesAreTokens) {
-  const std::vector<std::uint16_t> t = tokenize_bytes("A\xff\n");
-  EXPECT_EQ(t, (std::vector<std::uint16_t>{65, 255, 10}));
-}
-
-TEST(Synthetic, SuccessorIsAFunctionOfThePreviousTokenAndBalanced) {
-  SyntheticSpec spec;
-  spec.num_tokens = 5000;
-  spec.vocab = 50;
-  spec.seed = 3;
-  const auto t = synthetic_tokens(spec);
-  ASSERT_EQ(t.size(), 5000u);
-  std::map<std::uint16_t, std::uint16_t> succ;
-  std::map<std::uint16_t, int> count;
-  for (std::size_t i = 0; i + 1 < t.size(); ++i) {
-    auto [it, fresh] = succ.emplace(t[i], t[i + 1]);
-    EXPECT_EQ(it->second, t[i + 1]) << "token " << t[i] << " has two successors";
-    (void)fresh;
-  }
-  for (auto x : t) ++count[x];
-  // One cycle through all 50 tokens: 5000 / 50 = 100 visits each.
-  ASSERT_EQ(count.size(), 50u);
-  for (auto [tok, n] : count) EXPECT_EQ(n, 100) << tok;
-  EXPECT_EQ(synthetic_tokens(spec), t);
-  spec.seed = 4;
-  EXPECT_NE(synthetic_tokens(spec), t);
-}
-
-TEST(Synthetic, PeriodicRepeats) {
-  SyntheticSpec spec;
-  spec.pattern = SyntheticPattern::Periodic;
-  spec.num_tokens = 100;
-  spec.period = 7;
-  const auto t = synthetic_tokens(spec);
-  for (std::size_t i = 0; i + 7 < t.size(); ++i) EXPECT_EQ(t[i], t[i + 7]);
-  spec.vocab = 1;
-  EXPECT_NE(error_of([&] { synthetic_tokens(spec); }).find("vocab"), std::string::npos);
-  EXPECT_NE(error_of([&] { parse_synthetic_pattern("zigzag"); }).find("successor, periodic"),
-            std::string::npos);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
-// Elastic runs' decisions without processes: the lost-devices file (ids, ranges, comments, and
-// refusals naming the line), hosts gone from the hostfile, the newest checkpoint that reads back
-// (a truncated newer one and a write's temporary are passed over), and the plan for the devices
-// left, checked against the full cluster independently of how it was made.
+// Elastic runs' decisions without processes: the newest checkpoint that reads back (a truncated
+// newer one and a write's temporary are passed over), and the plan for the devices left, checked
+// against the full cluster independently of how it was made. (The lost-devices file and the
+// hostfile arithmetic are tested in lost_devices_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -24,63 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::error_of;
-
-TEST(LostDevices, IdsRangesCommasAndComments) {
-  const ClusterSpec full = load_cluster("13b-910b2-910b4");  // 64 devices
-  const std::string text = "# node 1 is being serviced\n8-15\n\n2, 40 # and two more\n  63\n";
-  std::set<std::int64_t> want{2, 40, 63};
-  for (std::int64_t d = 8; d <= 15; ++d) want.insert(d);
-  EXPECT_EQ(parse_lost_devices(text, "lost.txt", full), want);
-  EXPECT_TRUE(parse_lost_devices("", "lost.txt", full).empty());
-  EXPECT_TRUE(parse_lost_devices("# nothing\n", "lost.txt", full).empty());
-}
-
-TEST(LostDevices, RefusesWhatIsNotADeviceNamingTheLine) {
-  const ClusterSpec full = load_cluster("cpu-emulated");  // 4 devices
-  const std::string bad_word = error_of([&] { parse_lost_devices("1\nthree\n", "l.txt", full); });
-  EXPECT_NE(bad_word.find("l.txt"), std::string::npos) << bad_word;
-  EXPECT_NE(bad_word.find("line 2"), std::string::npos) << bad_word;
-  EXPECT_NE(bad_word.find("\"three\""), std::string::npos) << bad_word;
-  EXPECT_NE(error_of([&] { parse_lost_devices("3-1", "l.txt", full); }).find("A <= B"),
-            std::string::npos);
-  const std::string outside = error_of([&] { parse_lost_devices("\n\n4\n", "l.txt", full); });
-  EXPECT_NE(outside.find("line 3"), std::string::npos) << outside;
-  EXPECT_NE(outside.find("ids 0..3"), std::string::npos) << outside;
-  EXPECT_NE(error_of([&] { parse_lost_devices("-1", "l.txt", full); }).find("not in the devices"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { parse_lost_devices("2-", "l.txt", full); }).find("expected"),
-            std::string::npos);
-}
-
-TEST(LostDevices, AddingADeviceKeepsWhatThePersonWrote) {
-  const ClusterSpec full = load_cluster("cpu-emulated");
-  for (const std::string& text : {std::string(""), std::string("# mine\n0"),
-                                 std::string("0 # mine\n")}) {
-    const std::string out = add_lost_device(text, 3, "rank 3 killed by SIGKILL at step 12");
-    EXPECT_EQ(out.rfind(text, 0), 0u) << "the person's text comes first, unchanged";
-    std::set<std::int64_t> want = parse_lost_devices(text, "l", full);
-    want.insert(3);
-    EXPECT_EQ(parse_lost_devices(out, "l", full), want) << out;
-  }
-}
-
-TEST(LostDevices, RangesPrintAsTheFileWritesThem) {
-  const ClusterSpec full = load_cluster("13b-910b2-910b4");
-  const std::set<std::int64_t> ids{2, 4, 5, 6, 7, 9};
-  EXPECT_EQ(device_ranges(ids), "2, 4-7, 9");
-  EXPECT_EQ(parse_lost_devices(device_ranges(ids), "l", full), ids);
-  EXPECT_EQ(device_ranges({}), "");
-}
-
-TEST(LostDevices, AHostGoneFromTheHostfileTakesItsNodesDevices) {
-  const ClusterSpec full = load_cluster("cpu-emulated");  // node 0: 0-1, node 1: 2-3
-  const std::vector<std::string> hosts{"a", "b"};
-  EXPECT_EQ(devices_of_missing_hosts(full, hosts, {"a"}), (std::set<std::int64_t>{2, 3}));
-  EXPECT_EQ(devices_of_missing_hosts(full, hosts, {"b"}), (std::set<std::int64_t>{0, 1}));
-  EXPECT_TRUE(devices_of_missing_hosts(full, hosts, {"b", "a", "c"}).empty());
-  // A node without a host at the start has no host to come back on.
-  EXPECT_EQ(devices_of_missing_hosts(full, {"a"}, {"a", "b"}), (std::set<std::int64_t>{2, 3}));
-}
 
 class ResumeTest : public ::testing::Test {
  protected:

@@ -1,6 +1,7 @@
 // The Llama family (issue 25): presets with their published dimensions and parameter counts,
 // the architecture fields' JSON form (absent for GPT, so GPT files stay byte-for-byte what they
-// were), refusal of bad combinations by field, and the arithmetic of llama-tiny counted by hand.
+// were) and refusal of bad combinations by field. (llama-tiny's arithmetic counted by hand is in
+// arithmetic_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,83 +79,6 @@ TEST(LlamaPresets, ParameterCountsMatchThePublishedOnes) {
   near("llama2-70b", 68.98);
   near("llama2-13b", 13.02);
   near("llama3-70b", 70.55);
-}
-
-TEST(LlamaArithmetic, TinyUnitsCountedByHand) {
-  // llama-tiny: C 64, 4 heads of 16, 2 kv heads (kv_dim 32), ffn 128, vocab 256, 2 layers.
-  const ModelSpec m = model_preset("llama-tiny");
-  // Block: ln1_w 64, q 64x64 + k, v 32x64 each, proj 64x64, ln2_w 64, gate/up/down 128x64.
-  const std::int64_t block = 64 + 64 * 64 + 2 * 32 * 64 + 64 * 64 + 64 + 3 * 128 * 64;
-  EXPECT_EQ(block, 36992);
-  EXPECT_EQ(unit_params(m, 1), block);
-  EXPECT_EQ(unit_params(m, 2), block);
-  EXPECT_EQ(unit_params(m, 0), 256 * 64);       // no position table under RoPE
-  EXPECT_EQ(unit_params(m, 3), 64 + 256 * 64);  // RMSNorm weight only, LM head
-  EXPECT_EQ(total_params(m), 256 * 64 + 2 * block + 64 + 256 * 64);
-  // tp 2: everything but the two norm weights halves.
-  EXPECT_EQ(unit_params(m, 1, 2), 128 + (block - 128) / 2);
-  // Names: no biases, SwiGLU's three matrices.
-  std::vector<std::string> names;
-  for (const auto& t : unit_tensors(m, 1)) names.push_back(t.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"ln1_w", "qkv_w", "proj_w", "ln2_w", "gate_w",
-                                             "up_w", "down_w"}));
-  EXPECT_EQ(qkv_rows(m), 128);
-  EXPECT_EQ(mlp_up_rows(m), 256);
-
-  // Forward FLOPs, batch 1 at T 64: 2 per multiply-add over 64 tokens for the matrices above
-  // (128x64 qkv, 64x64 proj, 3 x 128x64 MLP) plus 2 x 2 T C per token of attention.
-  const double tokens = 64;
-  EXPECT_EQ(unit_forward_flops(m, 1, 1, 64),
-            2 * tokens * (128 * 64 + 64 * 64 + 3 * 128 * 64) + 4 * tokens * 64 * 64);
-  EXPECT_EQ(unit_forward_flops(m, 3, 1, 64), 2 * tokens * 64 * 256);
-
-  // Activations, mbs 1, s 64, tp 1 (sbh = 4096, s*b*kv_dim = 2048, s*b*ffn = 8192, a s^2 b =
-  // 16384): Q 2 sbh + K, V 4 s b kv_dim; scores 2 + 2 + 1 per a s^2 b; silu(gate) * up 2 sbf;
-  // other: 10 sbh replicated + proj input 2 sbh + gate and up outputs 4 sbf.
-  const ActivationBytes a = activation_bytes_16bit(m, 1, 1, 64, 1);
-  auto op = [&](RecomputeOp o) { return a.op[static_cast<std::size_t>(o)]; };
-  EXPECT_EQ(op(RecomputeOp::Qkv), 2.0 * 4096 + 4.0 * 2048);
-  EXPECT_EQ(op(RecomputeOp::AttnScore), 2.0 * 16384);
-  EXPECT_EQ(op(RecomputeOp::AttnSoftmax), 2.0 * 16384);
-  EXPECT_EQ(op(RecomputeOp::AttnDropout), 16384.0);
-  EXPECT_EQ(op(RecomputeOp::MlpAct), 2.0 * 8192);
-  EXPECT_EQ(a.other, 10.0 * 4096 + 2.0 * 4096 + 4.0 * 8192);
-  // Under tp 2 every sharded term halves; the 10 sbh replicated stays.
-  const ActivationBytes a2 = activation_bytes_16bit(m, 1, 1, 64, 2);
-  EXPECT_EQ(a2.total() - 10.0 * 4096, (a.total() - 10.0 * 4096) / 2);
-}
-
-TEST(LlamaArithmetic, TiedEmbeddingIsHeldByFirstAndLastUnitButCountedOnce) {
-  ModelSpec m = model_preset("llama-tiny");
-  m.tied_embeddings = true;
-  EXPECT_EQ(unit_params(m, 0), 256 * 64);
-  EXPECT_EQ(unit_params(m, 3), 64 + 256 * 64);
-  EXPECT_EQ(total_params(m), total_params(model_preset("llama-tiny")) - 256 * 64);
-}
-
-TEST(LlamaArithmetic, EachArchitectureFieldChangesOnlyItsTensors) {
-  // GPT tiny (C 64, ffn 256, T 64, V 256): a block is 12 C^2 + 13 C with biases.
-  const ModelSpec gpt = model_preset("tiny");
-  const std::int64_t C = 64, F = 256;
-  EXPECT_EQ(unit_params(gpt, 1), 12 * C * C + 13 * C);
-  ModelSpec m = gpt;
-  m.bias = false;  // drops ln1_b, ln2_b (2C), qkv_b (3C), proj_b, fcproj_b (2C), fc_b (F)
-  EXPECT_EQ(unit_params(m, 1), 12 * C * C + 13 * C - (7 * C + F));
-  EXPECT_EQ(unit_params(m, m.layers + 1), C + 256 * C);  // lnf_w only
-  m = gpt;
-  m.norm = NormKind::RmsNorm;  // RMSNorm has no bias: ln1_b, ln2_b go
-  EXPECT_EQ(unit_params(m, 1), 12 * C * C + 11 * C);
-  m = gpt;
-  m.positions = PositionKind::Rope;  // the position table goes
-  EXPECT_EQ(unit_params(m, 0), 256 * C);
-  m = gpt;
-  m.mlp = MlpKind::Swiglu;  // a third F x C matrix and its bias
-  EXPECT_EQ(unit_params(m, 1), 12 * C * C + 13 * C + F * C + F);
-  EXPECT_EQ(unit_forward_flops(m, 1, 1, 64) - unit_forward_flops(gpt, 1, 1, 64),
-            2.0 * 64 * F * C);
-  m = gpt;
-  m.kv_heads = 1;  // K and V shrink from C x C to 16 x C each, with their biases
-  EXPECT_EQ(unit_params(m, 1), 12 * C * C + 13 * C - 2 * (C - 16) * (C + 1));
 }
 
 TEST(LlamaJson, GptJsonHasNoArchitectureFields) {

@@ -1,5 +1,6 @@
 // The search space: partitions use every device of every type exactly (or count the idle
-// ones), and first-fit packing agrees with its counting shortcut and places stages correctly.
+// ones), the mixed and layer families, and the bounds applied while generating. (Packing a
+// partition onto devices is tested in packing_test.cpp.)
 #include "search/partition.h"
 
 #include <gtest/gtest.h>
@@ -7,36 +8,14 @@
 #include <algorithm>
 #include <set>
 
-#include <nlohmann/json.hpp>
+#include "search/partition_fixture.h"
 
 namespace eth::search {
 namespace {
 
-ClusterSpec cluster(const std::string& nodes) {
-  const Json j = Json::parse(std::string("{\"nodes\": [") + nodes + R"(], "device_types": {
-      "A": {"tflops": 100, "memory_gb": 40, "intra_node_bandwidth_gbps": 800},
-      "B": {"tflops": 50, "memory_gb": 20, "intra_node_bandwidth_gbps": 800},
-      "C": {"tflops": 30, "memory_gb": 10, "intra_node_bandwidth_gbps": 800}}})");
-  return parse_cluster(JsonCursor(j, JsonOrigin{"cluster", "test", ""}));
-}
-
-std::vector<TypeInfo> types_with_tps(const ClusterSpec& c, std::vector<std::int64_t> tps) {
-  auto types = cluster_types(c);
-  for (auto& t : types) {
-    for (auto tp : tps) {
-      if (tp <= t.max_node_devices) t.tps.push_back(tp);
-    }
-  }
-  return types;
-}
-
-GenerateOptions gen(std::int64_t units, std::int64_t max_pipelines, bool idle) {
-  GenerateOptions o;
-  o.num_units = units;
-  o.max_pipelines = max_pipelines;
-  o.allow_idle = idle;
-  return o;
-}
+using partition_fixture::cluster;
+using partition_fixture::gen;
+using partition_fixture::types_with_tps;
 
 TEST(Partition, ClusterTypesCountDevicesPerType) {
   const ClusterSpec c =
@@ -98,75 +77,6 @@ TEST(Partition, MixedFamilyHoldsTheLayerShapesOfTwoTypes) {
     EXPECT_TRUE(eth_single.count({p.parts[0].tpl, p.parts[0].count}))
         << describe_template(set.at(p.parts[0].tpl), types) << " x" << p.parts[0].count;
   }
-}
-
-// pack_feasible works on runs of equal nodes: clusters whose types repeat node sizes, in runs
-// broken by other sizes and other types, answer as pack_devices' node-by-node first fit.
-TEST(Partition, PackingShortcutAgreesOnRunsOfEqualNodes) {
-  const ClusterSpec c =
-      cluster(R"({"device_type": "A", "devices": 6}, {"device_type": "A", "devices": 6},
-      {"device_type": "B", "devices": 4}, {"device_type": "A", "devices": 6},
-      {"device_type": "A", "devices": 3}, {"device_type": "B", "devices": 4},
-      {"device_type": "A", "devices": 3}, {"device_type": "B", "devices": 2},
-      {"device_type": "A", "devices": 6}, {"device_type": "B", "devices": 4})");
-  const auto types = types_with_tps(c, {1, 2, 4});
-  TemplateSet set;
-  std::vector<Partition> parts;
-  generate_partitions(types, gen(8, 64, true), set, parts);
-  ASSERT_GT(parts.size(), 1000u);
-  std::vector<std::int64_t> scratch;
-  int packed = 0, refused = 0;
-  for (const Partition& p : parts) {
-    const bool fits = !pack_devices(c, types, set, p).empty();
-    EXPECT_EQ(pack_feasible(c, types, set, p, scratch), fits);
-    (fits ? packed : refused) += 1;
-  }
-  EXPECT_GT(packed, 0);
-  EXPECT_GT(refused, 0);
-}
-
-TEST(Partition, PackingAgreesWithItsShortcutAndPlacesStagesInOneNode) {
-  // Nodes of different sizes: tp 2 and 4 stages cannot always pack.
-  const ClusterSpec c =
-      cluster(R"({"device_type": "A", "devices": 6}, {"device_type": "A", "devices": 3},
-      {"device_type": "B", "devices": 2}, {"device_type": "B", "devices": 5},
-      {"device_type": "C", "devices": 1})");
-  const auto types = types_with_tps(c, {1, 2, 4});
-  TemplateSet set;
-  std::vector<Partition> parts;
-  generate_partitions(types, gen(8, 64, true), set, parts);
-  std::vector<std::int64_t> scratch;
-  int packed = 0, refused = 0;
-  for (const Partition& p : parts) {
-    const auto devices = pack_devices(c, types, set, p);
-    EXPECT_EQ(pack_feasible(c, types, set, p, scratch), !devices.empty());
-    if (devices.empty()) {
-      ++refused;
-      continue;
-    }
-    ++packed;
-    std::set<std::int64_t> seen;
-    std::size_t pipe = 0;
-    for (const auto& part : p.parts) {
-      const PipelineTemplate& t = set.at(part.tpl);
-      for (std::int64_t i = 0; i < part.count; ++i, ++pipe) {
-        std::size_t s = 0;
-        for (const auto& g : t.groups) {
-          for (std::int64_t k = 0; k < g.count; ++k, ++s) {
-            const auto& ids = devices[pipe][s];
-            ASSERT_EQ(static_cast<std::int64_t>(ids.size()), g.tp);
-            for (auto id : ids) {
-              EXPECT_TRUE(seen.insert(id).second);
-              EXPECT_EQ(c.device(id).device_type, types[static_cast<std::size_t>(g.type)].name);
-              EXPECT_EQ(c.device(id).node, c.device(ids[0]).node);
-            }
-          }
-        }
-      }
-    }
-  }
-  EXPECT_GT(packed, 0);
-  EXPECT_GT(refused, 0);  // e.g. two tp-4 stages of A: the 3-device node cannot take one
 }
 
 }  // namespace

@@ -10,36 +10,15 @@
 #include <limits>
 #include <random>
 
+#include "search/raw_units.h"
+
 namespace eth::search {
 namespace {
 
 constexpr int R = kNumRecomputeCandidates;
-
-// Per-unit raw figures of one (type, tp, mbs), as the test's ground truth.
-struct RawUnits {
-  std::vector<double> fwd, static_bytes, workspace;
-  std::vector<std::array<double, R>> bwd, held;
-};
-
-UnitTable make_table(const RawUnits& r) {
-  const std::size_t n = r.fwd.size();
-  UnitTable t;
-  t.forward_prefix.assign(n + 1, 0);
-  t.static_prefix.assign(n + 1, 0);
-  for (auto& v : t.backward_prefix) v.assign(n + 1, 0);
-  for (auto& v : t.held_prefix) v.assign(n + 1, 0);
-  for (std::size_t u = 0; u < n; ++u) {
-    t.forward_prefix[u + 1] = t.forward_prefix[u] + r.fwd[u];
-    t.static_prefix[u + 1] = t.static_prefix[u] + r.static_bytes[u];
-    for (std::size_t k = 0; k < R; ++k) {
-      t.backward_prefix[k][u + 1] = t.backward_prefix[k][u] + r.bwd[u][k];
-      t.held_prefix[k][u + 1] = t.held_prefix[k][u] + r.held[u][k];
-    }
-  }
-  t.workspace = r.workspace;
-  t.compute_ms.assign(n, 0);
-  return t;
-}
+using raw_units::make_table;
+using raw_units::random_units;
+using raw_units::RawUnits;
 
 // Stage s of S holding units [i, j): cheapest time among recompute sets that fit, or +inf.
 double stage_time(const RawUnits& r, double cap, std::size_t s, std::size_t S, std::size_t i,
@@ -86,28 +65,6 @@ std::pair<double, double> brute_force(const std::vector<RawUnits>& raw,
   };
   rec(0);
   return best;
-}
-
-RawUnits random_units(std::mt19937& rng, std::size_t U) {
-  std::uniform_real_distribution<double> t(0.1, 2.0), bytes(1.0, 10.0);
-  RawUnits r;
-  for (std::size_t u = 0; u < U; ++u) {
-    r.fwd.push_back(t(rng));
-    r.static_bytes.push_back(bytes(rng));
-    r.workspace.push_back(bytes(rng));
-    std::array<double, R> bw{}, held{};
-    double extra = 0, kept = bytes(rng) * 3;
-    for (std::size_t k = 0; k < R; ++k) {
-      // Each further set recomputes more: more backward time, fewer bytes held.
-      bw[k] = 2 * r.fwd[u] + extra;
-      held[k] = kept;
-      extra += t(rng) * 0.3;
-      kept *= 0.7;
-    }
-    r.bwd.push_back(bw);
-    r.held.push_back(held);
-  }
-  return r;
 }
 
 TEST(UnitSplit, WorkedExampleWithRecompute) {
@@ -184,8 +141,30 @@ TEST(UnitSplit, DynamicProgramEqualsEnumerationAndBruteForce) {
     const double bottleneck =
         split_units_bottleneck(slots, static_cast<std::int64_t>(U), scratch);
     EXPECT_EQ(bottleneck < std::numeric_limits<double>::infinity(), en.feasible) << trial;
+    if (!en.feasible) {
+      EXPECT_EQ(split_units_bottleneck(slots, static_cast<std::int64_t>(U), scratch, 0.0, 1e9),
+                std::numeric_limits<double>::infinity())
+          << trial;
+    }
     if (en.feasible) {
       EXPECT_EQ(bottleneck, en.max_ms) << "trial " << trial;
+      // With a floor at most the bottleneck and a cap: the bottleneck itself when the cap
+      // reaches it, else +infinity (the search's proof that it exceeds the cap).
+      // (Its own generator, so the trials' cases stay those drawn before it existed.)
+      std::mt19937 draw(static_cast<unsigned>(trial));
+      std::uniform_real_distribution<double> frac(0.0, 1.0);
+      const double floor = en.max_ms * frac(draw);
+      for (const double limit : {en.max_ms, std::nextafter(en.max_ms, 0.0),
+                                 en.max_ms * (0.5 + frac(draw)), en.max_ms * 2}) {
+        const double capped =
+            split_units_bottleneck(slots, static_cast<std::int64_t>(U), scratch, floor, limit);
+        EXPECT_EQ(capped,
+                  limit >= en.max_ms ? en.max_ms : std::numeric_limits<double>::infinity())
+            << "trial " << trial << " cap " << limit;
+      }
+      EXPECT_EQ(split_units_bottleneck(slots, static_cast<std::int64_t>(U), scratch, en.max_ms),
+                en.max_ms)
+          << "trial " << trial;
       const UnitSplit two =
           split_units_dp(slots, static_cast<std::int64_t>(U), scratch, bottleneck);
       EXPECT_EQ(two.sum_ms, en.sum_ms) << "trial " << trial;
@@ -227,45 +206,6 @@ TEST(UnitSplit, SplitCount) {
   EXPECT_EQ(num_unit_splits(10, 3), 36);        // C(9, 2)
   EXPECT_EQ(num_unit_splits(42, 8), 22481940);  // C(41, 7)
   EXPECT_EQ(num_unit_splits(3, 4), 0);
-}
-
-}  // namespace
-}  // namespace eth::search
-
-namespace eth::search {
-namespace {
-
-// Growing one range with the resumable scan gives exactly what the plain scan gives, and a
-// table restricted to full recompute only ever picks "nothing" or "unit".
-TEST(UnitSplit, ResumableRecomputeScanAndFullRecomputeOnly) {
-  std::mt19937 rng(5);
-  for (int trial = 0; trial < 200; ++trial) {
-    const std::size_t U = 3 + rng() % 8;
-    UnitTable t = make_table(random_units(rng, U));
-    order_recompute_candidates(t);
-    ASSERT_TRUE(t.rc_first_fit);
-    const double cap = std::uniform_real_distribution<double>(20.0, 120.0)(rng);
-    const double q = static_cast<double>(1 + rng() % 4);
-    const std::size_t j = U;
-    std::size_t position = 0;
-    double ws = 0;
-    for (std::size_t i = j; i-- > 0;) {
-      ws = std::max(ws, t.workspace[i]);
-      const RangeCost a = range_cost_ws(t, cap, q, i, j, ws);
-      const RangeCost b = range_cost_ws(t, cap, q, i, j, ws, &position);
-      ASSERT_EQ(a.fits, b.fits) << trial;
-      if (!a.fits) break;
-      EXPECT_EQ(a.time_ms, b.time_ms) << trial;
-      EXPECT_EQ(a.recompute, b.recompute) << trial;
-    }
-    UnitTable full = t;
-    restrict_to_full_recompute(full);
-    for (int r : full.rc_order) EXPECT_TRUE(r == 0 || r == kFullRecompute);
-    const RangeCost c = range_cost(full, cap, static_cast<std::int64_t>(q), 0, 1);
-    if (c.fits) {
-      EXPECT_TRUE(c.recompute == 0 || c.recompute == kFullRecompute);
-    }
-  }
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include "eth_run.h"
 #include "plan/plan.h"
 
-namespace eth {
+namespace eth::cmd_plan_test {
 namespace {
 
 TEST(PlanCli, JsonPlanFileAndPrediction) {
@@ -87,4 +87,4 @@ TEST(PlanCli, BadInputExitCodes) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::cmd_plan_test

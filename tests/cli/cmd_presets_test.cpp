@@ -1,7 +1,10 @@
 // Presets round-trip: every entry `eth clusters|models|devices --format json` prints is a valid
 // file for the matching option (--cluster, --model, a cluster file's "device_types"), read back
-// to the very preset; and one of each, written to a file, plans exactly as the preset name does.
+// to the very preset; and one of each, written to a file, plans exactly as the preset name does;
+// `eth models --format json` lists the fourteen presets with their architecture fields.
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -11,7 +14,7 @@
 #include "model/model_spec.h"
 #include "test_util.h"
 
-namespace eth {
+namespace eth::cmd_presets_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -132,5 +135,26 @@ TEST_F(PresetsCli, AFileCopyPlansLikeThePreset) {
   EXPECT_EQ(ja["cluster"], jb["cluster"]);
 }
 
+TEST(ModelsCli, JsonListsTheFourteenPresets) {
+  const test::EthRun r = test::eth_cli("models --format json");
+  ASSERT_EQ(r.code, 0) << r.out_and_err();
+  const Json j = Json::parse(r.out);
+  std::set<std::string> names;
+  for (const auto& m : j) names.insert(m.at("name").get<std::string>());
+  EXPECT_EQ(names, (std::set<std::string>{"gpt3-350m", "gpt3-1.3b", "gpt3-2.6b", "gpt3-6.7b",
+                                          "gpt3-13b", "gpt3-70b", "tiny", "gpt2-small",
+                                          "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b",
+                                          "llama3-70b", "llama-tiny"}));
+  EXPECT_EQ(j.size(), 14u);
+  // GPT entries carry no architecture fields; Llama ones carry theirs.
+  for (const auto& m : j) {
+    const bool llama = m.at("name").get<std::string>().rfind("llama", 0) == 0;
+    EXPECT_EQ(m.contains("mlp"), llama) << m.dump();
+    const std::set<std::string> gqa = {"llama2-70b", "llama3-8b", "llama3-70b", "llama-tiny"};
+    EXPECT_EQ(m.contains("kv_heads"), gqa.count(m.at("name").get<std::string>()) == 1)
+        << m.dump();
+  }
+}
+
 }  // namespace
-}  // namespace eth
+}  // namespace eth::cmd_presets_test

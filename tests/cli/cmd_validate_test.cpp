@@ -1,5 +1,5 @@
 // The built `eth` tool, run as a user would (eth_run.h): `eth validate` on the shipped example
-// plans and on broken copies, its exit codes and JSON output, and `eth models --format json`.
+// plans and on broken copies, its exit codes and JSON output.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include "core/json_file.h"
 #include "eth_run.h"
 
-namespace eth {
+namespace eth::cmd_validate_test {
 namespace {
 
 const std::string kExamples = ETH_EXAMPLES_DIR;
@@ -154,26 +154,5 @@ TEST_F(ValidateCli, MissingPlanFlagIsAUsageError) {
   EXPECT_NE(r.out_and_err().find("--plan"), std::string::npos) << r.out_and_err();
 }
 
-TEST(ModelsCli, JsonListsTheFourteenPresets) {
-  const test::EthRun r = test::eth_cli("models --format json");
-  ASSERT_EQ(r.code, 0) << r.out_and_err();
-  const Json j = Json::parse(r.out);
-  std::set<std::string> names;
-  for (const auto& m : j) names.insert(m.at("name").get<std::string>());
-  EXPECT_EQ(names, (std::set<std::string>{"gpt3-350m", "gpt3-1.3b", "gpt3-2.6b", "gpt3-6.7b",
-                                          "gpt3-13b", "gpt3-70b", "tiny", "gpt2-small",
-                                          "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b",
-                                          "llama3-70b", "llama-tiny"}));
-  EXPECT_EQ(j.size(), 14u);
-  // GPT entries carry no architecture fields; Llama ones carry theirs.
-  for (const auto& m : j) {
-    const bool llama = m.at("name").get<std::string>().rfind("llama", 0) == 0;
-    EXPECT_EQ(m.contains("mlp"), llama) << m.dump();
-    const std::set<std::string> gqa = {"llama2-70b", "llama3-8b", "llama3-70b", "llama-tiny"};
-    EXPECT_EQ(m.contains("kv_heads"), gqa.count(m.at("name").get<std::string>()) == 1)
-        << m.dump();
-  }
-}
-
 }  // namespace
-}  // namespace eth
+}  // namespace eth::cmd_validate_test

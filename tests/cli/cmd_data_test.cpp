@@ -15,7 +15,7 @@
 #include "eth_run.h"
 #include "test_util.h"
 
-namespace eth {
+namespace eth::cmd_data_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -192,4 +192,4 @@ TEST(DataCli, ByteTokenizerPathIsUnchanged) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::cmd_data_test

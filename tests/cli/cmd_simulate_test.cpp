@@ -14,7 +14,7 @@
 #include "eth_run.h"
 #include "test_util.h"
 
-namespace eth {
+namespace eth::cmd_simulate_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -101,4 +101,4 @@ TEST_F(CliSimulate, BadInputExitCodes) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::cmd_simulate_test

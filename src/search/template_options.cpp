@@ -1,0 +1,191 @@
+// TemplateEvaluator's per-template lower-bound options (search/template_evaluator.h): the
+// memory floor and the cheap terms first, the costlier terms (template_bounds.cpp) on demand,
+// and the bounds shared by every order of a layer shape.
+#include "search/template_evaluator.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace eth::search {
+
+bool TemplateEvaluator::group_tables(const PipelineTemplate& t, std::int64_t mbs,
+                                     std::vector<const UnitTable*>& tabs, double& capacity) {
+  tabs.clear();
+  capacity = 0;
+  for (const StageGroup& g : t.groups) {
+    const UnitTable* tab = table(g.type, g.tp, mbs);
+    if (tab == nullptr) return false;
+    tabs.push_back(tab);
+    const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
+    capacity += static_cast<double>(g.count) * type.capacity_bytes;
+  }
+  return true;
+}
+
+const std::vector<MicroBatchOption>& TemplateEvaluator::order_free_options(PipelineTemplate t) {
+  std::sort(t.groups.begin(), t.groups.end());
+  auto [it, inserted] = order_free_.try_emplace(t.groups);
+  if (!inserted) return it->second;
+  const auto S = static_cast<double>(t.num_stages());
+  std::vector<const UnitTable*> tabs;
+  for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
+    const std::int64_t mbs = ctx_.opt.micro_batch_sizes[mi];
+    double capacity = 0;
+    if (!group_tables(t, mbs, tabs, capacity)) continue;
+    const UnitAggregate& agg = unit_aggregate(tabs);
+    if (agg.floor_bytes > capacity) continue;
+    const auto most =
+        static_cast<std::size_t>((ctx_.num_units() + t.num_stages() - 1) / t.num_stages());
+    const SpeedBound speed = speed_bound(t, mbs, true);
+    if (speed.max_ms == kInf) continue;  // no order's stages can hold the model's work
+    const double sum = std::max(agg.sum, speed.sum_ms);
+    const double max = std::max({sum / S, agg.unit_max, agg.cheapest[most], speed.max_ms});
+    const double shave = 1.0 - 1e-12;  // as bounds_entry's, applied to smaller terms
+    it->second.push_back(MicroBatchOption{mbs, sum * shave, max * shave});
+  }
+  return it->second;
+}
+
+TemplateEvaluator::Bounds& TemplateEvaluator::bounds_entry(int tpl) {
+  grow();
+  auto& slot = bounds_[static_cast<std::size_t>(tpl)];
+  if (slot) return *slot;
+  slot.emplace();
+  slot->per_size.resize(num_sizes());
+  const PipelineTemplate& t = set_.at(tpl);
+  if (order_free_bounds_) {
+    order_free_entry(t, *slot);
+    return *slot;
+  }
+  slot->deep = !ctx_.opt.bound_generation;
+  if (!slot->deep) slot->cheap.resize(num_sizes());
+  for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
+    const std::optional<CheapTerms> c = cheap_terms(t, mi);
+    if (!c) continue;
+    if (slot->deep) {
+      slot->per_size[mi] = deep_option(t, mi, *c);
+    } else {
+      slot->per_size[mi] = cheap_option(t, mi, *c);
+      slot->cheap[mi] = *c;
+    }
+    if (slot->per_size[mi]) slot->present.push_back(*slot->per_size[mi]);
+  }
+  return *slot;
+}
+
+bool TemplateEvaluator::deepen(int tpl) {
+  Bounds& b = bounds_entry(tpl);
+  if (b.deep) return false;
+  b.deep = true;
+  b.present.clear();
+  const PipelineTemplate& t = set_.at(tpl);
+  for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
+    if (!b.per_size[mi]) continue;
+    b.per_size[mi] = deep_option(t, mi, b.cheap[mi]);
+    if (b.per_size[mi]) b.present.push_back(*b.per_size[mi]);
+  }
+  b.cheap = {};
+  tightened(tpl);
+  return true;
+}
+
+std::optional<TemplateEvaluator::CheapTerms> TemplateEvaluator::cheap_terms(
+    const PipelineTemplate& t, std::size_t mi) {
+  const std::int64_t mbs = ctx_.opt.micro_batch_sizes[mi];
+  double capacity = 0;
+  if (!group_tables(t, mbs, tabs_, capacity)) return std::nullopt;
+  const UnitAggregate& agg = unit_aggregate(tabs_);
+  // The memory floor: the template's memory cannot hold every unit at least once, or its
+  // stages cannot hold the units (in order, or at all).
+  if (agg.floor_bytes > capacity || !memory_floor_holds(t, mbs)) return std::nullopt;
+  // Some stage holds at least ceil(U / S) units: the bottleneck is at least the sum of that
+  // many of the cheapest units.
+  const auto most =
+      static_cast<std::size_t>((ctx_.num_units() + t.num_stages() - 1) / t.num_stages());
+  return CheapTerms{agg.sum, agg.unit_max, agg.cheapest[most],
+                    template_comm_ms(ctx_, t, tabs_.front()->boundary_bytes)};
+}
+
+// Shaved by 1e-12 so rounding never lifts a bound above the exact value it bounds.
+constexpr double kShave = 1.0 - 1e-12;
+
+MicroBatchOption TemplateEvaluator::cheap_option(const PipelineTemplate& t, std::size_t mi,
+                                                 const CheapTerms& c) {
+  const auto S = static_cast<double>(t.num_stages());
+  const double sum = c.sum + c.comm;
+  return MicroBatchOption{ctx_.opt.micro_batch_sizes[mi], sum * kShave,
+                          std::max({round_trip_slot_ms(sum, S), c.unit_max, c.crowded}) * kShave};
+}
+
+std::optional<MicroBatchOption> TemplateEvaluator::deep_option(const PipelineTemplate& t,
+                                                               std::size_t mi,
+                                                               const CheapTerms& c) {
+  const std::int64_t mbs = ctx_.opt.micro_batch_sizes[mi];
+  const auto S = static_cast<double>(t.num_stages());
+  const SpeedBound speed = speed_bound(t, mbs);
+  if (speed.max_ms == kInf) return std::nullopt;  // the stages cannot hold the model's work
+  const double known = std::max({round_trip_slot_ms(std::max(c.sum, speed.sum_ms) + c.comm, S),
+                                 c.unit_max, c.crowded, speed.max_ms});
+  const double count = count_bound(t, mbs, known);
+  if (count == kInf) return std::nullopt;  // the stages together cannot hold every unit
+  return MicroBatchOption{mbs, (std::max(c.sum, speed.sum_ms) + c.comm) * kShave,
+                          std::max(known, count) * kShave};
+}
+
+const TemplateEvaluator::FitSums& TemplateEvaluator::fit_sums(const UnitTable& tab,
+                                                              double capacity, std::int64_t q) {
+  FitSums& f = fit_sums_[std::make_pair(&tab, capacity)];
+  while (static_cast<std::int64_t>(f.units.size()) <= q) {
+    const RangeFit& fit =
+        range_fit(tab, capacity, static_cast<std::int64_t>(f.units.size()));
+    f.units.push_back(f.units.back() + fit.max_units);
+    f.work.push_back(f.work.back() + fit.max_work);
+  }
+  return f;
+}
+
+bool TemplateEvaluator::memory_floor_holds(const PipelineTemplate& t, std::int64_t mbs) {
+  const std::int64_t S = t.num_stages();
+  const auto U = static_cast<std::size_t>(ctx_.num_units());
+  const auto& w = unit_work();
+  double total = 0;
+  for (double v : w) total += v;
+  std::size_t units = 0;
+  double work = 0;
+  std::int64_t s = 0;
+  for (const StageGroup& g : t.groups) {
+    const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
+    const UnitTable& tab = *table(g.type, g.tp, mbs);
+    // The group's stages hold q = S - s down to S - s - count + 1 micro-batches; a stage holds
+    // no fewer units with fewer in flight, so the first holds the fewest.
+    const std::int64_t hi = S - s, lo = S - s - g.count + 1;
+    const FitSums& f = fit_sums(tab, type.capacity_bytes, hi);
+    const auto h = static_cast<std::size_t>(hi), l = static_cast<std::size_t>(lo);
+    if (f.units[h] == f.units[h - 1]) return false;  // a stage that holds no unit at all
+    units += f.units[h] - f.units[l - 1];
+    work += f.work[h] - f.work[l - 1];
+    s += g.count;
+  }
+  // The work summed by prefix differences: 1e-9 below the total still counts as holding it.
+  if (units < U || work < total * (1.0 - 1e-9)) return false;
+  return stages_can_reach(t, mbs);
+}
+
+void TemplateEvaluator::order_free_entry(const PipelineTemplate& t, Bounds& out) {
+  const auto& shared = order_free_options(t);
+  const auto S = static_cast<double>(t.num_stages());
+  const double shave = 1.0 - 1e-12;
+  for (const MicroBatchOption& o : shared) {
+    const auto mi = static_cast<std::size_t>(
+        std::find(ctx_.opt.micro_batch_sizes.begin(), ctx_.opt.micro_batch_sizes.end(), o.mbs) -
+        ctx_.opt.micro_batch_sizes.begin());
+    if (!stages_can_reach(t, o.mbs)) continue;
+    const UnitTable* front = table(t.groups.front().type, t.groups.front().tp, o.mbs);
+    const double sum = o.sum_ms + template_comm_ms(ctx_, t, front->boundary_bytes) * shave;
+    out.per_size[mi] =
+        MicroBatchOption{o.mbs, sum, std::max(o.max_ms, round_trip_slot_ms(sum, S) * shave)};
+    out.present.push_back(*out.per_size[mi]);
+  }
+}
+
+}  // namespace eth::search
