@@ -10,3 +10,4 @@ target_link_libraries(train_bench PRIVATE eth_train eth_data eth_cluster eth_ben
 target_compile_definitions(train_bench PRIVATE ETH_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
                                                ETH_BENCH_VENV="${CMAKE_CURRENT_BINARY_DIR}/torch-venv")
 eth_set_warnings(train_bench)
+eth_unity(train_bench)

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/json_file.h"
 #include "core/limits.h"
+#include "hf/config_check.h"
 
 namespace eth::hf {
 
@@ -30,23 +31,7 @@ void require_bool(const JsonCursor& c, const char* key, bool dflt, bool want,
 Gpt2Config parse_gpt2_config(const Json& j, const std::string& source) {
   const JsonCursor c(j, {"hf", source, ""});
   c.require_object();
-  if (c.find("quantization_config")) {
-    c.at("quantization_config")
-        .fail_detail("a quantized model: ETH converts unquantized F32, BF16 or F16 weights");
-  }
-  const JsonCursor mt = c.at("model_type");
-  if (mt.as_string() != "gpt2") {
-    mt.fail_detail("unsupported model_type \"" + message_text(mt.as_string(), 64) +
-                   "\": ETH converts \"gpt2\" (GPT2LMHeadModel)");
-  }
-  if (auto arch = c.find("architectures"); arch && !arch->value().is_null()) {
-    if (!arch->is_array() || arch->size() != 1) arch->fail("[\"GPT2LMHeadModel\"]");
-    const std::string a = (*arch)[0].as_string();
-    if (a != "GPT2LMHeadModel") {
-      (*arch)[0].fail_detail("unsupported architecture \"" + message_text(a, 64) +
-                             "\": ETH converts GPT2LMHeadModel");
-    }
-  }
+  check_hf_family(c, "gpt2", "GPT2LMHeadModel", "ETH converts \"gpt2\" (GPT2LMHeadModel)");
   if (auto act = c.find("activation_function"); act) {
     const std::string a = act->as_string();
     if (a != "gelu_new" && a != "gelu_pytorch_tanh") {

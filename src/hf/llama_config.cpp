@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/json_file.h"
 #include "core/limits.h"
+#include "hf/config_check.h"
 
 namespace eth::hf {
 
@@ -78,23 +79,7 @@ bool is_llama_family(const ModelSpec& m) {
 LlamaConfig parse_llama_config(const Json& j, const std::string& source) {
   const JsonCursor c(j, {"hf", source, ""});
   c.require_object();
-  if (c.find("quantization_config")) {
-    c.at("quantization_config")
-        .fail_detail("a quantized model: ETH converts unquantized F32, BF16 or F16 weights");
-  }
-  const JsonCursor mt = c.at("model_type");
-  if (mt.as_string() != "llama") {
-    mt.fail_detail("unsupported model_type \"" + message_text(mt.as_string(), 64) +
-                   "\": expected \"llama\" (LlamaForCausalLM)");
-  }
-  if (auto arch = c.find("architectures"); present(arch)) {
-    if (!arch->is_array() || arch->size() != 1) arch->fail("[\"LlamaForCausalLM\"]");
-    const std::string a = (*arch)[0].as_string();
-    if (a != "LlamaForCausalLM") {
-      (*arch)[0].fail_detail("unsupported architecture \"" + message_text(a, 64) +
-                             "\": ETH converts LlamaForCausalLM");
-    }
-  }
+  check_hf_family(c, "llama", "LlamaForCausalLM", "expected \"llama\" (LlamaForCausalLM)");
   if (auto act = c.find("hidden_act"); present(act) && act->as_string() != "silu") {
     act->fail_detail("unsupported activation \"" + message_text(act->as_string(), 64) +
                      "\": ETH's SwiGLU gates with silu");

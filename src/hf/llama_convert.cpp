@@ -5,10 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/atomic_file.h"
 #include "core/error.h"
+#include "hf/convert_io.h"
 #include "hf/tensor_check.h"
-#include "model/arithmetic.h"
 #include "train/checkpoint.h"
 
 namespace eth::hf {
@@ -16,8 +15,6 @@ namespace eth::hf {
 namespace {
 
 constexpr const char* kConfig = "config.json";
-constexpr const char* kWeights = "model.safetensors";
-constexpr const char* kIndex = "model.safetensors.index.json";
 
 // Old transformers saved the rotary frequencies as a buffer: not a parameter, recomputed.
 bool is_rotary_buffer(const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }
@@ -167,34 +164,13 @@ void load_llama(const LlamaSource& src, ModelState& state) {
 
 ConvertReport convert_llama_from_hf(const std::filesystem::path& dir,
                                     const std::filesystem::path& out, bool overwrite) {
-  std::error_code ec;
-  // A missing folder is created by the checkpoint writer, after every check has passed.
-  if (!out.has_parent_path() || std::filesystem::exists(out.parent_path(), ec)) {
-    check_output_file(out, "convert");
-  }
-  if (!overwrite && std::filesystem::exists(out, ec)) {
-    throw InputError("convert", out.string(), "", "exists; pass --force to overwrite it");
-  }
+  check_import_output(out, overwrite);
   const LlamaSource src = open_llama(dir);
   const ModelSpec& m = src.config.model;
   ModelState state(m, 0, m.num_units() - 1);
   load_llama(src, state);
-  CheckpointMeta meta;
-  meta.model = m;
-  meta.step = 0;
-  meta.schedule = Json::object();
-  meta.data = Json::object();
-  meta.run = Json{{"hf", {{"config", src.config.raw}, {"dtype", src.dtype}}}};
-  write_checkpoint(out, state, meta);
-  ConvertReport r;
-  r.model = m;
-  r.tied = m.tied_embeddings;
-  r.dtype = src.dtype.empty() ? "mixed" : src.dtype;
-  r.tensors = static_cast<std::int64_t>(src.tensors.size());
-  r.params = total_params(m);
-  r.inputs = src.weights->files();
-  r.outputs = {out};
-  return r;
+  return write_hf_import(out, state, src.config.raw, src.dtype, m.tied_embeddings,
+                         src.tensors.size(), src.weights->files());
 }
 
 ConvertReport convert_llama_to_hf(const std::filesystem::path& checkpoint,
@@ -206,64 +182,24 @@ ConvertReport convert_llama_to_hf(const std::filesystem::path& checkpoint,
     throw InputError("convert", checkpoint.string(), "model",
                      "not a Llama-family model (RMSNorm, rotary positions, SwiGLU, no biases)");
   }
-  Json base;
-  std::string recorded;
-  if (meta.run->is_object() && meta.run->contains("hf") && (*meta.run)["hf"].is_object()) {
-    const Json& h = (*meta.run)["hf"];
-    // Only a Llama config is a base: another family's fields would not describe this model.
-    if (h.contains("config") && h["config"].is_object() &&
-        h["config"].value("model_type", Json()) == "llama") {
-      base = h["config"];
-    }
-    if (h.contains("dtype") && h["dtype"].is_string()) recorded = h["dtype"].get<std::string>();
-  }
-  Dtype dtype = Dtype::F32;
-  if (dtype_arg == "auto") {
-    if (!recorded.empty()) parse_dtype(recorded, &dtype);
-  } else if (!parse_dtype(dtype_arg, &dtype)) {
-    throw InputError("convert", "--dtype", "", "expected auto, fp32, bf16 or fp16, got " +
-                                                   message_text(dtype_arg, 32));
-  }
-  std::error_code ec;
-  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
-    throw InputError("convert", dir.string(), "", "exists and is not a folder");
-  }
-  for (const char* f : {kConfig, kWeights, kIndex}) {
-    const auto p = dir / f;
-    if (std::filesystem::exists(p, ec) && (!overwrite || std::string(f) == kIndex)) {
-      throw InputError("convert", p.string(), "",
-                       std::string(f) == kIndex
-                           ? "a sharded index is in the way (loaders would read it instead of "
-                             "the new model.safetensors); remove it"
-                           : "exists; pass --force to overwrite it");
-    }
-  }
+  // Only a Llama config is a base: another family's fields would not describe this model.
+  const HfExportChoice choice = choose_hf_export(meta, dtype_arg, [](const Json& config) {
+    return config.is_object() && config.value("model_type", Json()) == "llama";
+  });
+  check_export_dir(dir, overwrite);
   ModelState state(m, 0, m.num_units() - 1);
   load_checkpoint(checkpoint, state);
   const std::vector<LlamaTensor> tensors = llama_tensors(m);
   std::vector<TensorOut> outs;
-  for (const LlamaTensor& t : tensors) outs.push_back({t.hf_name, dtype, t.hf_shape});
-  const char* torch_dtype =
-      dtype == Dtype::F32 ? "float32" : dtype == Dtype::BF16 ? "bfloat16" : "float16";
-  const Json config = llama_config_json(m, torch_dtype, base);
-  prepare_output_dir(dir, "convert");
-  write_safetensors(dir / kWeights, outs, {{"format", "pt"}},
-                    [&](std::size_t i, std::span<float> values) {
-                      const LlamaTensor& t = tensors[i];
-                      eth_to_llama(m, t,
-                                   state.params() + state.layout().offset(t.unit, t.tensor),
-                                   values.data());
-                    });
-  write_file_atomic(dir / kConfig, config.dump(2) + "\n", "convert");
-  ConvertReport r;
-  r.model = m;
-  r.tied = m.tied_embeddings;
-  r.dtype = dtype_name(dtype);
-  r.tensors = static_cast<std::int64_t>(tensors.size());
-  r.params = total_params(m);
-  r.inputs = {checkpoint};
-  r.outputs = {dir / kConfig, dir / kWeights};
-  return r;
+  for (const LlamaTensor& t : tensors) outs.push_back({t.hf_name, choice.dtype, t.hf_shape});
+  const Json config = llama_config_json(m, torch_dtype_name(choice.dtype), choice.base);
+  return write_hf_export(checkpoint, dir, m, m.tied_embeddings, choice.dtype, outs, config,
+                         [&](std::size_t i, std::span<float> values) {
+                           const LlamaTensor& t = tensors[i];
+                           eth_to_llama(m, t,
+                                        state.params() + state.layout().offset(t.unit, t.tensor),
+                                        values.data());
+                         });
 }
 
 }  // namespace eth::hf

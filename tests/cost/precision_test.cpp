@@ -11,7 +11,7 @@
 #include "cost/predictor.h"
 #include "search/cost_tables.h"
 
-namespace eth {
+namespace eth::precision_test {
 namespace {
 
 constexpr double kTol = 1e-9;
@@ -84,4 +84,4 @@ TEST(PrecisionModel, AProfileOfAnotherPrecisionThanTheRunIsRefused) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::precision_test

@@ -14,7 +14,7 @@
 #include "cost/fixture.h"
 #include "search/cost_tables.h"
 
-namespace eth {
+namespace eth::predictor_test {
 namespace {
 
 constexpr double kLat = 0.01;   // p2p latency, ms
@@ -506,4 +506,4 @@ TEST(Predictor, JsonCarriesTheHeadlineFigures) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::predictor_test

@@ -11,7 +11,7 @@
 #include "data/bpe_tokenizer.h"
 #include "test_util.h"
 
-namespace eth {
+namespace eth::bpe_tokenizer_io_test {
 namespace {
 
 const std::filesystem::path kDir = std::filesystem::path(ETH_TEST_DATA_DIR) / "tokenizer";
@@ -112,4 +112,4 @@ TEST(BpeBadInput, FilesThatAreNotJsonNameTheFile) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::bpe_tokenizer_io_test

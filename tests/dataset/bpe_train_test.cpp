@@ -16,7 +16,7 @@
 #include "data/bpe_tokenizer.h"
 #include "test_util.h"
 
-namespace eth {
+namespace eth::bpe_train_test {
 namespace {
 
 const std::filesystem::path kDir = std::filesystem::path(ETH_TEST_DATA_DIR) / "tokenizer";
@@ -131,4 +131,4 @@ TEST(BpeTrain, RefusesVocabulariesTooSmallAndBadSpecialTokens) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::bpe_train_test

@@ -9,9 +9,10 @@
 
 #include "core/json_file.h"
 #include "eth_run.h"
+#include "hf_cli_util.h"
 #include "test_util.h"
 
-namespace eth {
+namespace eth::hf_cli_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -22,30 +23,23 @@ TEST(HfCli, ConvertThenEvalGivesTransformersLoss) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string ckpt = (dir / "new" / "gpt2.safetensors").string();  // folder created
-  auto r = test::eth_cli("convert --from-hf '" + (kData / "gpt2_f32").string() + "' --out '" +
-                             ckpt + "' --format json",
-                         dir);
+  auto r = test::eth_convert_from_hf(kData / "gpt2_f32", ckpt, dir, " --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const Json conv = Json::parse(r.out);
   EXPECT_EQ(conv["model"]["layers"], 2);
   EXPECT_EQ(conv["tied_embeddings"], true);
-  r = test::eth_cli("eval --checkpoint '" + ckpt + "' --data '" + (kData / "batch.bin").string() +
-                        "' --seq-len 32 --batch 4 --format json",
-                    dir);
-  ASSERT_EQ(r.code, 0) << r.err;
-  const Json ev = Json::parse(r.out);
+  const Json ev = test::eth_eval_json(ckpt, kData / "batch.bin", dir);
+  ASSERT_FALSE(ev.is_null());
   const Json want = read_json_file(kData / "expected.json", "test");
   EXPECT_NEAR(ev["loss"].get<double>(), want["models"]["gpt2_f32"]["loss"].get<double>(), 1e-5);
   EXPECT_EQ(ev["tokens"], 128);
   EXPECT_NEAR(ev["perplexity"].get<double>(), std::exp(ev["loss"].get<double>()), 1e-9);
   // Converting again over the same file needs --force.
-  r = test::eth_cli("convert --from-hf '" + (kData / "gpt2_f32").string() + "' --out '" + ckpt + "'",
-                    dir);
+  r = test::eth_convert_from_hf(kData / "gpt2_f32", ckpt, dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--force"), std::string::npos) << r.err;
-  r = test::eth_cli("convert --to-hf --checkpoint '" + ckpt + "' --out '" + (dir / "back").string() +
-                        "'",
-                    dir);
+  r = test::eth_cli(
+      "convert --to-hf --checkpoint '" + ckpt + "' --out '" + (dir / "back").string() + "'", dir);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(fs::exists(dir / "back" / "model.safetensors"));
   EXPECT_TRUE(fs::exists(dir / "back" / "config.json"));
@@ -53,19 +47,9 @@ TEST(HfCli, ConvertThenEvalGivesTransformersLoss) {
 
 TEST(HfCli, BadInputExitsTwoNamingFileAndField) {
   const fs::path dir = test::scratch("hf_cli", "bad");
-  fs::remove_all(dir / "m");
-  fs::create_directories(dir / "m");
-  fs::copy_file(kData / "gpt2_f32" / "model.safetensors", dir / "m" / "model.safetensors");
-  Json cfg = read_json_file(kData / "gpt2_f32" / "config.json", "test");
-  cfg["n_head"] = 3;
-  test::write(dir / "m" / "config.json", cfg.dump());
-  auto r = test::eth_cli("convert --from-hf '" + (dir / "m").string() + "' --out '" +
-                             (dir / "x.safetensors").string() + "'",
-                         dir);
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find((dir / "m" / "config.json").string()), std::string::npos) << r.err;
+  auto r = test::expect_convert_refuses_config(kData / "gpt2_f32", dir,
+                                               [](Json& cfg) { cfg["n_head"] = 3; });
   EXPECT_NE(r.err.find("n_head"), std::string::npos) << r.err;
-  EXPECT_FALSE(fs::exists(dir / "x.safetensors"));
   r = test::eth_cli("convert --out x", dir);
   EXPECT_EQ(r.code, 1) << r.err;
   r = test::eth_cli("eval --checkpoint '" + (dir / "nope").string() + "' --data '" +
@@ -75,4 +59,4 @@ TEST(HfCli, BadInputExitsTwoNamingFileAndField) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::hf_cli_test

@@ -5,15 +5,14 @@
 
 #include <gtest/gtest.h>
 
-#include <functional>
-
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/json_file.h"
+#include "hf_test_util.h"
 #include "test_util.h"
 
-namespace eth::hf {
+namespace eth::hf::gpt2_config_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -33,16 +32,9 @@ TEST(HfConfig, FixtureGivesTheModelTransformersBuilt) {
   EXPECT_FALSE(u.tied);
 }
 
-struct Bad {
-  const char* what;
-  std::function<void(Json&)> edit;
-  const char* field;
-  const char* phrase;
-};
-
 TEST(HfConfig, RefusesWhatEthCannotComputeNamingTheField) {
   const Json base = read_json_file(kConfig, "hf");
-  const std::vector<Bad> cases = {
+  const std::vector<test::JsonRefusal> cases = {
       {"missing n_embd", [](Json& j) { j.erase("n_embd"); }, "n_embd", "missing"},
       {"missing vocab", [](Json& j) { j.erase("vocab_size"); }, "vocab_size", "missing"},
       {"n_head does not divide", [](Json& j) { j["n_head"] = 5; }, "n_head", "must divide n_embd"},
@@ -70,19 +62,9 @@ TEST(HfConfig, RefusesWhatEthCannotComputeNamingTheField) {
       {"tie not bool", [](Json& j) { j["tie_word_embeddings"] = 1; }, "tie_word_embeddings",
        "expected"},
   };
-  for (const Bad& c : cases) {
-    Json j = base;
-    c.edit(j);
-    try {
-      parse_gpt2_config(j, "cfg.json");
-      ADD_FAILURE() << c.what << ": accepted";
-    } catch (const InputError& e) {
-      EXPECT_EQ(e.source(), "cfg.json") << c.what;
-      EXPECT_EQ(e.path(), c.field) << c.what << ": " << e.what();
-      EXPECT_NE(std::string(e.what()).find(c.phrase), std::string::npos)
-          << c.what << ": " << e.what();
-    }
-  }
+  test::expect_json_refusals(base, cases, [](const Json& j, const std::string& source) {
+    return parse_gpt2_config(j, source);
+  });
 }
 
 TEST(HfConfig, AcceptsWhatDoesNotChangeTheFunction) {
@@ -115,4 +97,4 @@ TEST(HfConfig, ExportKeepsTheSourceFieldsAndStatesTheDimensions) {
 }
 
 }  // namespace
-}  // namespace eth::hf
+}  // namespace eth::hf::gpt2_config_test

@@ -7,9 +7,10 @@
 
 #include "core/json_file.h"
 #include "eth_run.h"
+#include "hf_cli_util.h"
 #include "test_util.h"
 
-namespace eth {
+namespace eth::llama_cli_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -20,23 +21,18 @@ TEST(LlamaCli, ConvertThenEvalGivesTransformersLoss) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string ckpt = (dir / "llama.safetensors").string();
-  auto r = test::eth_cli("convert --from-hf '" + (kData / "llama_bf16_tied").string() +
-                             "' --out '" + ckpt + "' --format json",
-                         dir);
+  auto r = test::eth_convert_from_hf(kData / "llama_bf16_tied", ckpt, dir, " --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const Json conv = Json::parse(r.out);
   EXPECT_EQ(conv["family"], "llama");
   EXPECT_EQ(conv["model"]["norm"], "rmsnorm");
   EXPECT_EQ(conv["tied_embeddings"], true);
   EXPECT_EQ(conv["dtype"], "BF16");
-  r = test::eth_cli("eval --checkpoint '" + ckpt + "' --data '" +
-                        (kData / "llama_batch.bin").string() +
-                        "' --seq-len 32 --batch 4 --format json",
-                    dir);
-  ASSERT_EQ(r.code, 0) << r.err;
+  const Json ev = test::eth_eval_json(ckpt, kData / "llama_batch.bin", dir);
+  ASSERT_FALSE(ev.is_null());
   const Json want = read_json_file(kData / "llama_expected.json", "test");
-  EXPECT_NEAR(Json::parse(r.out)["loss"].get<double>(),
-              want["models"]["llama_bf16_tied"]["loss"].get<double>(), 1e-5);
+  EXPECT_NEAR(ev["loss"].get<double>(), want["models"]["llama_bf16_tied"]["loss"].get<double>(),
+              1e-5);
   r = test::eth_cli("convert --to-hf --checkpoint '" + ckpt + "' --out '" +
                         (dir / "back").string() + "' --format json",
                     dir);
@@ -48,21 +44,12 @@ TEST(LlamaCli, ConvertThenEvalGivesTransformersLoss) {
 
 TEST(LlamaCli, BadInputExitsTwoNamingFileAndField) {
   const fs::path dir = test::scratch("hf_llama_cli", "bad");
-  fs::remove_all(dir / "m");
-  fs::create_directories(dir / "m");
-  fs::copy_file(kData / "llama_f32" / "model.safetensors", dir / "m" / "model.safetensors");
-  Json cfg = read_json_file(kData / "llama_f32" / "config.json", "test");
-  cfg["rope_parameters"] = {{"rope_type", "dynamic"}, {"rope_theta", 1e4}, {"factor", 2.0}};
-  test::write(dir / "m" / "config.json", cfg.dump());
-  auto r = test::eth_cli("convert --from-hf '" + (dir / "m").string() + "' --out '" +
-                             (dir / "x.safetensors").string() + "'",
-                         dir);
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find((dir / "m" / "config.json").string()), std::string::npos) << r.err;
+  const auto r = test::expect_convert_refuses_config(kData / "llama_f32", dir, [](Json& cfg) {
+    cfg["rope_parameters"] = {{"rope_type", "dynamic"}, {"rope_theta", 1e4}, {"factor", 2.0}};
+  });
   EXPECT_NE(r.err.find("rope_parameters"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("\"dynamic\""), std::string::npos) << r.err;
-  EXPECT_FALSE(fs::exists(dir / "x.safetensors"));
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::llama_cli_test

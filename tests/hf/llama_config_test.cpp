@@ -5,15 +5,14 @@
 
 #include <gtest/gtest.h>
 
-#include <functional>
-
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/json_file.h"
+#include "hf_test_util.h"
 #include "test_util.h"
 
-namespace eth::hf {
+namespace eth::hf::llama_config_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -69,16 +68,9 @@ TEST(LlamaConfig, ReadsTheOlderRotarySpellingAndTransformersDefaults) {
   EXPECT_EQ(parse_llama_config(j, "c").model, m);
 }
 
-struct Bad {
-  const char* what;
-  std::function<void(Json&)> edit;
-  const char* field;
-  const char* phrase;
-};
-
 TEST(LlamaConfig, RefusesWhatEthCannotComputeNamingTheField) {
   const Json base = read_json_file(kGqa, "hf");
-  const std::vector<Bad> cases = {
+  const std::vector<test::JsonRefusal> cases = {
       {"missing hidden", [](Json& j) { j.erase("hidden_size"); }, "hidden_size", "missing"},
       {"missing ffn", [](Json& j) { j.erase("intermediate_size"); }, "intermediate_size",
        "missing"},
@@ -121,19 +113,9 @@ TEST(LlamaConfig, RefusesWhatEthCannotComputeNamingTheField) {
        "expected"},
       {"string dim", [](Json& j) { j["hidden_size"] = "32"; }, "hidden_size", "an integer"},
   };
-  for (const Bad& c : cases) {
-    Json j = base;
-    c.edit(j);
-    try {
-      parse_llama_config(j, "cfg.json");
-      ADD_FAILURE() << c.what << ": accepted";
-    } catch (const InputError& e) {
-      EXPECT_EQ(e.source(), "cfg.json") << c.what;
-      EXPECT_EQ(e.path(), c.field) << c.what << ": " << e.what();
-      EXPECT_NE(std::string(e.what()).find(c.phrase), std::string::npos)
-          << c.what << ": " << e.what();
-    }
-  }
+  test::expect_json_refusals(base, cases, [](const Json& j, const std::string& source) {
+    return parse_llama_config(j, source);
+  });
 }
 
 TEST(LlamaConfig, ExportKeepsTheSourceAndReadsBackToTheSameModel) {
@@ -158,4 +140,4 @@ TEST(LlamaConfig, ExportKeepsTheSourceAndReadsBackToTheSameModel) {
 }
 
 }  // namespace
-}  // namespace eth::hf
+}  // namespace eth::hf::llama_config_test

@@ -1,6 +1,7 @@
-// The safetensors reader and writer: element conversions against formulas worked in double
-// (exhaustive over every 16-bit pattern), the fixtures transformers wrote read as it described
-// them, and every lie a header can tell refused naming the file and the field.
+// The safetensors reader and writer (hf/safetensors.cpp): element conversions against formulas
+// worked in double (exhaustive over every 16-bit pattern), the fixtures transformers wrote read as
+// it described them, and every lie a header can tell refused naming the file and the field. A
+// model folder's files (safetensors_model.cpp) are safetensors_model_test.cpp's.
 #include "hf/safetensors.h"
 
 #include <gtest/gtest.h>
@@ -15,24 +16,15 @@
 
 #include "core/error.h"
 #include "core/json_cursor.h"
+#include "hf_test_util.h"
 #include "test_util.h"
 
-namespace eth::hf {
+namespace eth::hf::safetensors_test {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kData = fs::path(ETH_TEST_DATA_DIR) / "hf";
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-void write_bytes(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(s.data(), static_cast<std::streamsize>(s.size()));
-}
+const fs::path kData = test::hf_data();
 
 // A safetensors file from a header text and a data section.
 std::string file_of(const std::string& header, const std::string& data) {
@@ -147,22 +139,6 @@ TEST(HfSafetensors, ReadsTheFixtureAsTransformersWroteIt) {
   }
 }
 
-TEST(HfSafetensors, ShardedIndexReadsTheSameTensors) {
-  const SafetensorsModel single(kData / "gpt2_f32");
-  const SafetensorsModel sharded(kData / "gpt2_f32_sharded");
-  EXPECT_FALSE(single.sharded());
-  EXPECT_TRUE(sharded.sharded());
-  EXPECT_GT(sharded.files().size(), 1u);
-  ASSERT_EQ(single.names(), sharded.names());
-  for (const std::string& n : single.names()) {
-    const auto count = static_cast<std::size_t>(single.find(n)->numel());
-    std::vector<float> x(count), y(count);
-    single.read_f32(n, x.data());
-    sharded.read_f32(n, y.data());
-    ASSERT_EQ(std::memcmp(x.data(), y.data(), count * 4), 0) << n;
-  }
-}
-
 TEST(HfSafetensors, WriterRoundTripsEveryDtype) {
   const fs::path dir = test::scratch("hf", "writer");
   const std::vector<TensorOut> ts = {
@@ -243,31 +219,21 @@ TEST(HfSafetensors, RefusesHeadersThatLieNamingFileAndField) {
   };
   for (const Lie& l : lies) {
     const fs::path p = dir / "lie.safetensors";
-    write_bytes(p, file_of(l.header, std::string(16, '\1')));
-    try {
-      SafetensorsFile f(p);
-      ADD_FAILURE() << l.what << ": accepted";
-    } catch (const InputError& e) {
-      EXPECT_EQ(e.source(), p.string()) << l.what;
-      if (*l.field) {
-        EXPECT_EQ(e.path(), l.field) << l.what << ": " << e.what();
-      }
-      EXPECT_NE(std::string(e.what()).find(l.phrase), std::string::npos)
-          << l.what << ": " << e.what();
-    }
+    test::write_bytes(p, file_of(l.header, std::string(16, '\1')));
+    test::expect_refused(l.what, [&] { SafetensorsFile f(p); }, p.string(), l.field, l.phrase);
   }
 }
 
 TEST(HfSafetensors, RefusesTruncatedFilesAtEveryLength) {
   const fs::path dir = test::scratch("hf", "truncated");
-  const std::string whole = read_bytes(kData / "gpt2_bf16" / "model.safetensors");
+  const std::string whole = test::read_bytes(kData / "gpt2_bf16" / "model.safetensors");
   const fs::path p = dir / "model.safetensors";
   std::uint64_t header = 0;
   std::memcpy(&header, whole.data(), 8);
   // Cuts inside the length field, the header, the first tensor and the last byte.
   for (std::size_t keep : {std::size_t{0}, std::size_t{5}, std::size_t{8}, std::size_t{8 + header / 2},
                            std::size_t{8 + header + 3}, whole.size() - 1}) {
-    write_bytes(p, whole.substr(0, keep));
+    test::write_bytes(p, whole.substr(0, keep));
     const std::string err = test::error_of([&] { SafetensorsFile f(p); });
     EXPECT_NE(err.find(p.string()), std::string::npos) << keep << ": " << err;
     EXPECT_TRUE(err.find("truncated") != std::string::npos ||
@@ -276,53 +242,5 @@ TEST(HfSafetensors, RefusesTruncatedFilesAtEveryLength) {
   }
 }
 
-TEST(HfSafetensors, RefusesIndexesThatDisagreeWithTheirShards) {
-  const fs::path src = kData / "gpt2_f32_sharded";
-  const std::string index = read_bytes(src / "model.safetensors.index.json");
-  const Json j = Json::parse(index);
-  struct Case {
-    const char* what;
-    std::function<void(Json&)> edit;
-    const char* field_part;
-    const char* phrase;
-  };
-  const std::vector<Case> cases = {
-      {"folder in name",
-       [](Json& x) { x["weight_map"]["transformer.wte.weight"] = "../model.safetensors"; },
-       "weight_map.transformer.wte.weight", "a shard file name"},
-      {"tensor the shard lacks", [](Json& x) { x["weight_map"]["transformer.extra"] =
-                                                  x["weight_map"]["transformer.wte.weight"]; },
-       "weight_map.transformer.extra", "does not hold the tensor"},
-      {"tensor mapped elsewhere",
-       [](Json& x) {
-         x["weight_map"].erase("transformer.wte.weight");
-       },
-       "weight_map.transformer.wte.weight", "maps it nowhere"},
-      {"missing shard",
-       [](Json& x) { x["weight_map"]["transformer.wte.weight"] = "nope.safetensors"; }, "",
-       "no such safetensors file"},
-  };
-  for (const Case& c : cases) {
-    const fs::path dir = test::scratch("hf", "index");
-    for (const auto& e : fs::directory_iterator(src)) {
-      fs::copy_file(e.path(), dir / e.path().filename(), fs::copy_options::overwrite_existing);
-    }
-    Json edited = j;
-    c.edit(edited);
-    write_bytes(dir / "model.safetensors.index.json", edited.dump());
-    try {
-      SafetensorsModel m(dir);
-      ADD_FAILURE() << c.what << ": accepted";
-    } catch (const InputError& e) {
-      if (*c.field_part) {
-        EXPECT_EQ(e.path(), c.field_part) << c.what << ": " << e.what();
-      }
-      EXPECT_NE(std::string(e.what()).find(c.phrase), std::string::npos)
-          << c.what << ": " << e.what();
-    }
-    fs::remove_all(dir);
-  }
-}
-
 }  // namespace
-}  // namespace eth::hf
+}  // namespace eth::hf::safetensors_test

@@ -1,7 +1,6 @@
-// bf16 <-> fp32 conversion known answers (ties to even, overflow, NaN, infinities, subnormals),
-// every conversion path against them bit for bit, CPU feature detection against
-// /proc/cpuinfo, and the dispatch decisions (conversion path, GEMM path, default precision,
-// missing build extensions) for the CPU kinds this project meets.
+// bf16 <-> fp32 conversion (cpu/bf16/convert.cpp): known answers (ties to even, overflow, NaN,
+// infinities, subnormals), every conversion path against them bit for bit, and the conversion
+// path chosen for each CPU kind this project meets.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,9 +16,10 @@
 #include "kernels/bf16.h"
 #include "kernels/cpu/bf16/convert.h"
 #include "kernels/cpu/bf16/gemm.h"
+#include "cpu_kinds.h"
 #include "kernels/cpu/cpu_features.h"
 
-namespace eth {
+namespace eth::bf16_convert_test {
 namespace {
 
 using cpu::bf16::ConvertIsa;
@@ -137,117 +137,15 @@ TEST(Bf16Convert, EveryPathGivesTheScalarBits) {
   EXPECT_EQ(bad, 0u) << "bulk widening";
 }
 
-// /proc/cpuinfo's flag names for the features we read with cpuid (the kernel reads the same
-// cpuid bits, and also checks that the OS enabled the register state).
-TEST(CpuFeatures, AgreeWithProcCpuinfo) {
-  std::ifstream f("/proc/cpuinfo");
-  if (!f) GTEST_SKIP() << "no /proc/cpuinfo";
-  std::string line;
-  std::set<std::string> flags;
-  while (std::getline(f, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream words(line.substr(line.find(':') + 1));
-    for (std::string w; words >> w;) flags.insert(w);
-    break;
-  }
-  ASSERT_FALSE(flags.empty());
-  const cpu::CpuFeatures c = cpu::detect_cpu_features();
-  EXPECT_EQ(c.avx2, flags.count("avx2") == 1);
-  EXPECT_EQ(c.fma, flags.count("fma") == 1);
-  EXPECT_EQ(c.avx512f, flags.count("avx512f") == 1);
-  EXPECT_EQ(c.avx512dq, flags.count("avx512dq") == 1);
-  EXPECT_EQ(c.avx512bw, flags.count("avx512bw") == 1);
-  EXPECT_EQ(c.avx512vl, flags.count("avx512vl") == 1);
-  EXPECT_EQ(c.avx512_bf16, flags.count("avx512_bf16") == 1);
-  EXPECT_EQ(c.amx_bf16, flags.count("amx_bf16") == 1);
-  EXPECT_FALSE(c.model.empty());
-  EXPECT_EQ(cpu::cpu_features().extensions(), c.extensions());
-}
-
-// The CPU kinds of shared/notes/machine-figures.md, plus the two other x86 cases the dispatch
-// must get right: AVX-512 without bf16 (Skylake-X) and AMX (Sapphire Rapids).
-cpu::CpuFeatures zen3() {
-  cpu::CpuFeatures f;
-  f.avx2 = f.fma = true;
-  return f;
-}
-cpu::CpuFeatures skylake_x() {
-  cpu::CpuFeatures f = zen3();
-  f.avx512f = f.avx512dq = f.avx512bw = f.avx512vl = true;
-  return f;
-}
-cpu::CpuFeatures zen5() {
-  cpu::CpuFeatures f = skylake_x();
-  f.avx512_bf16 = true;
-  return f;
-}
-cpu::CpuFeatures sapphire_rapids() {
-  cpu::CpuFeatures f = zen5();
-  f.amx_bf16 = true;
-  return f;
-}
-
-TEST(Bf16Dispatch, ChoosesByCpuKind) {
-  using cpu::Precision;
-  using cpu::bf16::GemmPath;
+TEST(Bf16Dispatch, ConvertIsaByCpuKind) {
+  using test::skylake_x;
+  using test::zen3;
+  using test::zen5;
   EXPECT_EQ(cpu::bf16::convert_isa_for(cpu::CpuFeatures{}), ConvertIsa::Scalar);
   EXPECT_EQ(cpu::bf16::convert_isa_for(zen3()), ConvertIsa::Avx2);
   EXPECT_EQ(cpu::bf16::convert_isa_for(skylake_x()), ConvertIsa::Avx2);
   EXPECT_EQ(cpu::bf16::convert_isa_for(zen5()), ConvertIsa::Avx512Bf16);
-
-  EXPECT_EQ(cpu::bf16::gemm_path_for(zen3()), GemmPath::Fp32Compute);
-  EXPECT_EQ(cpu::bf16::gemm_path_for(skylake_x()), GemmPath::Fp32Compute);
-  EXPECT_EQ(cpu::bf16::gemm_path_for(zen5()), GemmPath::OneDnn);
-  EXPECT_EQ(cpu::bf16::gemm_path_for(sapphire_rapids()), GemmPath::OneDnn);
-
-  EXPECT_EQ(cpu::default_precision(zen3()), Precision::Fp32);
-  EXPECT_EQ(cpu::default_precision(skylake_x()), Precision::Fp32);
-  EXPECT_EQ(cpu::default_precision(zen5()), Precision::Bf16);
-  EXPECT_EQ(cpu::precision_name(Precision::Bf16), "bf16");
-  EXPECT_EQ(cpu::precision_name(Precision::Fp32), "fp32");
-  EXPECT_EQ(zen5().extensions(), "avx2 fma avx512f avx512dq avx512bw avx512vl avx512_bf16");
-
-  // This CPU: the process-wide GEMM path starts at what it has (when the build can run it).
-  const GemmPath mine = cpu::bf16::gemm_path_for(cpu::cpu_features());
-  if (cpu::bf16::gemm_path_available(mine)) {
-    EXPECT_EQ(cpu::bf16::gemm_path(), mine);
-  }
-  EXPECT_TRUE(cpu::bf16::gemm_path_available(GemmPath::Fp32Compute));
-  // oneDNN 2.6 creates bf16 matmuls only with AVX-512 (native or emulated).
-  if (!cpu::cpu_features().avx512f) {
-    EXPECT_FALSE(cpu::bf16::gemm_path_available(GemmPath::OneDnn));
-  }
-}
-
-TEST(Bf16Dispatch, FallbackCanBeForcedAndRestored) {
-  using cpu::bf16::GemmPath;
-  const GemmPath saved = cpu::bf16::gemm_path();
-  cpu::bf16::set_gemm_path(GemmPath::Fp32Compute);
-  EXPECT_EQ(cpu::bf16::gemm_path(), GemmPath::Fp32Compute);
-  if (!cpu::bf16::gemm_path_available(GemmPath::OneDnn)) {
-    GTEST_FLAG_SET(death_test_style, "threadsafe");  // OpenMP threads may be running
-    EXPECT_DEATH(cpu::bf16::set_gemm_path(GemmPath::OneDnn), "not available");
-  }
-  cpu::bf16::set_gemm_path(saved);
-  EXPECT_EQ(cpu::bf16::gemm_path(), saved);
-}
-
-TEST(CpuFeatures, MissingBuildExtensions) {
-  // This binary was built on this machine (or for the baseline), so it runs here.
-  EXPECT_TRUE(cpu::missing_build_extensions(cpu::cpu_features()).empty());
-  // A CPU with everything loses nothing.
-  EXPECT_TRUE(cpu::missing_build_extensions(sapphire_rapids()).empty());
-#if ETH_TEST_KERNELS_NATIVE
-  // A native build on an AVX-512 machine cannot run on a Zen 3: it must say which extension.
-  if (cpu::cpu_features().avx512f) {
-    const auto missing = cpu::missing_build_extensions(zen3());
-    EXPECT_NE(std::find(missing.begin(), missing.end(), "avx512f"), missing.end());
-  }
-#else
-  // A portable build (-DETH_KERNELS_NATIVE=OFF) runs on anything.
-  EXPECT_TRUE(cpu::missing_build_extensions(cpu::CpuFeatures{}).empty());
-#endif
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::bf16_convert_test

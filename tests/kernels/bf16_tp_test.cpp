@@ -21,7 +21,7 @@
 #include "kernels/reference/encoder.h"
 #include "kernels/reference/matmul.h"
 
-namespace eth {
+namespace eth::bf16_tp_test {
 namespace {
 
 using test::expect_bf16_close;
@@ -178,4 +178,4 @@ TEST(Bf16VocabParallel, LossStatisticsOfTheShardsGiveTheWholeCrossEntropy) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::bf16_tp_test

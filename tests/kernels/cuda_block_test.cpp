@@ -28,7 +28,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/runtime.h"
 
-namespace eth {
+namespace eth::cuda_block_test {
 namespace {
 
 using test::VecB;
@@ -260,4 +260,4 @@ TEST(CudaBlock, LossAndEveryGradientMatchTheCpuBf16Kernels) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::cuda_block_test

@@ -40,7 +40,7 @@
 #include "kernels/emulated/api.h"
 #include "kernels/rng.h"
 
-namespace eth {
+namespace eth::emulated_kernels_test {
 namespace {
 
 using test::random_bf16_vec;
@@ -589,4 +589,4 @@ static_assert(HasInplace<CudaApi, float> && HasInplace<CudaApi, double>);
 static_assert(std::is_same_v<EmulatedApi::AttnDropout, cuda::AttnDropout>);
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::emulated_kernels_test

@@ -5,9 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 #include "kernels/cpu/bf16/gemm.h"
+
+namespace eth::cpu::bf16 {
+// gtest prints a failing test's parameter with this (found by argument-dependent lookup).
+inline void PrintTo(GemmPath p, std::ostream* os) { *os << gemm_path_name(p); }
+}  // namespace eth::cpu::bf16
 
 namespace eth::test {
 

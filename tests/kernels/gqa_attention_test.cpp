@@ -21,10 +21,11 @@
 #include "train/kernel_set.h"
 #include "train/kernel_set_bf16.h"
 
-namespace eth {
+namespace eth::gqa_attention_test {
 namespace {
 
 using cpu::bf16::QkvLayout;
+using test::bytes;
 using test::bf16_to_double;
 using test::expect_bf16_close;
 using test::expect_close;
@@ -131,13 +132,6 @@ double max_rel(const Vec& got, const Vec& want) {
     worst = std::max(worst, std::abs(got[i] - want[i]) / (1.0 + std::abs(want[i])));
   }
   return worst;
-}
-
-template <typename X>
-std::vector<std::uint8_t> bytes(const std::vector<X>& v) {
-  std::vector<std::uint8_t> b(v.size() * sizeof(X));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
 }
 
 class GqaAttention : public ::testing::Test {
@@ -286,17 +280,7 @@ TEST_F(GqaAttention, ThreadInvariant) {
     const auto [Pb, outb, db] = chain_bf16(QkvLayout::head_interleaved(C, NH, NKV), qkv, dout, NKV);
     return std::vector{bytes(P), bytes(out), bytes(d), bytes(Pb), bytes(outb), bytes(db)};
   };
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto one = run();
-  for (int threads : {2, 3}) {
-    omp_set_num_threads(threads);
-    const auto many = run();
-    for (std::size_t i = 0; i < one.size(); ++i) {
-      EXPECT_TRUE(one[i] == many[i]) << "output " << i << " differs at " << threads << " threads";
-    }
-  }
-  omp_set_num_threads(saved);
+  test::expect_thread_invariant("grouped-query attention", run);
 }
 
 // A micro-batch of one has fewer (batch, kv head) tasks than threads, so the backward kernels
@@ -372,4 +356,4 @@ TEST(GqaAttentionInput, BadHeadCountsAreRefused) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::gqa_attention_test

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -128,5 +130,61 @@ inline double reduction_tol(std::int64_t K) {
 }
 
 inline VecF nan_vec(std::size_t n) { return VecF(n, std::numeric_limits<float>::quiet_NaN()); }
+
+// An fp32 result of reductions of length K against its double twin: reduction_tol(K) relative,
+// and as much again times rms(want) absolute.
+inline void expect_reduction(const std::string& name, const VecF& got, const Vec& want,
+                             std::int64_t K) {
+  const double tol = reduction_tol(K);
+  expect_close(name, got, want, tol * rms(want), tol);
+}
+
+// The bytes of v, for comparisons bit for bit.
+template <typename X>
+std::vector<std::uint8_t> bytes(const std::vector<X>& v) {
+  std::vector<std::uint8_t> b(v.size() * sizeof(X));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// Runs `run` (which returns the bytes of every output it has) at 1, 2 and 3 threads and expects
+// the same bytes each time.
+inline void expect_thread_invariant(
+    const std::string& name, const std::function<std::vector<std::vector<std::uint8_t>>()>& run) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one = run();
+  for (int threads : {2, 3}) {
+    omp_set_num_threads(threads);
+    const auto many = run();
+    ASSERT_EQ(one.size(), many.size());
+    for (std::size_t i = 0; i < one.size(); ++i) {
+      EXPECT_TRUE(one[i] == many[i]) << name << ": output " << i << " differs at " << threads
+                                     << " threads";
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+// alpha op(A) op(B) in double, (M, Nc) dense, from operands stored with leading dimensions lda
+// and ldb (wider than their rows): the GEMM tests' reference, written out loop by loop.
+inline Vec naive_gemm(bool ta, bool tb, std::int64_t M, std::int64_t Nc, std::int64_t K,
+                      double alpha, const Vec& A, std::int64_t lda, const Vec& Bm,
+                      std::int64_t ldb) {
+  const auto at = [](std::int64_t i) { return static_cast<std::size_t>(i); };
+  Vec out(at(M * Nc));
+  for (std::int64_t i = 0; i < M; ++i) {
+    for (std::int64_t j = 0; j < Nc; ++j) {
+      double acc = 0;
+      for (std::int64_t k = 0; k < K; ++k) {
+        const double a = ta ? A[at(k * lda + i)] : A[at(i * lda + k)];
+        const double b = tb ? Bm[at(j * ldb + k)] : Bm[at(k * ldb + j)];
+        acc += a * b;
+      }
+      out[at(i * Nc + j)] = alpha * acc;
+    }
+  }
+  return out;
+}
 
 }  // namespace eth::test

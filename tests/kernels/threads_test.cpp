@@ -28,9 +28,11 @@
 #include "kernels/cpu/pointwise.h"
 #include "kernels/rng.h"
 
-namespace eth {
+namespace eth::threads_test {
 namespace {
 
+using test::bytes;
+using test::expect_thread_invariant;
 using test::random_vec;
 using test::to_float;
 using test::VecF;
@@ -38,32 +40,6 @@ using test::VecF;
 // C spans three 64-channel blocks so the channel-blocked reductions split between threads.
 constexpr std::int64_t B = 3, T = 70, C = 160, NH = 5, V = 50, N = B * T;
 constexpr auto sz = [](std::int64_t n) { return static_cast<std::size_t>(n); };
-
-// Runs `run` (which writes every output it has into `outputs`) at 1, 2 and 3 threads and
-// expects the same bytes each time.
-void expect_thread_invariant(const std::string& name,
-                             const std::function<std::vector<std::vector<std::uint8_t>>()>& run) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto one = run();
-  for (int threads : {2, 3}) {
-    omp_set_num_threads(threads);
-    const auto many = run();
-    ASSERT_EQ(one.size(), many.size());
-    for (std::size_t i = 0; i < one.size(); ++i) {
-      EXPECT_TRUE(one[i] == many[i]) << name << ": output " << i << " differs at " << threads
-                                     << " threads";
-    }
-  }
-  omp_set_num_threads(saved);
-}
-
-template <typename X>
-std::vector<std::uint8_t> bytes(const std::vector<X>& v) {
-  std::vector<std::uint8_t> b(v.size() * sizeof(X));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
 
 class ThreadInvariance : public ::testing::Test {
  protected:
@@ -256,4 +232,4 @@ TEST_F(ThreadInvariance, Bf16Kernels) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::threads_test

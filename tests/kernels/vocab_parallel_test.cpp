@@ -18,7 +18,7 @@
 #include "kernels/reference/encoder.h"
 #include "kernels/reference/vocab_parallel.h"
 
-namespace eth {
+namespace eth::vocab_parallel_test {
 namespace {
 
 using test::expect_close;
@@ -199,4 +199,4 @@ TEST(VocabParallel, FastCrossEntropyMatchesTheReferenceShardByShard) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::vocab_parallel_test

@@ -27,7 +27,7 @@
 
 #include "runtime_test_util.h"
 
-namespace eth {
+namespace eth::bf16_equivalence_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -159,4 +159,4 @@ TEST(Bf16Equivalence, ResumeUnderAnotherPlanAndInFp32) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::bf16_equivalence_test

@@ -12,7 +12,7 @@
 
 #include "runtime_test_util.h"
 
-namespace eth {
+namespace eth::llama_equivalence_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -109,4 +109,4 @@ TEST(LlamaEquivalence, ResumeUnderAnotherPlan) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::llama_equivalence_test

@@ -13,7 +13,7 @@
 #include "runtime_test_util.h"
 #include "sim/simulator.h"
 
-namespace eth {
+namespace eth::program_execution_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -234,4 +234,4 @@ TEST(ProgramExecution, ProgramsThatCannotRunAsWrittenAreRefusedBeforeAnyWork) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::program_execution_test

@@ -12,7 +12,7 @@
 
 #include "runtime_test_util.h"
 
-namespace eth {
+namespace eth::tied_equivalence_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -178,4 +178,4 @@ TEST(TiedEquivalence, ResumeUnderAnotherPlan) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::tied_equivalence_test

@@ -14,7 +14,7 @@
 
 #include "runtime_test_util.h"
 
-namespace eth {
+namespace eth::tp_equivalence_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -276,4 +276,4 @@ TEST(TpEquivalence, ResumeAcrossTpDegrees) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::tp_equivalence_test

@@ -12,7 +12,7 @@
 
 #include "schedule/validate.h"
 
-namespace eth {
+namespace eth::plan_schedules_test {
 namespace {
 
 bool any_contains(const std::vector<std::string>& v, const std::string& needle) {
@@ -128,4 +128,4 @@ TEST(PlanSchedules, HoldersThatDisagreeOnACollectiveAreRefused) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::plan_schedules_test

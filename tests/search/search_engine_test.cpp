@@ -22,7 +22,7 @@
 #include "search/engine.h"
 #include "search/planner.h"
 
-namespace eth {
+namespace eth::search_engine_test {
 namespace {
 
 // 8 blocks of hidden 256 (about 12.6 MB of static state per block): devices of 50-80 MB hold a
@@ -494,4 +494,4 @@ TEST(SearchEngine, NothingFitsIsExplained) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::search_engine_test

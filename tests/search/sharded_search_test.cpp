@@ -18,7 +18,7 @@
 #include "profile/analytic.h"
 #include "search/cost_tables.h"
 
-namespace eth {
+namespace eth::sharded_search_test {
 namespace {
 
 // 8 blocks of hidden 256 (units 0..9): about 12.6 MB of static state per block at 16 B/param.
@@ -171,4 +171,4 @@ TEST(ShardedSearch, FreedMemoryGivesAFasterPlan) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::sharded_search_test

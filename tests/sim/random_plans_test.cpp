@@ -13,7 +13,7 @@
 #include "sim/timeline_check.h"
 #include "sim_fixture.h"
 
-namespace eth {
+namespace eth::random_plans_test {
 namespace {
 
 using test::make_plan;
@@ -288,4 +288,4 @@ TEST(RandomPlans, PredictorChargesSlowTransfersOfTheSteadyState) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::random_plans_test

@@ -16,7 +16,7 @@
 #include "train/trainer.h"
 #include "train_test_util.h"
 
-namespace eth {
+namespace eth::bf16_train_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -233,4 +233,4 @@ TEST(Bf16Trainer, CheckpointsResumeAcrossPrecisionsInBothDirections) {
 }
 
 }  // namespace
-}  // namespace eth
+}  // namespace eth::bf16_train_test

@@ -40,6 +40,28 @@ double max_abs(const std::vector<T>& v) {
   return m;
 }
 
+// B samples of m's sequence drawn from `seed` (tokens) and `seed + 1` (targets), as one micro-batch
+// (which points into the vectors: not copyable).
+struct SeededBatch {
+  SeededBatch(const ModelSpec& m, std::int64_t B, std::uint64_t seed)
+      : tokens(test::random_tokens(seed, static_cast<std::size_t>(B * m.seq_len), m.vocab)),
+        targets(test::random_tokens(seed + 1, static_cast<std::size_t>(B * m.seq_len), m.vocab)),
+        mb(micro_batch(tokens, targets, B, m.seq_len)) {}
+  SeededBatch(const SeededBatch&) = delete;
+  SeededBatch& operator=(const SeededBatch&) = delete;
+  std::vector<std::int32_t> tokens, targets;
+  MicroBatch mb;
+};
+
+// One forward and backward of `sc` (gradients added to `g`); the loss.
+template <class K, typename P, typename G>
+double forward_backward(StageCompute<K>& sc, const P* params, G* g, const MicroBatch& mb) {
+  sc.forward(0, params, mb, nullptr, nullptr);
+  const double loss = sc.take_loss();
+  sc.backward(0, params, g, mb, nullptr, nullptr);
+  return loss;
+}
+
 // Initialized parameters in double, moved off the init's special values (norm weights 1) so
 // their gradients are checked at a general point.
 std::vector<double> perturbed_params(const ModelSpec& m, std::uint64_t seed) {
@@ -56,16 +78,13 @@ std::vector<double> perturbed_params(const ModelSpec& m, std::uint64_t seed) {
 // stage_test.cpp does for GPT).
 void expect_gradient_matches_finite_differences(const ModelSpec& m, float dropout) {
   const test::OneThread one_thread;
-  const std::int64_t B = 1, T = m.seq_len;
+  const std::int64_t B = 1;
   std::vector<double> p = perturbed_params(m, 7);
   std::vector<double> g(p.size(), 0.0);
-  const auto tokens = test::random_tokens(1, static_cast<std::size_t>(B * T), m.vocab);
-  const auto targets = test::random_tokens(2, static_cast<std::size_t>(B * T), m.vocab);
   StageCompute<RefKernels<double>> sc(m, whole_model(m, B, {}, dropout));
-  const MicroBatch mb = micro_batch(tokens, targets, B, T);
-  sc.forward(0, p.data(), mb, nullptr, nullptr);
-  sc.backward(0, p.data(), g.data(), mb, nullptr, nullptr);
-  (void)sc.take_loss();
+  const SeededBatch batch(m, B, 1);
+  const MicroBatch& mb = batch.mb;
+  (void)forward_backward(sc, p.data(), g.data(), mb);
   const double gmax = max_abs(g), h = 1e-5;
   double worst = 0;
   std::size_t worst_i = 0;
@@ -122,16 +141,10 @@ struct StageRun {
 template <class K, typename P>
 StageRun run_stage(const ModelSpec& m, const P* params, std::int64_t numel, RecomputeSet rc, float p,
         std::int64_t B) {
-  const std::int64_t T = m.seq_len;
-  const auto tokens = test::random_tokens(3, static_cast<std::size_t>(B * T), m.vocab);
-  const auto targets = test::random_tokens(4, static_cast<std::size_t>(B * T), m.vocab);
   StageCompute<K> sc(m, whole_model(m, B, rc, p));
   StageRun r;
   r.grads.assign(static_cast<std::size_t>(numel), 0.0f);
-  const MicroBatch mb = micro_batch(tokens, targets, B, T);
-  sc.forward(0, params, mb, nullptr, nullptr);
-  r.loss = sc.take_loss();
-  sc.backward(0, params, r.grads.data(), mb, nullptr, nullptr);
+  r.loss = forward_backward(sc, params, r.grads.data(), SeededBatch(m, B, 3).mb);
   r.held = sc.held_bytes_per_slot();
   for (std::int64_t u = 0; u < m.num_units(); ++u) {
     r.held_expected += sc.activation_bytes(u).held(rc);
@@ -142,19 +155,14 @@ StageRun run_stage(const ModelSpec& m, const P* params, std::int64_t numel, Reco
 TEST(LlamaStage, Fp32KernelsMatchTheDoubleReference) {
   const test::OneThread one_thread;
   const ModelSpec m = test::llama_tiny();
-  const std::int64_t B = 2, T = m.seq_len;
+  const std::int64_t B = 2;
   ModelState st(m, 0, m.num_units() - 1);
   st.init(11);
   const StageRun f = run_stage<CpuKernels>(m, st.params(), st.numel(), {}, 0.1f, B);
   const std::vector<double> p(st.params(), st.params() + st.numel());
   std::vector<double> g(p.size(), 0.0);
-  const auto tokens = test::random_tokens(3, static_cast<std::size_t>(B * T), m.vocab);
-  const auto targets = test::random_tokens(4, static_cast<std::size_t>(B * T), m.vocab);
   StageCompute<RefKernels<double>> ref(m, whole_model(m, B, {}, 0.1f));
-  const MicroBatch mb = micro_batch(tokens, targets, B, T);
-  ref.forward(0, p.data(), mb, nullptr, nullptr);
-  const double loss = ref.take_loss();
-  ref.backward(0, p.data(), g.data(), mb, nullptr, nullptr);
+  const double loss = forward_backward(ref, p.data(), g.data(), SeededBatch(m, B, 3).mb);
   // fp32 rounding (2^-24) through two blocks of sums over at most 256 terms: 1e-5 of the loss
   // and of the largest gradient element bound it with a wide margin; a wrong kernel is O(1).
   EXPECT_NEAR(f.loss, loss, 1e-5 * loss);
@@ -244,9 +252,7 @@ TpRun<K> run_tp2(const ModelSpec& m, const std::vector<typename K::Param>& p, co
     std::vector<P> w = p, mine(static_cast<std::size_t>(sc.layout().numel()));
     test::copy_rows(full, sc.layout(), w, mine, true);
     std::vector<typename K::Grad> g(mine.size(), 0);
-    sc.forward(0, mine.data(), mb, nullptr, nullptr);
-    const double loss = sc.take_loss();
-    sc.backward(0, mine.data(), g.data(), mb, nullptr, nullptr);
+    const double loss = forward_backward(sc, mine.data(), g.data(), mb);
     {
       std::lock_guard lock(mu);
       if (rank == 0) out.loss = loss;
@@ -275,16 +281,13 @@ TpRun<K> run_tp2(const ModelSpec& m, const std::vector<typename K::Param>& p, co
 TEST(LlamaStage, Tp2GqaStageMatchesTheDoubleReferenceAndFiniteDifferences) {
   const test::OneThread one_thread;
   const ModelSpec m = small_llama();  // 4 heads over 2 kv heads: one kv head per tp rank
-  const std::int64_t B = 2, T = m.seq_len;
+  const std::int64_t B = 2;
   const std::vector<double> p = perturbed_params(m, 7);
-  const auto tokens = test::random_tokens(1, static_cast<std::size_t>(B * T), m.vocab);
-  const auto targets = test::random_tokens(2, static_cast<std::size_t>(B * T), m.vocab);
-  const MicroBatch mb = micro_batch(tokens, targets, B, T);
+  const SeededBatch batch(m, B, 1);
+  const MicroBatch& mb = batch.mb;
   std::vector<double> want(p.size(), 0.0);
   StageCompute<RefKernels<double>> single(m, whole_model(m, B, {}, 0.1f));
-  single.forward(0, p.data(), mb, nullptr, nullptr);
-  const double want_loss = single.take_loss();
-  single.backward(0, p.data(), want.data(), mb, nullptr, nullptr);
+  const double want_loss = forward_backward(single, p.data(), want.data(), mb);
   const double gmax = max_abs(want);
   ASSERT_GT(gmax, 1e-3);
   // Finite differences on every tensor of every unit: both ranks' rows of the sharded tensors
@@ -314,15 +317,12 @@ TEST(LlamaStage, Tp2GqaStageMatchesTheDoubleReferenceAndFiniteDifferences) {
 TEST(LlamaStage, Tp2OfLlamaTinyEqualsOneProcessInFp32) {
   const test::OneThread one_thread;
   const ModelSpec m = test::llama_tiny();  // 4 heads, 2 kv heads, ffn 128, V 256
-  const std::int64_t B = 2, T = m.seq_len;
+  const std::int64_t B = 2;
   ModelState st(m, 0, m.num_units() - 1);
   st.init(13);
   const std::vector<float> p(st.params(), st.params() + st.numel());
   const StageRun one = run_stage<CpuKernels>(m, st.params(), st.numel(), {}, 0.1f, B);
-  const auto tokens = test::random_tokens(3, static_cast<std::size_t>(B * T), m.vocab);
-  const auto targets = test::random_tokens(4, static_cast<std::size_t>(B * T), m.vocab);
-  const MicroBatch mb = micro_batch(tokens, targets, B, T);
-  const TpRun<CpuKernels> tp = run_tp2<CpuKernels>(m, p, mb, 0.1f, {});
+  const TpRun<CpuKernels> tp = run_tp2<CpuKernels>(m, p, SeededBatch(m, B, 3).mb, 0.1f, {});
   // The same arithmetic up to the order of fp32 sums (partial products summed over ranks).
   EXPECT_NEAR(tp.loss, one.loss, 1e-6 * one.loss);
   const double gmax = max_abs(one.grads);

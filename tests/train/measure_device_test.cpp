@@ -29,6 +29,7 @@
 #include "train/precision_stage.h"
 #include "train/train_memory.h"
 #include "train/trainer.h"
+#include "measure_test_util.h"
 #include "train_test_util.h"
 
 namespace eth {
@@ -39,14 +40,7 @@ using test::eth_cli;
 using test::slurp;
 
 MeasureOptions on_emulated(std::int64_t mbs, std::int64_t seq) {
-  MeasureOptions o;
-  o.model = load_model("tiny");
-  o.micro_batch = mbs;
-  o.seq_len = seq;
-  o.threads = 1;
-  o.warmup = 0;
-  o.repeats = 1;
-  o.recompute_times = false;
+  MeasureOptions o = test::quick_measure(mbs, seq);
   o.precision = Precision::Bf16;
   o.device = ComputeDevice::Emulated;
   o.device_type = "emulated";
@@ -172,27 +166,11 @@ TEST(MeasureDevice, ToolWritesAnEmulatedProfileThatPlanValidateAndSimulateAccept
   EXPECT_EQ(db.lookup("emulated", 1, 2).entry.precision, Precision::Bf16);
 
   // Two emulated devices on one node; the type is no preset, so the file defines it.
-  const fs::path cluster = dir / "emu2.json", plan = dir / "plan.json";
+  const fs::path cluster = dir / "emu2.json";
   std::ofstream(cluster) << R"({"name": "emu2", "nodes": [{"device_type": "emulated", "devices": 2}],
     "inter_node_bandwidth_gbps": 100,
     "device_types": {"emulated": {"tflops": 1, "memory_gb": 4, "intra_node_bandwidth_gbps": 20}}})";
-  ASSERT_EQ(
-      eth_cli("plan --model tiny --cluster " + cluster.string() + " --profile " + prof.string() +
-                  " --seq 32 --gbs 8 --tp 1 --micro-batch-sizes 1,2 --out " + plan.string(),
-              dir)
-          .code,
-      0)
-      << slurp(err) << slurp(out);
-  ASSERT_TRUE(fs::exists(plan));
-  EXPECT_EQ(
-      eth_cli("validate --plan " + plan.string() + " --cluster " + cluster.string(), dir).code, 0)
-      << slurp(err) << slurp(out);
-  EXPECT_EQ(eth_cli("simulate --plan " + plan.string() + " --cluster " + cluster.string() +
-                        " --profile " + prof.string(),
-                    dir)
-                .code,
-            0)
-      << slurp(err) << slurp(out);
+  test::expect_measured_profile_plans(dir, cluster, prof, /*validate=*/true);
   // The device is no CPU: fp32 and neighbours there are refused by flag, nothing written.
   EXPECT_EQ(eth_cli("profile --measure --device emulated --precision fp32 --model tiny --out " +
                         (dir / "never").string(),

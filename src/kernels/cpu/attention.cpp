@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/cpu/attention_blocks.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/vec_math.h"
@@ -18,7 +19,8 @@
 namespace eth::cpu {
 namespace {
 
-constexpr std::int64_t kRowBlock = 64;
+using attention_detail::for_kv_row_blocks;
+using attention_detail::kRowBlock;
 
 // Where query head h and kv head g sit in a token's row of qkv, ld columns wide.
 struct Gqa {
@@ -39,28 +41,6 @@ struct Gqa {
 // Zeroes the strict upper triangle of a T x T matrix.
 void zero_upper(float* m, std::int64_t T) {
   for (std::int64_t t = 0; t + 1 < T; ++t) std::fill(m + t * T + t + 1, m + (t + 1) * T, 0.0f);
-}
-
-// Runs body(b, g, r0) over every (batch, kv head) task and its row blocks r0 in order: one
-// OpenMP task per (batch, kv head) when there are at least as many as threads, else one per
-// row block too (a micro-batch of one under grouped-query attention has only NKV tasks). The
-// row blocks of dK, dV and dPd are independent and each GEMM runs on one thread, so the bytes
-// do not depend on the split.
-template <typename Body>
-void for_kv_row_blocks(std::int64_t B, std::int64_t NKV, std::int64_t T, const Body& body) {
-  const std::int64_t tasks = B * NKV, blocks = (T + kRowBlock - 1) / kRowBlock;
-  if (tasks >= max_threads() || blocks == 1) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t bg = 0; bg < tasks; ++bg) {
-      for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) body(bg / NKV, bg % NKV, r0);
-    }
-    return;
-  }
-#pragma omp parallel for schedule(dynamic)
-  for (std::int64_t i = 0; i < tasks * blocks; ++i) {
-    const std::int64_t bg = i / blocks;
-    body(bg / NKV, bg % NKV, i % blocks * kRowBlock);
-  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 // mask, bit for bit); the softmax sum and lse are of the undropped P, as on the CPU.
 #include <cmath>
 
+#include "kernels/cuda/attention_args.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/philox.h"
@@ -28,21 +29,8 @@ using launch::kAttnRowsPerWarp;
 using launch::kAttnWarps;
 constexpr int R = kAttnRowsPerWarp;
 
-struct Geometry {
-  std::int64_t T, C, NH, hs;
-  std::int64_t W;            // qkv row width, C + 2 NKV hs
-  launch::QkvGroups groups;  // where each head's columns sit in a qkv row
-  float scale;               // 1 / sqrt(hs)
-};
-
-struct Drop {
-  std::uint64_t seed;
-  std::int64_t step, unit;
-  std::uint16_t op;
-  std::uint32_t threshold;
-  float keep_scale;  // 1 / (1 - p); 0 when p = 0 (no dropout)
-  std::int64_t sample0, head0;
-};
+using Geometry = launch::AttnGeometry;
+using Drop = launch::AttnDrop;
 
 // 1/(1-p) if element (b, h, i, j) is kept, else 0; 1 without dropout.
 __device__ __forceinline__ float drop_factor(const Drop& d, const Geometry& g, std::int64_t b,
@@ -313,28 +301,14 @@ Geometry geometry(std::int64_t T, std::int64_t C, std::int64_t NH, std::int64_t 
   if (NKV <= 0 || NH % NKV != 0) {
     throw CudaError("[cuda] attention: the kv heads NKV must divide the query heads NH");
   }
-  const std::int64_t hs = C / NH;
-  return {T,
-          C,
-          NH,
-          hs,
-          C + 2 * NKV * hs,
-          launch::QkvGroups{hs, NH / NKV},
-          static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))};
+  return launch::attn_geometry(T, C, NH, NKV);
 }
 
 Drop drop_args(const AttnDropout& d) {
   if (!(d.p >= 0.0f && d.p < 1.0f)) {
     throw CudaError("[cuda] attention: dropout probability must be in [0, 1)");
   }
-  return {d.stream.seed,
-          d.stream.step,
-          d.stream.unit,
-          static_cast<std::uint16_t>(d.stream.op),
-          philox::dropout_threshold(d.p),
-          d.p > 0.0f ? 1.0f / (1.0f - d.p) : 0.0f,
-          d.sample0,
-          d.head0};
+  return launch::attn_drop(d);
 }
 
 // Instantiates kernel<D> for the head size's chunk count and launches it.

@@ -23,72 +23,16 @@ class CudaError : public std::runtime_error {
   explicit CudaError(const std::string& message) : std::runtime_error(message) {}
 };
 
-// True when this build has the CUDA backend (ETH_CUDA=ON).
-bool compiled();
-// GPUs the driver reports; 0 without a driver, without a GPU, or in a build without CUDA (never
-// throws: the CLI asks before any work).
-int device_count();
-// Why device_count() is 0, in words ("built without CUDA", "no CUDA driver: ...",
-// "no GPU: ..."); empty when there is a GPU.
-std::string unavailable_reason();
-
-struct DeviceInfo {
-  std::string name;                 // "NVIDIA H200"
-  int major = 0, minor = 0;         // compute capability
-  int multiprocessors = 0;
-  double memory_bytes = 0;          // total global memory
-  double memory_free_bytes = 0;     // free now
-};
-// The current device of the calling thread. CudaError without one.
-DeviceInfo device_info();
-// Makes `device` the calling thread's current device (NCCL ranks: one GPU each).
-void set_device(int device);
-
-// Device memory (cudaMalloc: plain allocations, never managed memory). alloc(0) is nullptr.
-void* alloc(std::size_t bytes);
-void free(void* p) noexcept;
-// Copies on the calling thread's stream; each returns once the copy is complete, so host memory
-// may be reused at once (the transfers ETH does per step are small: tokens, losses).
-void copy_to_device(void* dst, const void* src, std::size_t bytes);
-void copy_to_host(void* dst, const void* src, std::size_t bytes);
-// Device to device, asynchronous on the calling thread's stream (ordered with its kernels).
-void copy_on_device(void* dst, const void* src, std::size_t bytes);
-void memset_zero(void* p, std::size_t bytes);  // asynchronous, like copy_on_device
-// Waits for everything the calling thread queued on its stream; throws CudaError for any
-// failure of it (an asynchronous kernel error surfaces here).
-void synchronize();
-
-// One device allocation of `n` elements of T, owned: freed when the buffer goes, movable, not
-// copyable (the stage arenas and the tests hold device memory only through this). Not
-// initialized; zero() queues a memset on the calling thread's stream.
-template <typename T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t n) : ptr_(static_cast<T*>(alloc(n * sizeof(T)))), size_(n) {}
-  ~DeviceBuffer() { free(ptr_); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) {
-      free(ptr_);
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      size_ = std::exchange(o.size_, 0);
-    }
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  T* data() { return ptr_; }
-  const T* data() const { return ptr_; }
-  std::size_t size() const { return size_; }
-  std::size_t bytes() const { return size_ * sizeof(T); }
-  void zero() { memset_zero(ptr_, bytes()); }
-
- private:
-  T* ptr_ = nullptr;
-  std::size_t size_ = 0;
-};
+// The shared runtime interface (compiled, device_count, unavailable_reason, DeviceInfo,
+// device_info, set_device, alloc, free, the copies, memset_zero, synchronize, DeviceBuffer). On
+// CUDA: compiled() is ETH_CUDA=ON; device_count() is 0 without a driver, without a GPU, or in a
+// build without CUDA; unavailable_reason() says which ("built without CUDA", "no CUDA driver:
+// ...", "no GPU: ..."); DeviceInfo names the GPU ("NVIDIA H200") and its compute capability;
+// device_info() throws CudaError without a device; set_device() picks the thread's GPU (NCCL
+// ranks: one each); alloc is cudaMalloc (plain allocations, never managed memory); the copies run
+// on the calling thread's stream (the transfers ETH does per step are small: tokens, losses),
+// copy_on_device and memset_zero asynchronously; synchronize() throws CudaError for any failure
+// of what the thread queued (an asynchronous kernel error surfaces there).
+#include "kernels/device_runtime.inc"
 
 }  // namespace eth::cuda

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/cpu/vec_math.h"
+#include "kernels/cuda/attention_args.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/emulated/check.h"
 #include "kernels/emulated/kernels.h"
@@ -30,23 +31,10 @@ namespace {
 using cpu::exp_approx;
 
 constexpr std::int64_t kKeyBlock = 64;
-constexpr std::int64_t kMaxHead = 128;  // cuda/launch.h's kAttnMaxHead
+constexpr std::int64_t kMaxHead = cuda::launch::kAttnMaxHead;
 
-struct Geometry {
-  std::int64_t T, C, NH, hs;
-  std::int64_t W;                  // qkv row width, C + 2 NKV hs
-  cuda::launch::QkvGroups groups;  // where each head's columns sit in a qkv row
-  float scale;                     // 1 / sqrt(hs)
-};
-
-struct Drop {
-  std::uint64_t seed;
-  std::int64_t step, unit;
-  std::uint16_t op;
-  std::uint32_t threshold;
-  float keep_scale;  // 1 / (1 - p); 0 when p = 0 (no dropout)
-  std::int64_t sample0, head0;
-};
+using Geometry = cuda::launch::AttnGeometry;
+using Drop = cuda::launch::AttnDrop;
 
 Geometry geometry(const char* fn, std::int64_t T, std::int64_t C, std::int64_t NH,
                   std::int64_t NKV) {
@@ -58,26 +46,12 @@ Geometry geometry(const char* fn, std::int64_t T, std::int64_t C, std::int64_t N
     throw EmuError(std::string("[emulated] ") + fn +
                    ": the kv heads NKV must divide the query heads NH");
   }
-  const std::int64_t hs = C / NH;
-  return {T,
-          C,
-          NH,
-          hs,
-          C + 2 * NKV * hs,
-          cuda::launch::QkvGroups{hs, NH / NKV},
-          static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))};
+  return cuda::launch::attn_geometry(T, C, NH, NKV);
 }
 
 Drop drop_args(const char* fn, const AttnDropout& d) {
   detail::dropout_p(fn, d.p);
-  return {d.stream.seed,
-          d.stream.step,
-          d.stream.unit,
-          static_cast<std::uint16_t>(d.stream.op),
-          philox::dropout_threshold(d.p),
-          d.p > 0.0f ? 1.0f / (1.0f - d.p) : 0.0f,
-          d.sample0,
-          d.head0};
+  return cuda::launch::attn_drop(d);
 }
 
 // z[jj] = 1/(1-p) if element (b, h, i, j0 + jj) is kept, else 0, for jj in [0, n); 1 without

@@ -47,33 +47,16 @@ class DeviceScope {
   DeviceScope& operator=(const DeviceScope&) = delete;
 };
 
-// Always true / 1 / "": the emulated device is built into every build.
-bool compiled();
-int device_count();
-std::string unavailable_reason();
-
-struct DeviceInfo {
-  std::string name;             // "ETH emulated GPU (host CPU)"
-  int major = 0, minor = 0;     // 0.0: no compute capability
-  int multiprocessors = 0;      // the OpenMP threads the kernels use
-  double memory_bytes = 0;      // the host's physical memory
-  double memory_free_bytes = 0; // that less the device memory allocated now
-};
-DeviceInfo device_info();
-// Only device 0 exists; EmuError for any other.
-void set_device(int device);
-
-// Device memory (the arena). alloc(0) is nullptr; free(nullptr) does nothing. free() of a
-// pointer alloc did not return is our bug (std::terminate, as free is noexcept).
-void* alloc(std::size_t bytes);
-void free(void* p) noexcept;
-// Copies; each checks that its device side lies inside one allocation (EmuError otherwise), and
-// that its host side is not device memory.
-void copy_to_device(void* dst, const void* src, std::size_t bytes);
-void copy_to_host(void* dst, const void* src, std::size_t bytes);
-void copy_on_device(void* dst, const void* src, std::size_t bytes);
-void memset_zero(void* p, std::size_t bytes);
-void synchronize();
+// The shared runtime interface (kernels/device_runtime.inc, as cuda/runtime.h's). Here:
+// compiled() is always true, device_count() 1 and unavailable_reason() "" (the emulated device is
+// built into every build); DeviceInfo's name is "ETH emulated GPU (host CPU)", its compute
+// capability 0.0, its multiprocessors the OpenMP threads the kernels use, its memory the host's
+// physical memory (free: that less the device memory allocated now); only device 0 exists
+// (set_device: EmuError for any other); alloc and free use the arena, and free() of a pointer
+// alloc did not return is our bug (std::terminate, as free is noexcept); each copy checks that
+// its device side lies inside one allocation (EmuError otherwise) and that its host side is not
+// device memory.
+#include "kernels/device_runtime.inc"
 
 // Whether [p, p + bytes) lies inside one live allocation (bytes = 0: p is inside or one past
 // the end of one). For the device layer's argument checks and for tests.
@@ -81,36 +64,5 @@ bool is_device_memory(const void* p, std::size_t bytes = 0);
 // Device bytes allocated now (alignment included), and the virtual bytes the arena holds.
 std::size_t allocated_bytes();
 std::size_t reserved_bytes();
-
-// One device allocation of `n` elements of T, owned (cuda::DeviceBuffer's twin).
-template <typename T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t n) : ptr_(static_cast<T*>(alloc(n * sizeof(T)))), size_(n) {}
-  ~DeviceBuffer() { free(ptr_); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) {
-      free(ptr_);
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      size_ = std::exchange(o.size_, 0);
-    }
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  T* data() { return ptr_; }
-  const T* data() const { return ptr_; }
-  std::size_t size() const { return size_; }
-  std::size_t bytes() const { return size_ * sizeof(T); }
-  void zero() { memset_zero(ptr_, bytes()); }
-
- private:
-  T* ptr_ = nullptr;
-  std::size_t size_ = 0;
-};
 
 }  // namespace eth::emu

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/attention_blocks.h"
 #include "kernels/cpu/bf16/gemm.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/vec_math.h"
@@ -17,7 +18,8 @@
 namespace eth::cpu::bf16 {
 namespace {
 
-constexpr std::int64_t kRowBlock = 64;
+using attention_detail::for_kv_row_blocks;
+using attention_detail::kRowBlock;
 
 std::int64_t head_size(std::int64_t C, std::int64_t NH) {
   ETH_CHECK(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");
@@ -45,26 +47,6 @@ struct Heads {
   std::int64_t k(std::int64_t g) const { return g * (L.kv_head != 0 ? L.kv_head : L.head) + L.k; }
   std::int64_t v(std::int64_t g) const { return g * (L.kv_head != 0 ? L.kv_head : L.head) + L.v; }
 };
-
-// Runs body(b, g, r0) over every (batch, kv head) task and its row blocks r0 in order: one
-// OpenMP task per (batch, kv head) when there are at least as many as threads, else one per
-// row block too (as cpu/attention.cpp; the bytes do not depend on the split).
-template <typename Body>
-void for_kv_row_blocks(std::int64_t B, std::int64_t NKV, std::int64_t T, const Body& body) {
-  const std::int64_t tasks = B * NKV, blocks = (T + kRowBlock - 1) / kRowBlock;
-  if (tasks >= max_threads() || blocks == 1) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t bg = 0; bg < tasks; ++bg) {
-      for (std::int64_t r0 = 0; r0 < T; r0 += kRowBlock) body(bg / NKV, bg % NKV, r0);
-    }
-    return;
-  }
-#pragma omp parallel for schedule(dynamic)
-  for (std::int64_t i = 0; i < tasks * blocks; ++i) {
-    const std::int64_t bg = i / blocks;
-    body(bg / NKV, bg % NKV, i % blocks * kRowBlock);
-  }
-}
 
 // The fp32 score tile of one row block, per thread: grown once to kRowBlock x T, then reused.
 float* score_tile(std::int64_t T) {

@@ -2,7 +2,8 @@
 // after import, ETH's forward gives the loss transformers computed on the fixture batch (which
 // only holds if every tensor, the qkv permutation and the transposes land right); export of an
 // import reproduces every tensor bit for bit; single and sharded files give one checkpoint;
-// eval's batching gives the mean of per-window losses; bad folders are refused by name.
+// eval's batching gives the mean of per-window losses; bad folders are refused by name; the
+// tensor mapping itself places every value as gpt2_convert.h's table says.
 #include "hf/gpt2_convert.h"
 
 #include <gtest/gtest.h>
@@ -17,24 +18,15 @@
 #include "core/json_file.h"
 #include "data/sampler.h"
 #include "hf/evaluate.h"
+#include "hf_test_util.h"
 #include "test_util.h"
 #include "train/precision_stage.h"
 
-namespace eth::hf {
+namespace eth::hf::gpt2_convert_test {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kData = fs::path(ETH_TEST_DATA_DIR) / "hf";
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-const Json& expected() {
-  static const Json j = read_json_file(kData / "expected.json", "test");
-  return j;
-}
+const fs::path kData = test::hf_data();
 
 fs::path converted(const std::string& model) {
   const fs::path dir = test::scratch("hf", "convert");
@@ -48,14 +40,52 @@ double eval_loss(const fs::path& ckpt, Precision p, std::int64_t batch, std::int
   ModelState state(meta.model, 0, meta.model.num_units() - 1, 1, 0, p);
   load_checkpoint(ckpt, state);
   EvalConfig cfg;
-  cfg.seq_len = expected()["seq_len"].get<std::int64_t>();
+  cfg.seq_len = test::hf_expected("expected.json")["seq_len"].get<std::int64_t>();
   cfg.batch = batch;
   cfg.max_batches = batches;
   return evaluate(state, TokenFile::open(kData / "batch.bin"), cfg).loss;
 }
 
 double fixture_loss(const std::string& model, const char* key = "loss") {
-  return expected()["models"][model][key].get<double>();
+  return test::hf_expected("expected.json")["models"][model][key].get<double>();
+}
+
+// The mapping alone, against gpt2_convert.h's table worked out here: Conv1D weights (in, out)
+// transposed where ETH stores (out, in), c_attn's columns [q; k; v] to head-interleaved rows
+// h*3hs + p*hs + d, everything else as is; and back to the same bits.
+TEST(HfConvert, MappingPlacesEveryValueAsTheTableSays) {
+  ModelSpec m;
+  m.name = "map";
+  m.layers = 1;
+  m.hidden = 6;
+  m.heads = 2;  // hs 3
+  m.seq_len = 4;
+  m.vocab = 5;
+  m.ffn = 8;
+  const std::int64_t C = m.hidden, hs = m.head_dim();
+  auto interleaved_row = [&](std::int64_t col) {
+    const std::int64_t part = col / C, head = (col % C) / hs, d = col % hs;
+    return head * 3 * hs + part * hs + d;
+  };
+  for (const Gpt2Tensor& t : gpt2_tensors(m, false)) {
+    std::int64_t n = 1;
+    for (std::int64_t d : t.hf_shape) n *= d;
+    std::vector<float> hf(static_cast<std::size_t>(n)), eth(hf.size(), -1.0f), back(hf.size());
+    for (std::size_t i = 0; i < hf.size(); ++i) hf[i] = static_cast<float>(i);
+    gpt2_to_eth(m, t, hf.data(), eth.data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::int64_t e = i;  // where HF element i lands in ETH's tensor
+      const std::int64_t rows = t.hf_shape[0], cols = t.hf_shape.size() > 1 ? t.hf_shape[1] : 1;
+      if (t.map == Gpt2Tensor::Map::Transpose) e = (i % cols) * rows + i / cols;
+      if (t.map == Gpt2Tensor::Map::Qkv) {
+        e = t.hf_shape.size() == 1 ? interleaved_row(i) : interleaved_row(i % cols) * C + i / cols;
+      }
+      ASSERT_EQ(eth[static_cast<std::size_t>(e)], hf[static_cast<std::size_t>(i)])
+          << t.hf_name << " element " << i;
+    }
+    eth_to_gpt2(m, t, eth.data(), back.data());
+    EXPECT_EQ(back, hf) << t.hf_name;
+  }
 }
 
 TEST(HfConvert, Fp32LossEqualsTransformers) {
@@ -89,7 +119,7 @@ TEST(HfConvert, ShardedAndSingleFilesGiveTheSameCheckpoint) {
   const fs::path a = converted("gpt2_f32");
   const fs::path dir = test::scratch("hf", "sharded");
   convert_from_hf(kData / "gpt2_f32_sharded", dir / "s.safetensors", true);
-  EXPECT_EQ(read_bytes(a), read_bytes(dir / "s.safetensors"));
+  EXPECT_EQ(test::read_bytes(a), test::read_bytes(dir / "s.safetensors"));
 }
 
 // Files saved from a bare GPT2Model (the original OpenAI conversion) name tensors without the
@@ -115,27 +145,8 @@ TEST(HfConvert, ReadsUnprefixedNamesAndSkipsMaskBuffers) {
                       }
                     });
   convert_from_hf(dir, dir / "ckpt.safetensors", false);
-  EXPECT_EQ(read_bytes(dir / "ckpt.safetensors"), read_bytes(converted("gpt2_f32")));
-}
-
-// Every tensor of `b` has the name, dtype, shape and bytes of `a`'s (and no other).
-void expect_same_tensors(const fs::path& a, const fs::path& b) {
-  const SafetensorsModel x(a), y(b);
-  ASSERT_EQ(x.names(), y.names());
-  for (const std::string& n : x.names()) {
-    const TensorInfo* tx = x.find(n);
-    const TensorInfo* ty = y.find(n);
-    EXPECT_EQ(tx->dtype, ty->dtype) << n;
-    EXPECT_EQ(tx->shape, ty->shape) << n;
-    const std::size_t bytes = tx->end - tx->begin;
-    ASSERT_EQ(bytes, ty->end - ty->begin) << n;
-    // Compare the stored bytes, not decoded floats: NaN payloads and -0 count too.
-    const std::string fx = read_bytes(x.file_of(n)), fy = read_bytes(y.file_of(n));
-    std::uint64_t hx = 0, hy = 0;
-    std::memcpy(&hx, fx.data(), 8);
-    std::memcpy(&hy, fy.data(), 8);
-    EXPECT_EQ(fx.compare(8 + hx + tx->begin, bytes, fy, 8 + hy + ty->begin, bytes), 0) << n;
-  }
+  EXPECT_EQ(test::read_bytes(dir / "ckpt.safetensors"),
+            test::read_bytes(converted("gpt2_f32")));
 }
 
 TEST(HfConvert, ExportOfAnImportReproducesEveryTensorBitForBit) {
@@ -145,7 +156,7 @@ TEST(HfConvert, ExportOfAnImportReproducesEveryTensorBitForBit) {
     fs::remove_all(out);
     const ConvertReport r = convert_to_hf(ckpt, out, "auto", false);
     EXPECT_EQ(r.tied, model != "gpt2_f16_untied") << model;
-    expect_same_tensors(kData / model, out);
+    test::expect_same_tensors(kData / model, out);
     const Json src = read_json_file(kData / model / "config.json", "test");
     const Json got = read_json_file(out / "config.json", "test");
     EXPECT_EQ(got, src) << model;  // every field kept, dimensions and dtype unchanged
@@ -156,7 +167,7 @@ TEST(HfConvert, ExportOfAnImportReproducesEveryTensorBitForBit) {
   const fs::path dir = test::scratch("hf", "sharded_src");
   convert_from_hf(kData / "gpt2_f32_sharded", dir / "s.safetensors", true);
   convert_to_hf(dir / "s.safetensors", out, "auto", false);
-  expect_same_tensors(kData / "gpt2_f32_sharded", out);
+  test::expect_same_tensors(kData / "gpt2_f32_sharded", out);
 }
 
 TEST(HfConvert, ExportUntiesAHeadThatDiffersAndRoundsToTheAskedDtype) {
@@ -287,7 +298,7 @@ TEST(HfConvert, RefusesBadFoldersByNameBeforeWritingAnything) {
        "model.safetensors", "transformer.h.1.attn.c_attn.bias", "unexpected tensor"},
       {"truncated weights",
        [](const fs::path& dir) {
-         const std::string s = read_bytes(dir / "model.safetensors");
+         const std::string s = test::read_bytes(dir / "model.safetensors");
          std::ofstream(dir / "model.safetensors", std::ios::binary)
              .write(s.data(), static_cast<std::streamsize>(s.size() - 100));
        },
@@ -302,20 +313,11 @@ TEST(HfConvert, RefusesBadFoldersByNameBeforeWritingAnything) {
     c.edit(dir);
     const fs::path out = test::scratch("hf", "bad_out") / "never.safetensors";
     fs::remove(out);
-    try {
-      convert_from_hf(dir, out, false);
-      ADD_FAILURE() << c.what << ": accepted";
-    } catch (const InputError& e) {
-      EXPECT_EQ(e.source(), (*c.file ? dir / c.file : dir).string()) << c.what << ": " << e.what();
-      if (*c.field) {
-        EXPECT_EQ(e.path(), c.field) << c.what << ": " << e.what();
-      }
-      EXPECT_NE(std::string(e.what()).find(c.phrase), std::string::npos)
-          << c.what << ": " << e.what();
-    }
+    test::expect_refused(c.what, [&] { convert_from_hf(dir, out, false); },
+                         (*c.file ? dir / c.file : dir).string(), c.field, c.phrase);
     EXPECT_FALSE(fs::exists(out)) << c.what;
   }
 }
 
 }  // namespace
-}  // namespace eth::hf
+}  // namespace eth::hf::gpt2_convert_test
