@@ -1,4 +1,4 @@
-// What the `eth convert` / `eth eval` command-line tests share (cli_test.cpp for GPT-2,
+// What the `eth convert` / `eth eval` command-line tests share (cmd_convert_test.cpp for GPT-2,
 // llama_cli_test.cpp for Llama): the two commands as a user types them, and a fixture folder
 // whose config.json is broken in one field. Test-only.
 #pragma once

@@ -3,7 +3,7 @@
 // key/value heads, operator and full-unit recompute, the embedding and the head on different
 // stages in one pipeline and on one rank in the other, trains 50 steps with the losses of
 // single-process `eth train`: within 1e-5 relative at every step in fp32 in each aggregation
-// mode, within 2e-3 (the bf16 bound of tests/runtime/cli_test.cpp) in bf16, and the same with a
+// mode, within 2e-3 (the bf16 bound of tests/runtime/cmd_train_plan_test.cpp) in bf16, and the same with a
 // tied LM head.
 
 #include <gtest/gtest.h>
