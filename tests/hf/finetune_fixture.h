@@ -31,7 +31,7 @@ const char* kPlan = R"({"format": "eth-plan", "version": 1, "model": {"name": "g
     {"device_type": "cpu", "devices": [2], "units": [0, 2]},
     {"device_type": "cpu", "devices": [3], "units": [3, 3]}]}]})";
 
-std::vector<Json> log_lines(const fs::path& path) {
+inline std::vector<Json> log_lines(const fs::path& path) {
   std::ifstream in(path);
   std::vector<Json> out;
   for (std::string line; std::getline(in, line);) {
@@ -44,7 +44,7 @@ struct Fixture {
   fs::path dir, ckpt, plan, cluster, batch;
 };
 
-Fixture setup(const std::string& name) {
+inline Fixture setup(const std::string& name) {
   Fixture f;
   f.dir = test::scratch("finetune_cli", name);
   fs::remove_all(f.dir);
@@ -64,7 +64,7 @@ Fixture setup(const std::string& name) {
 
 // 20 steps from the converted weights, validating on the fixture batch (one batch of its 4
 // windows: eth eval --seq-len 32 --batch 4) at the end; `extra` picks the mode.
-std::string train_args(const Fixture& f, const std::string& extra, const std::string& out) {
+inline std::string train_args(const Fixture& f, const std::string& extra, const std::string& out) {
   return "train --init-from '" + f.ckpt.string() + "' --data '" + f.batch.string() +
          "' --steps 20 --lr 1e-3 --precision fp32 --print-every 0 --val-data '" +
          f.batch.string() + "' --val-every 10 --val-batch 4 --checkpoint-dir '" +
