@@ -4,17 +4,12 @@
 // round-trips through the profile reader. Tiny model, one thread. The command,
 // `eth profile --measure`, end to end: cmd_profile_test.cpp.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "core/json_cursor.h"
-#include "eth_run.h"
 #include "model/arithmetic.h"
 #include "profile/profile_io.h"
 #include "train/measure_profile.h"
