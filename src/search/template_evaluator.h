@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -196,14 +197,28 @@ class TemplateEvaluator {
       const auto q = static_cast<double>(S - s);
       std::size_t j = reach, position = 0;
       double ws = 0;
+      bool too_slow_first = false;  // the first unit fits at the cheapest set, above v
       while (j < U) {
         ws = std::max(ws, t.workspace[j]);
         const RangeCost c = range_cost_ws(t, slots[s].capacity_bytes, q, reach, j + 1, ws,
                                           &position);
-        if (!c.fits || c.time_ms > v) break;
+        if (!c.fits || c.time_ms > v) {
+          too_slow_first =
+              j == reach && c.fits && position == 0 && t.rc_first_fit && !t.rc_order.empty();
+          break;
+        }
         ++j;
       }
       reach = j;
+      // The next stages of the same table and memory hold fewer micro-batches, so that set
+      // fits them too (memory falls with q) and first fit picks it again at the same time:
+      // none of them takes a unit either.
+      if (too_slow_first) {
+        while (s + 1 < S && slots[s + 1].table == &t &&
+               slots[s + 1].capacity_bytes == slots[s].capacity_bytes) {
+          ++s;
+        }
+      }
     }
     return reach < U;
   }
@@ -419,12 +434,17 @@ class TemplateEvaluator {
   // Per unit, its cheapest time and least bytes over `tabs` (the tables of one template at
   // one size): summed, the largest, and the cheapest times sorted, for every template of the
   // same tables in any order or counts.
-  const UnitAggregate& unit_aggregate(std::vector<const UnitTable*> tabs) {
+  const UnitAggregate& unit_aggregate(const std::vector<const UnitTable*>& group_tabs) {
+    // Looked up through a reused key (tens of thousands of templates ask, mostly for sets of
+    // tables met before).
+    std::vector<const UnitTable*>& tabs = aggregate_key_;
+    tabs.assign(group_tabs.begin(), group_tabs.end());
     std::sort(tabs.begin(), tabs.end());
     tabs.erase(std::unique(tabs.begin(), tabs.end()), tabs.end());
-    auto [it, inserted] = unit_aggregates_.try_emplace(tabs);
-    UnitAggregate& a = it->second;
-    if (!inserted) return a;
+    if (auto found = unit_aggregates_.find(tabs); found != unit_aggregates_.end()) {
+      return found->second;
+    }
+    UnitAggregate& a = unit_aggregates_[tabs];
     std::vector<const std::vector<double>*> least;
     for (const UnitTable* tab : tabs) least.push_back(&least_unit_bytes(*tab));
     std::vector<double> unit_min;
@@ -539,44 +559,38 @@ class TemplateEvaluator {
     std::size_t max_units = 0;  // the most units of any fitting range
     std::vector<std::size_t> reach;
   };
-  const RangeFit& range_fit(const UnitTable& tab, double capacity, std::int64_t q) {
-    // The last (table, capacity) asked for, as stages of one group ask in a row.
-    if (last_fit_table_ != &tab || last_fit_capacity_ != capacity) {
-      last_fit_table_ = &tab;
-      last_fit_capacity_ = capacity;
-      last_fit_ = &range_fit_[std::make_pair(&tab, capacity)];
+  // Per table and capacity: prefix sums over the in-flight count q = 1.. of range_fit's
+  // max_units and max_work (for whole groups of stages at once), filled up to a q asked for.
+  struct FitSums {
+    std::vector<std::size_t> units{0};
+    std::vector<double> work{0.0};
+  };
+  // Per (table, capacity): range_fit per in-flight count, and fit_sums.
+  struct FitTable {
+    std::vector<std::optional<RangeFit>> per_q;
+    FitSums sums;
+  };
+  // The last few (table, capacity) pairs asked for are kept at hand: templates of two groups
+  // ask for two in turn, template after template.
+  FitTable& fit_table(const UnitTable& tab, double capacity) {
+    for (const FitSlot& f : fit_recent_) {
+      if (f.table == &tab && f.capacity == capacity) return *f.fit;
     }
-    auto& per_q = *last_fit_;
-    const auto qi = static_cast<std::size_t>(q);
-    if (per_q.size() <= qi) per_q.resize(qi + 1);
-    if (per_q[qi]) return *per_q[qi];
-    RangeFit& out = per_q[qi].emplace();
-    const auto& w = unit_work();
-    const std::size_t U = w.size();
-    auto fits = [&](std::size_t i, std::size_t j) {  // units [i, j), j > i
-      double ws = 0;
-      for (std::size_t u = i; u < j; ++u) ws = std::max(ws, tab.workspace[u]);
-      double held = kInf;
-      for (const auto& h : tab.held_prefix) held = std::min(held, h[j] - h[i]);
-      return tab.static_prefix[j] - tab.static_prefix[i] + ws + static_cast<double>(q) * held <=
-             capacity;
-    };
-    double cur = 0;
-    std::size_t j = 0;
-    out.reach.resize(U);
-    for (std::size_t i = 0; i < U; ++i) {
-      if (j < i) {
-        j = i;
-        cur = 0;
-      }
-      while (j < U && fits(i, j + 1)) cur += w[j++];
-      out.reach[i] = j;
-      out.max_work = std::max(out.max_work, cur);
-      out.max_units = std::max(out.max_units, j - i);
-      if (j > i) cur -= w[i];
-    }
-    return out;
+    FitTable* fit = &fit_tables_[std::make_pair(&tab, capacity)];
+    std::copy_backward(fit_recent_.begin(), fit_recent_.end() - 1, fit_recent_.end());
+    fit_recent_.front() = FitSlot{&tab, capacity, fit};
+    return *fit;
   }
+  const RangeFit& range_fit(const UnitTable& tab, double capacity, std::int64_t q) {
+    return range_fit(fit_table(tab, capacity), tab, capacity, q);
+  }
+  const RangeFit& range_fit(FitTable& f, const UnitTable& tab, double capacity, std::int64_t q) {
+    const auto qi = static_cast<std::size_t>(q);
+    if (qi < f.per_q.size() && f.per_q[qi]) return *f.per_q[qi];
+    return fill_range_fit(f, tab, capacity, q);
+  }
+  const RangeFit& fill_range_fit(FitTable& f, const UnitTable& tab, double capacity,
+                                 std::int64_t q);
   double memory_work(const UnitTable& tab, double capacity, std::int64_t q) {
     return range_fit(tab, capacity, q).max_work;
   }
@@ -641,28 +655,8 @@ class TemplateEvaluator {
   // hair below it counts as holding it, so the speed bound, summed in another order, has the
   // last word there). False proves no split fits.
   bool memory_floor_holds(const PipelineTemplate& t, std::int64_t mbs);
-  // Per table and capacity: prefix sums over the in-flight count q = 1.. of range_fit's
-  // max_units and max_work (for whole groups of stages at once), filled up to `q`.
-  struct FitSums {
-    std::vector<std::size_t> units{0};
-    std::vector<double> work{0.0};
-  };
-  const FitSums& fit_sums(const UnitTable& tab, double capacity, std::int64_t q);
-  bool stages_can_reach(const PipelineTemplate& t, std::int64_t mbs) {
-    const std::int64_t S = t.num_stages();
-    const auto U = static_cast<std::size_t>(ctx_.num_units());
-    std::size_t reach = 0;
-    std::int64_t s = 0;
-    for (const StageGroup& g : t.groups) {
-      const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
-      const UnitTable& tab = *table(g.type, g.tp, mbs);
-      for (std::int64_t k = 0; k < g.count; ++k, ++s) {
-        reach = range_fit(tab, type.capacity_bytes, S - s).reach[reach];
-        if (reach >= U) return true;
-      }
-    }
-    return false;
-  }
+  const FitSums& fit_sums(FitTable& f, const UnitTable& tab, double capacity, std::int64_t q);
+  bool stages_can_reach(const PipelineTemplate& t, std::int64_t mbs);
 
   SizeResult compute(int tpl, std::size_t mi, std::optional<double> bottleneck) {
     SizeResult out;
@@ -721,12 +715,15 @@ class TemplateEvaluator {
   std::map<const UnitTable*, double> time_per_work_;
   std::map<const UnitTable*, std::vector<double>> least_bytes_;
   std::map<const UnitTable*, std::vector<double>> cheapest_;
-  std::map<std::pair<const UnitTable*, double>, std::vector<std::optional<RangeFit>>> range_fit_;
-  const UnitTable* last_fit_table_ = nullptr;
-  double last_fit_capacity_ = 0;
-  std::vector<std::optional<RangeFit>>* last_fit_ = nullptr;  // std::map nodes are stable
-  std::map<std::pair<const UnitTable*, double>, FitSums> fit_sums_;
+  std::map<std::pair<const UnitTable*, double>, FitTable> fit_tables_;  // nodes are stable
+  struct FitSlot {
+    const UnitTable* table = nullptr;
+    double capacity = 0;
+    FitTable* fit = nullptr;
+  };
+  std::array<FitSlot, 4> fit_recent_{};  // see fit_table()
   std::map<std::vector<const UnitTable*>, UnitAggregate> unit_aggregates_;
+  std::vector<const UnitTable*> aggregate_key_;  // see unit_aggregate()
   std::map<std::vector<StageGroup>, std::vector<MicroBatchOption>> order_free_;
   std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
   SizeResult uncached_;                         // the last result without CPC

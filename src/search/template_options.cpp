@@ -132,16 +132,50 @@ std::optional<MicroBatchOption> TemplateEvaluator::deep_option(const PipelineTem
                           std::max(known, count) * kShave};
 }
 
-const TemplateEvaluator::FitSums& TemplateEvaluator::fit_sums(const UnitTable& tab,
-                                                              double capacity, std::int64_t q) {
-  FitSums& f = fit_sums_[std::make_pair(&tab, capacity)];
-  while (static_cast<std::int64_t>(f.units.size()) <= q) {
-    const RangeFit& fit =
-        range_fit(tab, capacity, static_cast<std::int64_t>(f.units.size()));
-    f.units.push_back(f.units.back() + fit.max_units);
-    f.work.push_back(f.work.back() + fit.max_work);
+const TemplateEvaluator::RangeFit& TemplateEvaluator::fill_range_fit(FitTable& f,
+                                                                     const UnitTable& tab,
+                                                                     double capacity,
+                                                                     std::int64_t q) {
+  const auto qi = static_cast<std::size_t>(q);
+  if (f.per_q.size() <= qi) f.per_q.resize(qi + 1);
+  RangeFit& out = f.per_q[qi].emplace();
+  const auto& w = unit_work();
+  const std::size_t U = w.size();
+  auto fits = [&](std::size_t i, std::size_t j) {  // units [i, j), j > i
+    double ws = 0;
+    for (std::size_t u = i; u < j; ++u) ws = std::max(ws, tab.workspace[u]);
+    double held = kInf;
+    for (const auto& h : tab.held_prefix) held = std::min(held, h[j] - h[i]);
+    return tab.static_prefix[j] - tab.static_prefix[i] + ws + static_cast<double>(q) * held <=
+           capacity;
+  };
+  double cur = 0;
+  std::size_t j = 0;
+  out.reach.resize(U);
+  for (std::size_t i = 0; i < U; ++i) {
+    if (j < i) {
+      j = i;
+      cur = 0;
+    }
+    while (j < U && fits(i, j + 1)) cur += w[j++];
+    out.reach[i] = j;
+    out.max_work = std::max(out.max_work, cur);
+    out.max_units = std::max(out.max_units, j - i);
+    if (j > i) cur -= w[i];
   }
-  return f;
+  return out;
+}
+
+const TemplateEvaluator::FitSums& TemplateEvaluator::fit_sums(FitTable& f, const UnitTable& tab,
+                                                              double capacity, std::int64_t q) {
+  FitSums& sums = f.sums;
+  while (static_cast<std::int64_t>(sums.units.size()) <= q) {
+    const RangeFit& fit =
+        range_fit(f, tab, capacity, static_cast<std::int64_t>(sums.units.size()));
+    sums.units.push_back(sums.units.back() + fit.max_units);
+    sums.work.push_back(sums.work.back() + fit.max_work);
+  }
+  return sums;
 }
 
 bool TemplateEvaluator::memory_floor_holds(const PipelineTemplate& t, std::int64_t mbs) {
@@ -152,12 +186,12 @@ bool TemplateEvaluator::memory_floor_holds(const PipelineTemplate& t, std::int64
   double work = 0;
   std::int64_t s = 0;
   for (const StageGroup& g : t.groups) {
-    const TypeInfo& type = ctx_.types[static_cast<std::size_t>(g.type)];
+    const double capacity = ctx_.types[static_cast<std::size_t>(g.type)].capacity_bytes;
     const UnitTable& tab = *table(g.type, g.tp, mbs);
     // The group's stages hold q = S - s down to S - s - count + 1 micro-batches; a stage holds
     // no fewer units with fewer in flight, so the first holds the fewest.
     const std::int64_t hi = S - s, lo = S - s - g.count + 1;
-    const FitSums& f = fit_sums(tab, type.capacity_bytes, hi);
+    const FitSums& f = fit_sums(fit_table(tab, capacity), tab, capacity, hi);
     const auto h = static_cast<std::size_t>(hi), l = static_cast<std::size_t>(lo);
     if (f.units[h] == f.units[h - 1]) return false;  // a stage that holds no unit at all
     units += f.units[h] - f.units[l - 1];
@@ -167,6 +201,23 @@ bool TemplateEvaluator::memory_floor_holds(const PipelineTemplate& t, std::int64
   // The work summed by prefix differences: 1e-9 below the total still counts as holding it.
   if (units < U || work < total * (1.0 - 1e-9)) return false;
   return stages_can_reach(t, mbs);
+}
+
+bool TemplateEvaluator::stages_can_reach(const PipelineTemplate& t, std::int64_t mbs) {
+  const std::int64_t S = t.num_stages();
+  const auto U = static_cast<std::size_t>(ctx_.num_units());
+  std::size_t reach = 0;
+  std::int64_t s = 0;
+  for (const StageGroup& g : t.groups) {
+    const double capacity = ctx_.types[static_cast<std::size_t>(g.type)].capacity_bytes;
+    const UnitTable& tab = *table(g.type, g.tp, mbs);
+    FitTable& f = fit_table(tab, capacity);
+    for (std::int64_t k = 0; k < g.count; ++k, ++s) {
+      reach = range_fit(f, tab, capacity, S - s).reach[reach];
+      if (reach >= U) return true;
+    }
+  }
+  return false;
 }
 
 void TemplateEvaluator::order_free_entry(const PipelineTemplate& t, Bounds& out) {
