@@ -280,6 +280,9 @@ class SampleBound {
   }
   double tau() const { return tau_; }
   bool finite() const { return tau_ < kInfinity; }
+  // Whether the last refresh found a finite threshold: the threshold (the k-th best objective)
+  // only falls, so it is finite still, and a test for an infinite one needs no refresh.
+  bool was_finite() const { return ready_ && tau_ < kInfinity; }
   // The samples each pipeline of base part p must take within the threshold for the rest at
   // their most to reach the global batch (refresh must have returned true).
   std::int64_t need(std::size_t p) const {
@@ -520,7 +523,8 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
     for (std::size_t k = 0; k < entries[x]->options.size(); ++k) {
       if (opt.stopped && *opt.stopped) return;
       const PureOption& o = entries[x]->options[k];
-      if (opt.probe && o.count > 0 && bound.refresh() && !bound.finite()) {
+      if (opt.probe && o.count > 0 && !bound.was_finite() && bound.refresh() &&
+          !bound.finite()) {
         opt.probe(entries[x]->ids[k]);
         fresh = false;
       }

@@ -724,6 +724,7 @@ class TemplateEvaluator {
   std::array<FitSlot, 4> fit_recent_{};  // see fit_table()
   std::map<std::vector<const UnitTable*>, UnitAggregate> unit_aggregates_;
   std::vector<const UnitTable*> aggregate_key_;  // see unit_aggregate()
+  std::vector<std::size_t> peaks_;               // see fill_range_fit()
   std::map<std::vector<StageGroup>, std::vector<MicroBatchOption>> order_free_;
   std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
   SizeResult uncached_;                         // the last result without CPC

@@ -141,14 +141,18 @@ const TemplateEvaluator::RangeFit& TemplateEvaluator::fill_range_fit(FitTable& f
   RangeFit& out = f.per_q[qi].emplace();
   const auto& w = unit_work();
   const std::size_t U = w.size();
-  auto fits = [&](std::size_t i, std::size_t j) {  // units [i, j), j > i
-    double ws = 0;
-    for (std::size_t u = i; u < j; ++u) ws = std::max(ws, tab.workspace[u]);
+  // Whether units [i, j) fit, j > i, given the largest workspace among them.
+  auto fits = [&](std::size_t i, std::size_t j, double ws) {
     double held = kInf;
     for (const auto& h : tab.held_prefix) held = std::min(held, h[j] - h[i]);
     return tab.static_prefix[j] - tab.static_prefix[i] + ws + static_cast<double>(q) * held <=
            capacity;
   };
+  // The window's largest workspace, kept by a queue of its units whose workspace no later one
+  // reaches (front: the largest), so each start costs what its window moves, not its length.
+  std::vector<std::size_t>& peaks = peaks_;
+  peaks.clear();
+  std::size_t head = 0;
   double cur = 0;
   std::size_t j = 0;
   out.reach.resize(U);
@@ -157,7 +161,17 @@ const TemplateEvaluator::RangeFit& TemplateEvaluator::fill_range_fit(FitTable& f
       j = i;
       cur = 0;
     }
-    while (j < U && fits(i, j + 1)) cur += w[j++];
+    while (head < peaks.size() && peaks[head] < i) ++head;
+    while (j < U) {
+      const double front =
+          head < peaks.size() ? std::max(0.0, tab.workspace[peaks[head]]) : 0.0;
+      if (!fits(i, j + 1, std::max(front, tab.workspace[j]))) break;
+      while (peaks.size() > head && tab.workspace[peaks.back()] <= tab.workspace[j]) {
+        peaks.pop_back();
+      }
+      peaks.push_back(j);
+      cur += w[j++];
+    }
     out.reach[i] = j;
     out.max_work = std::max(out.max_work, cur);
     out.max_units = std::max(out.max_units, j - i);
