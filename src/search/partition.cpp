@@ -222,12 +222,21 @@ struct SampleCache {
 // threshold falls or the bounds tighten (the generator reads the chosen options' samples
 // afresh at each test, so its sums use the current ones); a refresh redoes only the options
 // whose templates the bound log names since the last one.
+// Vectors a product's generation fills afresh for each base, kept from base to base (tens of
+// thousands of them) so that each is allocated once.
+struct ProductBuffers {
+  std::vector<PureEntry*> entries;
+  std::vector<std::int64_t> suffix, combos, part_samples;
+};
+
 class SampleBound {
  public:
   SampleBound(const GenerateOptions& opt, const Partition& base,
-              const std::vector<PureEntry*>& entries, SampleCache& cache)
+              const std::vector<PureEntry*>& entries, SampleCache& cache, ProductBuffers& buffers)
       : opt_(opt), base_(base), entries_(entries), cache_(cache),
-        suffix_(entries.size() + 1, 0), combos_(entries.size() + 1, 1) {
+        part_samples_(buffers.part_samples), suffix_(buffers.suffix), combos_(buffers.combos) {
+    suffix_.assign(entries.size() + 1, 0);
+    combos_.assign(entries.size() + 1, 1);
     for (PureEntry* e : entries) {
       if (e->marked) continue;
       e->marked = true;  // before the entry's first sync, which redoes all of its samples
@@ -342,8 +351,9 @@ class SampleBound {
   std::size_t log_at_ = 0;   // bound_log entries seen
   std::size_t pure_at_ = 0;  // of them, those naming a pure template (cache_.pure_log's)
   std::int64_t base_samples_ = 0;
-  std::vector<std::int64_t> part_samples_;
-  std::vector<std::int64_t> suffix_, combos_;
+  std::vector<std::int64_t>& part_samples_;  // these three: in the ProductBuffers
+  std::vector<std::int64_t>& suffix_;
+  std::vector<std::int64_t>& combos_;
 };
 
 // Sub-products at least this large under a pure option get its template tightened first.
@@ -473,14 +483,21 @@ std::vector<char> no_pipeline_from(const std::vector<PureEntry*>& entries) {
   return out;
 }
 
+// What one generation keeps from product to product.
+struct ProductState {
+  PureCache cache;
+  SampleCache samples;
+  ProductBuffers buffers;
+};
+
 std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
                                const std::vector<std::int64_t>& remaining,
                                const GenerateOptions& opt, const Partition& base,
-                               TemplateSet& templates, PureCache& cache, SampleCache& samples,
+                               TemplateSet& templates, ProductState& state,
                                std::vector<Partition>& out) {
-  std::vector<PureEntry*> entries;
-  if (!usable_options(types, remaining, opt, base, templates, cache, entries)) return 0;
-  SampleBound bound(opt, base, entries, samples);
+  std::vector<PureEntry*>& entries = state.buffers.entries;
+  if (!usable_options(types, remaining, opt, base, templates, state.cache, entries)) return 0;
+  SampleBound bound(opt, base, entries, state.samples, state.buffers);
   std::int64_t too_many = 0;
   if (opt.probe && bound.refresh() && !bound.finite()) {
     for (const auto& part : base.parts) opt.probe(part.tpl);
@@ -520,6 +537,10 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
   auto last_type = [&](std::size_t x, std::int64_t pipes) {
     bool fresh = false, applies = false;
     std::int64_t before = 0;
+    // The devices the types before x leave idle (cur.num_idle() less the last type's).
+    const std::int64_t idle_before =
+        std::accumulate(cur.idle.begin(), cur.idle.begin() + static_cast<std::ptrdiff_t>(x),
+                        std::int64_t{0});
     for (std::size_t k = 0; k < entries[x]->options.size(); ++k) {
       if (opt.stopped && *opt.stopped) return;
       const PureOption& o = entries[x]->options[k];
@@ -540,7 +561,7 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
       }
       cur.idle[x] = remaining[x] - o.count * o.stages * o.tp;
       if (cur.parts.empty() && o.count == 0) continue;
-      if (opt.allow_idle && opt.skip_busy && cur.num_idle() == 0) continue;
+      if (opt.allow_idle && opt.skip_busy && idle_before + cur.idle[x] == 0) continue;
       if (pipes + o.count > opt.max_pipelines) {
         ++too_many;
         continue;
@@ -631,12 +652,18 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
   std::vector<std::int64_t> all;
   for (const auto& t : types) all.push_back(t.devices);
   std::int64_t too_many = 0;
-  PureCache cache;
-  SampleCache samples;
+  ProductState state;
   // Pure family: each type on its own.
-  too_many += add_pure_products(types, all, opt, Partition{}, templates, cache, samples, out);
+  too_many += add_pure_products(types, all, opt, Partition{}, templates, state, out);
   // Mixed family: c copies of (a stages of X at tp1, then b stages of Y at tp2) using every
-  // device of X or every device of Y; the rest as pure pipelines.
+  // device of X or every device of Y; the rest as pure pipelines. The base's template, the
+  // base and the remainders are rewritten in place, base after base (tens of thousands).
+  PipelineTemplate tpl;
+  tpl.groups.resize(2);
+  Partition base;
+  base.family = Family::Mixed;
+  base.parts.resize(1);
+  std::vector<std::int64_t> rem;
   for (std::size_t x = 0; x < types.size() && opt.mixed; ++x) {
     for (std::size_t y = 0; y < types.size(); ++y) {
       if (x == y) continue;
@@ -659,17 +686,14 @@ std::int64_t generate_partitions(const std::vector<TypeInfo>& types, const Gener
                    c * b * t2 <= Y.devices && a + b <= opt.num_units; ++b) {
                 const bool y_full = b == b_full;
                 if (!x_full && !y_full) break;
-                PipelineTemplate tpl;
-                tpl.groups = {StageGroup{static_cast<int>(x), t1, a},
-                              StageGroup{static_cast<int>(y), t2, b}};
-                Partition base;
-                base.family = Family::Mixed;
-                base.parts.push_back(PartitionPart{templates.intern(tpl), c});
-                std::vector<std::int64_t> rem = all;
+                tpl.groups[0] = StageGroup{static_cast<int>(x), t1, a};
+                tpl.groups[1] = StageGroup{static_cast<int>(y), t2, b};
+                base.parts[0] = PartitionPart{templates.intern(tpl), c};
+                rem = all;
                 rem[x] -= c * a * t1;
                 rem[y] -= c * b * t2;
                 too_many +=
-                    add_pure_products(types, rem, opt, base, templates, cache, samples, out);
+                    add_pure_products(types, rem, opt, base, templates, state, out);
               }
             }
           }

@@ -78,8 +78,9 @@ std::vector<StageSlot> template_slots(Context& ctx, CostTables& tables, const Pi
 // C = sum over boundaries of 2 x (bytes / bandwidth + latency): activation forward, gradient
 // back (cost/predictor.cpp's fill term). Links are read off the template by filling one node
 // of a type before the next, as packing does for the first pipeline of a partition.
-double template_comm_ms(const Context& ctx, const PipelineTemplate& t, double boundary_bytes) {
-  double comm = 0, used = 0;
+void template_links(const Context& ctx, const PipelineTemplate& t, std::vector<LinkRun>& runs) {
+  runs.clear();
+  double used = 0;
   int prev_type = -1;
   bool first = true;
   for (const StageGroup& g : t.groups) {
@@ -97,7 +98,11 @@ double template_comm_ms(const Context& ctx, const PipelineTemplate& t, double bo
           bw = std::min(prev_inter, type.inter_bytes_per_s);
           used = tp;
         }
-        comm += 2.0 * (boundary_bytes / bw * 1e3 + kDefaultP2pLatencyMs);
+        if (!runs.empty() && runs.back().bytes_per_s == bw) {
+          ++runs.back().count;
+        } else {
+          runs.push_back(LinkRun{bw, 1});
+        }
       } else {
         used = tp;
       }
@@ -105,7 +110,21 @@ double template_comm_ms(const Context& ctx, const PipelineTemplate& t, double bo
       prev_type = g.type;
     }
   }
+}
+
+double links_comm_ms(const std::vector<LinkRun>& runs, double boundary_bytes) {
+  double comm = 0;
+  for (const LinkRun& r : runs) {
+    const double each = 2.0 * (boundary_bytes / r.bytes_per_s * 1e3 + kDefaultP2pLatencyMs);
+    for (std::int64_t k = 0; k < r.count; ++k) comm += each;  // boundary by boundary
+  }
   return comm;
+}
+
+double template_comm_ms(const Context& ctx, const PipelineTemplate& t, double boundary_bytes) {
+  std::vector<LinkRun> runs;
+  template_links(ctx, t, runs);
+  return links_comm_ms(runs, boundary_bytes);
 }
 
 namespace {

@@ -23,6 +23,15 @@ namespace eth::search {
 
 // C = sum over boundaries of 2 x (bytes / bandwidth + latency) of a template (search_engine.cpp).
 double template_comm_ms(const Context& ctx, const PipelineTemplate& t, double boundary_bytes);
+// The same in two steps, for a template priced at several sizes: its boundaries' bandwidths in
+// pipeline order, as runs of equal ones, then C for one size's boundary bytes (the same sum,
+// boundary by boundary, as template_comm_ms).
+struct LinkRun {
+  double bytes_per_s = 0;
+  std::int64_t count = 0;
+};
+void template_links(const Context& ctx, const PipelineTemplate& t, std::vector<LinkRun>& runs);
+double links_comm_ms(const std::vector<LinkRun>& runs, double boundary_bytes);
 
 // Lower-bound and exact per-micro-batch options of templates, with the CPC cache.
 class TemplateEvaluator {
@@ -186,42 +195,7 @@ class TemplateEvaluator {
   // none); a stage's time and memory only grow with its range, so by induction the greedy's
   // end after each stage is never before that stage's end in any such split. If it cannot
   // reach the last unit, no such split exists.
-  bool exceeds(int tpl, std::size_t mi, double v) {
-    const std::vector<StageSlot>& slots = slots_of(set_.at(tpl), ctx_.opt.micro_batch_sizes[mi]);
-    const auto U = static_cast<std::size_t>(ctx_.num_units());
-    const std::size_t S = slots.size();
-    if (S == 0) return false;
-    std::size_t reach = 0;
-    for (std::size_t s = 0; s < S && reach < U; ++s) {
-      const UnitTable& t = *slots[s].table;
-      const auto q = static_cast<double>(S - s);
-      std::size_t j = reach, position = 0;
-      double ws = 0;
-      bool too_slow_first = false;  // the first unit fits at the cheapest set, above v
-      while (j < U) {
-        ws = std::max(ws, t.workspace[j]);
-        const RangeCost c = range_cost_ws(t, slots[s].capacity_bytes, q, reach, j + 1, ws,
-                                          &position);
-        if (!c.fits || c.time_ms > v) {
-          too_slow_first =
-              j == reach && c.fits && position == 0 && t.rc_first_fit && !t.rc_order.empty();
-          break;
-        }
-        ++j;
-      }
-      reach = j;
-      // The next stages of the same table and memory hold fewer micro-batches, so that set
-      // fits them too (memory falls with q) and first fit picks it again at the same time:
-      // none of them takes a unit either.
-      if (too_slow_first) {
-        while (s + 1 < S && slots[s + 1].table == &t &&
-               slots[s + 1].capacity_bytes == slots[s].capacity_bytes) {
-          ++s;
-        }
-      }
-    }
-    return reach < U;
-  }
+  bool exceeds(int tpl, std::size_t mi, double v);  // template_bounds.cpp
 
   // The tightest lower bounds known now, per size that may still fit: the exact option of a
   // size done (none when it does not fit), the refined bound of a size whose bottleneck is
@@ -408,7 +382,8 @@ class TemplateEvaluator {
   // whole-unit bound). Never above the exact option of the same size. Deep at once unless
   // bound_generation (deepen).
   Bounds& bounds_entry(int tpl);
-  // One size's cheap bound terms of t (bounds_entry's), none when the memory floor shows that
+  // One size's cheap bound terms of t (bounds_entry's, once it has filled links_ for t), none
+  // when the memory floor shows that
   // no split fits; and its option from them alone, or with the costlier terms (none when those
   // show that no split fits).
   std::optional<CheapTerms> cheap_terms(const PipelineTemplate& t, std::size_t mi);
@@ -654,9 +629,10 @@ class TemplateEvaluator {
   // every unit (count_bound's sum_s N_s) and the model's work (speed_bound's sum_s M_s; a
   // hair below it counts as holding it, so the speed bound, summed in another order, has the
   // last word there). False proves no split fits.
-  bool memory_floor_holds(const PipelineTemplate& t, std::int64_t mbs);
+  // `tabs`: the table of each of t's groups at the size (group_tables).
+  bool memory_floor_holds(const PipelineTemplate& t, const std::vector<const UnitTable*>& tabs);
   const FitSums& fit_sums(FitTable& f, const UnitTable& tab, double capacity, std::int64_t q);
-  bool stages_can_reach(const PipelineTemplate& t, std::int64_t mbs);
+  bool stages_can_reach(const PipelineTemplate& t, const std::vector<const UnitTable*>& tabs);
 
   SizeResult compute(int tpl, std::size_t mi, std::optional<double> bottleneck) {
     SizeResult out;
@@ -725,6 +701,7 @@ class TemplateEvaluator {
   std::map<std::vector<const UnitTable*>, UnitAggregate> unit_aggregates_;
   std::vector<const UnitTable*> aggregate_key_;  // see unit_aggregate()
   std::vector<std::size_t> peaks_;               // see fill_range_fit()
+  std::vector<LinkRun> links_;                   // bounds_entry's template's, for cheap_terms
   std::map<std::vector<StageGroup>, std::vector<MicroBatchOption>> order_free_;
   std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
   SizeResult uncached_;                         // the last result without CPC

@@ -59,6 +59,7 @@ TemplateEvaluator::Bounds& TemplateEvaluator::bounds_entry(int tpl) {
   }
   slot->deep = !ctx_.opt.bound_generation;
   if (!slot->deep) slot->cheap.resize(num_sizes());
+  template_links(ctx_, t, links_);
   for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
     const std::optional<CheapTerms> c = cheap_terms(t, mi);
     if (!c) continue;
@@ -97,13 +98,13 @@ std::optional<TemplateEvaluator::CheapTerms> TemplateEvaluator::cheap_terms(
   const UnitAggregate& agg = unit_aggregate(tabs_);
   // The memory floor: the template's memory cannot hold every unit at least once, or its
   // stages cannot hold the units (in order, or at all).
-  if (agg.floor_bytes > capacity || !memory_floor_holds(t, mbs)) return std::nullopt;
+  if (agg.floor_bytes > capacity || !memory_floor_holds(t, tabs_)) return std::nullopt;
   // Some stage holds at least ceil(U / S) units: the bottleneck is at least the sum of that
   // many of the cheapest units.
   const auto most =
       static_cast<std::size_t>((ctx_.num_units() + t.num_stages() - 1) / t.num_stages());
   return CheapTerms{agg.sum, agg.unit_max, agg.cheapest[most],
-                    template_comm_ms(ctx_, t, tabs_.front()->boundary_bytes)};
+                    links_comm_ms(links_, tabs_.front()->boundary_bytes)};
 }
 
 // Shaved by 1e-12 so rounding never lifts a bound above the exact value it bounds.
@@ -192,16 +193,18 @@ const TemplateEvaluator::FitSums& TemplateEvaluator::fit_sums(FitTable& f, const
   return sums;
 }
 
-bool TemplateEvaluator::memory_floor_holds(const PipelineTemplate& t, std::int64_t mbs) {
+bool TemplateEvaluator::memory_floor_holds(const PipelineTemplate& t,
+                                           const std::vector<const UnitTable*>& tabs) {
   const std::int64_t S = t.num_stages();
   const auto U = static_cast<std::size_t>(ctx_.num_units());
   const double total = unit_work_total();
   std::size_t units = 0;
   double work = 0;
   std::int64_t s = 0;
-  for (const StageGroup& g : t.groups) {
+  for (std::size_t gi = 0; gi < t.groups.size(); ++gi) {
+    const StageGroup& g = t.groups[gi];
     const double capacity = ctx_.types[static_cast<std::size_t>(g.type)].capacity_bytes;
-    const UnitTable& tab = *table(g.type, g.tp, mbs);
+    const UnitTable& tab = *tabs[gi];
     // The group's stages hold q = S - s down to S - s - count + 1 micro-batches; a stage holds
     // no fewer units with fewer in flight, so the first holds the fewest.
     const std::int64_t hi = S - s, lo = S - s - g.count + 1;
@@ -214,17 +217,19 @@ bool TemplateEvaluator::memory_floor_holds(const PipelineTemplate& t, std::int64
   }
   // The work summed by prefix differences: 1e-9 below the total still counts as holding it.
   if (units < U || work < total * (1.0 - 1e-9)) return false;
-  return stages_can_reach(t, mbs);
+  return stages_can_reach(t, tabs);
 }
 
-bool TemplateEvaluator::stages_can_reach(const PipelineTemplate& t, std::int64_t mbs) {
+bool TemplateEvaluator::stages_can_reach(const PipelineTemplate& t,
+                                         const std::vector<const UnitTable*>& tabs) {
   const std::int64_t S = t.num_stages();
   const auto U = static_cast<std::size_t>(ctx_.num_units());
   std::size_t reach = 0;
   std::int64_t s = 0;
-  for (const StageGroup& g : t.groups) {
+  for (std::size_t gi = 0; gi < t.groups.size(); ++gi) {
+    const StageGroup& g = t.groups[gi];
     const double capacity = ctx_.types[static_cast<std::size_t>(g.type)].capacity_bytes;
-    const UnitTable& tab = *table(g.type, g.tp, mbs);
+    const UnitTable& tab = *tabs[gi];
     FitTable& f = fit_table(tab, capacity);
     for (std::int64_t k = 0; k < g.count; ++k, ++s) {
       reach = range_fit(f, tab, capacity, S - s).reach[reach];
@@ -242,7 +247,8 @@ void TemplateEvaluator::order_free_entry(const PipelineTemplate& t, Bounds& out)
     const auto mi = static_cast<std::size_t>(
         std::find(ctx_.opt.micro_batch_sizes.begin(), ctx_.opt.micro_batch_sizes.end(), o.mbs) -
         ctx_.opt.micro_batch_sizes.begin());
-    if (!stages_can_reach(t, o.mbs)) continue;
+    double capacity = 0;
+    if (!group_tables(t, o.mbs, tabs_, capacity) || !stages_can_reach(t, tabs_)) continue;
     const UnitTable* front = table(t.groups.front().type, t.groups.front().tp, o.mbs);
     const double sum = o.sum_ms + template_comm_ms(ctx_, t, front->boundary_bytes) * shave;
     out.per_size[mi] =
