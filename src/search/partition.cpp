@@ -72,9 +72,13 @@ std::size_t TemplateSet::Hash::operator()(const PipelineTemplate& t) const {
 }
 
 int TemplateSet::intern(const PipelineTemplate& t) {
-  auto [it, inserted] = ids_.emplace(t, static_cast<int>(list_.size()));
-  if (inserted) list_.push_back(t);
-  return it->second;
+  // Looked up first: emplace would build (allocate and copy) a node even for a template known
+  // already, as most are by the second round.
+  if (const auto it = ids_.find(t); it != ids_.end()) return it->second;
+  const int id = static_cast<int>(list_.size());
+  ids_.emplace(t, id);
+  list_.push_back(t);
+  return id;
 }
 
 std::string_view family_name(Family f) {

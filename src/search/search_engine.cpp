@@ -379,20 +379,21 @@ void run_partitions(Context& ctx, TemplateEvaluator& ev, const TemplateSet& set,
   const double cap = strict_start ? top.kth() : top.kth() * (1.0 - o.alpha);
   const bool coarse = o.bound_generation && o.ses;
   if (o.ses || o.oso) {
+    std::vector<PipelineKind> kinds;  // reused, with their options, partition after partition
     for (std::size_t i = 0; i < parts.size(); ++i) {
-      std::vector<PipelineKind> kinds;
-      for (const PartitionPart& part : parts[i].parts) {
+      kinds.resize(parts[i].parts.size());
+      bool fits = !kinds.empty();
+      for (std::size_t k = 0; k < kinds.size() && fits; ++k) {
+        const PartitionPart& part = parts[i].parts[k];
         const auto& opts =
             o.bound_generation ? ev.tight_options(part.tpl) : ev.bound_options(part.tpl);
-        if (opts.empty()) {
-          kinds.clear();
-          break;
-        }
-        kinds.push_back(PipelineKind{opts, part.count});
+        fits = !opts.empty();
+        kinds[k].options.assign(opts.begin(), opts.end());
+        kinds[k].count = part.count;
       }
-      bound[i] = kinds.empty() ? kInf
-                 : coarse      ? balanced_lower_ms(kinds, ctx.gbs, cap, kKeyPrecision)
-                               : balanced_time_ms(kinds, ctx.gbs);
+      bound[i] = !fits   ? kInf
+                 : coarse ? balanced_lower_ms(kinds, ctx.gbs, cap, kKeyPrecision)
+                          : balanced_time_ms(kinds, ctx.gbs);
     }
   }
   std::vector<std::size_t> order(parts.size());

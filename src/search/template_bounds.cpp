@@ -14,23 +14,14 @@ bool TemplateEvaluator::exceeds(int tpl, std::size_t mi, double v) {
   const std::size_t S = slots.size();
   if (S == 0) return false;
   std::size_t reach = 0;
-  FitTable* fit = nullptr;  // the current run of slots' (table, capacity)
   for (std::size_t s = 0; s < S && reach < U; ++s) {
     const UnitTable& t = *slots[s].table;
     const double capacity = slots[s].capacity_bytes;
-    if (s == 0 || slots[s - 1].table != &t || slots[s - 1].capacity_bytes != capacity) {
-      fit = &fit_table(t, capacity);
-    }
     const auto q = static_cast<double>(S - s);
-    // No range past range_fit's reach fits: its memory (the least-memory set, without the
-    // copies and buffers) is summed in the same order from no larger terms, so it is never
-    // above range_cost's. The greedy stops there without pricing the range that fails.
-    const std::size_t limit =
-        range_fit(*fit, t, capacity, static_cast<std::int64_t>(S - s)).reach[reach];
     std::size_t j = reach, position = 0;
     double ws = 0;
     bool too_slow_first = false;  // the first unit fits at the cheapest set, above v
-    while (j < limit) {
+    while (j < U) {
       ws = std::max(ws, t.workspace[j]);
       const RangeCost c = range_cost_ws(t, capacity, q, reach, j + 1, ws, &position);
       if (!c.fits || c.time_ms > v) {

@@ -207,18 +207,19 @@ class TemplateEvaluator {
     grow();
     const auto t = static_cast<std::size_t>(tpl);
     if (tight_.size() <= t) tight_.resize(t + 1);
-    auto& slot = tight_[t];
-    if (slot) return *slot;
-    slot.emplace();
+    TightSlot& slot = tight_[t];
+    if (slot.fresh) return slot.options;
+    slot.fresh = true;
+    slot.options.clear();
     for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
       if (!bound_at(tpl, mi)) continue;
       if (size_done(tpl, mi)) {
-        if (peek(tpl, mi).option) slot->push_back(*peek(tpl, mi).option);
+        if (peek(tpl, mi).option) slot.options.push_back(*peek(tpl, mi).option);
         continue;
       }
-      slot->push_back(current_bound(tpl, mi));
+      slot.options.push_back(current_bound(tpl, mi));
     }
-    return *slot;
+    return slot.options;
   }
   // Every template whose tight options may have changed, once per change, in order.
   const std::vector<int>& tightened_log() const { return log_; }
@@ -402,7 +403,7 @@ class TemplateEvaluator {
   // A size of `tpl` was refined or split: its tight options are recomputed when next asked.
   void tightened(int tpl) {
     const auto t = static_cast<std::size_t>(tpl);
-    if (t < tight_.size()) tight_[t].reset();
+    if (t < tight_.size()) tight_[t].fresh = false;
     log_.push_back(tpl);
   }
 
@@ -705,7 +706,12 @@ class TemplateEvaluator {
   std::map<std::vector<StageGroup>, std::vector<MicroBatchOption>> order_free_;
   std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
   SizeResult uncached_;                         // the last result without CPC
-  std::vector<std::optional<std::vector<MicroBatchOption>>> tight_;  // [template]
+  // [template]: tight_options, recomputed into the same vector once stale (tightened).
+  struct TightSlot {
+    bool fresh = false;
+    std::vector<MicroBatchOption> options;
+  };
+  std::vector<TightSlot> tight_;
   std::vector<int> log_;  // tightened_log
   std::vector<char> probed_;  // [template]: probe_fit ran
   bool order_free_bounds_ = false;  // use_order_free_bounds
