@@ -99,18 +99,29 @@ std::vector<std::vector<std::vector<std::int64_t>>> pack_devices(const ClusterSp
                    [](const Slot& a, const Slot& b) { return a.tp > b.tp; });
   const std::vector<std::int64_t> first = cluster.node_first_device();
   std::vector<std::int64_t> used(cluster.nodes.size(), 0);  // devices taken, lowest first
+  // Per type, the first of its nodes that may still take a stage of the current tp: nodes only
+  // fill, so one passed over stays too full until the tp falls (the slots come by tp,
+  // largest first), and the first fit is found without rescanning the full nodes.
+  std::vector<std::size_t> cursor(types.size(), 0);
+  std::int64_t cursor_tp = -1;
   for (const Slot& sl : slots) {
-    bool placed = false;
-    for (std::int64_t n : types[static_cast<std::size_t>(sl.type)].nodes) {
-      const auto ni = static_cast<std::size_t>(n);
-      if (cluster.nodes[ni].devices - used[ni] < sl.tp) continue;
-      auto& ids = out[sl.pipeline][sl.stage];
-      for (std::int64_t k = 0; k < sl.tp; ++k) ids.push_back(first[ni] + used[ni] + k);
-      used[ni] += sl.tp;
-      placed = true;
-      break;
+    if (sl.tp != cursor_tp) {
+      std::fill(cursor.begin(), cursor.end(), 0);
+      cursor_tp = sl.tp;
     }
-    if (!placed) return {};
+    const std::vector<std::int64_t>& nodes = types[static_cast<std::size_t>(sl.type)].nodes;
+    std::size_t& c = cursor[static_cast<std::size_t>(sl.type)];
+    while (c < nodes.size()) {
+      const auto ni = static_cast<std::size_t>(nodes[c]);
+      if (cluster.nodes[ni].devices - used[ni] >= sl.tp) break;
+      ++c;
+    }
+    if (c == nodes.size()) return {};
+    const auto ni = static_cast<std::size_t>(nodes[c]);
+    auto& ids = out[sl.pipeline][sl.stage];
+    ids.reserve(static_cast<std::size_t>(sl.tp));
+    for (std::int64_t k = 0; k < sl.tp; ++k) ids.push_back(first[ni] + used[ni] + k);
+    used[ni] += sl.tp;
   }
   return out;
 }
