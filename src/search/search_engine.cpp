@@ -464,9 +464,11 @@ std::vector<Candidate> layer_candidates(Context& ctx, TemplateEvaluator& ev, Tem
 std::vector<Candidate> search_eth(Context& ctx, std::string& diagnosis) {
   TemplateSet set;
   std::vector<Candidate> out;
+  TemplateEvaluator::TableFacts facts;  // the same tables in both rounds
   for (const bool allow_idle : {false, true}) {
     std::vector<Partition> parts;
     TemplateEvaluator ev(ctx, set, ctx.tables);
+    ev.share_facts(facts);
     GenerateOptions g;
     g.num_units = ctx.num_units();
     g.max_pipelines = ctx.max_pipelines();

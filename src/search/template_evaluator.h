@@ -41,6 +41,17 @@ class TemplateEvaluator {
   // `set` may grow while the evaluator lives (templates interned during generation).
   TemplateEvaluator(Context& ctx, const TemplateSet& set, CostTables& tables)
       : ctx_(ctx), set_(set), tables_(tables) {}
+  TemplateEvaluator(const TemplateEvaluator&) = delete;  // facts_ may point into itself
+  TemplateEvaluator& operator=(const TemplateEvaluator&) = delete;
+
+  // What the evaluator works out from the cost tables alone (range_fit's tables, keyed by
+  // table): evaluators of one context over the same tables may share it (search_eth's two
+  // rounds), where each would otherwise fill its own. `facts` must outlive the evaluator.
+  struct TableFacts;
+  void share_facts(TableFacts& facts) {
+    facts_ = &facts;
+    fit_recent_ = {};
+  }
 
   std::size_t num_sizes() const { return ctx_.opt.micro_batch_sizes.size(); }
 
@@ -552,7 +563,7 @@ class TemplateEvaluator {
     for (const FitSlot& f : fit_recent_) {
       if (f.table == &tab && f.capacity == capacity) return *f.fit;
     }
-    FitTable* fit = &fit_tables_[std::make_pair(&tab, capacity)];
+    FitTable* fit = &facts_->fits[std::make_pair(&tab, capacity)];
     std::copy_backward(fit_recent_.begin(), fit_recent_.end() - 1, fit_recent_.end());
     fit_recent_.front() = FitSlot{&tab, capacity, fit};
     return *fit;
@@ -567,6 +578,13 @@ class TemplateEvaluator {
   }
   const RangeFit& fill_range_fit(FitTable& f, const UnitTable& tab, double capacity,
                                  std::int64_t q);
+
+ public:
+  struct TableFacts {
+    std::map<std::pair<const UnitTable*, double>, FitTable> fits;  // nodes are stable
+  };
+
+ private:
   double memory_work(const UnitTable& tab, double capacity, std::int64_t q) {
     return range_fit(tab, capacity, q).max_work;
   }
@@ -692,7 +710,8 @@ class TemplateEvaluator {
   std::map<const UnitTable*, double> time_per_work_;
   std::map<const UnitTable*, std::vector<double>> least_bytes_;
   std::map<const UnitTable*, std::vector<double>> cheapest_;
-  std::map<std::pair<const UnitTable*, double>, FitTable> fit_tables_;  // nodes are stable
+  TableFacts own_facts_;
+  TableFacts* facts_ = &own_facts_;  // own_facts_, or those shared (share_facts)
   struct FitSlot {
     const UnitTable* table = nullptr;
     double capacity = 0;
