@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "profile/analytic.h"
@@ -102,5 +104,40 @@ class SmallTemplates {
   Context ctx_;
   TemplateSet set_;
 };
+
+// bound_at of `ev` (over g's set) for every template and size held to the oracle: never above
+// the least any fitting split achieves, absent only where no split fits; `each` sees every
+// (template, size index, bound) too. Fails unless the cluster's memory leaves some templates no
+// split and some several (else the check would say little).
+inline void expect_bounds_below_every_split(
+    SmallTemplates& g, TemplateEvaluator& ev,
+    const std::function<void(int, std::size_t, const std::optional<MicroBatchOption>&)>& each =
+        {}) {
+  ASSERT_GT(g.set().size(), 20);
+  int bounded = 0, fitting = 0, ruled_out = 0;
+  for (int tpl = 0; tpl < g.set().size(); ++tpl) {
+    const PipelineTemplate& t = g.set().at(tpl);
+    for (std::size_t mi = 0; mi < g.sizes().size(); ++mi) {
+      const std::int64_t mbs = g.sizes()[mi];
+      const Best best = g.best(t, mbs);
+      const std::optional<MicroBatchOption>& bound = ev.bound_at(tpl, mi);
+      const std::string what = describe_template(t, g.ctx().types) + " mbs " + std::to_string(mbs);
+      if (each) each(tpl, mi, bound);
+      if (best.max_ms < kNoSplit) ++fitting;
+      if (!bound) {
+        ++ruled_out;
+        EXPECT_EQ(best.max_ms, kNoSplit) << what << ": no bound, yet a split fits";
+        continue;
+      }
+      ++bounded;
+      EXPECT_EQ(bound->mbs, mbs);
+      EXPECT_LE(bound->max_ms, best.max_ms) << what;
+      EXPECT_LE(bound->sum_ms, best.sum_ms) << what;
+    }
+  }
+  EXPECT_GT(fitting, 20);
+  EXPECT_GT(ruled_out, 0);
+  EXPECT_GT(bounded, fitting / 2);
+}
 
 }  // namespace eth::search::template_fixture

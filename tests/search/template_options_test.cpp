@@ -23,45 +23,17 @@ namespace {
 using search::template_fixture::kNoSplit;
 using search::template_fixture::SmallTemplates;
 
-// bound_at of every template and size (first tier, or order-free when asked) against the oracle.
-void expect_bounds_below_every_split(bool order_free) {
-  SmallTemplates g(/*bound_generation=*/true);
-  ASSERT_GT(g.set().size(), 20);
-  search::TemplateEvaluator ev(g.ctx(), g.set(), g.ctx().tables);
-  if (order_free) ev.use_order_free_bounds();
-  int bounded = 0, fitting = 0, ruled_out = 0;
-  for (int tpl = 0; tpl < g.set().size(); ++tpl) {
-    const search::PipelineTemplate& t = g.set().at(tpl);
-    for (std::size_t mi = 0; mi < g.sizes().size(); ++mi) {
-      const std::int64_t mbs = g.sizes()[mi];
-      const auto best = g.best(t, mbs);
-      const auto& bound = ev.bound_at(tpl, mi);
-      const std::string what =
-          search::describe_template(t, g.ctx().types) + " mbs " + std::to_string(mbs);
-      if (best.max_ms < kNoSplit) ++fitting;
-      if (!bound) {
-        ++ruled_out;
-        EXPECT_EQ(best.max_ms, kNoSplit) << what << ": no bound, yet a split fits";
-        continue;
-      }
-      ++bounded;
-      EXPECT_EQ(bound->mbs, mbs);
-      EXPECT_LE(bound->max_ms, best.max_ms) << what;
-      EXPECT_LE(bound->sum_ms, best.sum_ms) << what;
-    }
-  }
-  // The cluster's memory leaves some templates no split and some several.
-  EXPECT_GT(fitting, 20);
-  EXPECT_GT(ruled_out, 0);
-  EXPECT_GT(bounded, fitting / 2);
-}
-
 TEST(TemplateOptions, FirstTierNeverAboveAnySplitThatFits) {
-  expect_bounds_below_every_split(false);
+  SmallTemplates g(/*bound_generation=*/true);
+  search::TemplateEvaluator ev(g.ctx(), g.set(), g.ctx().tables);
+  search::template_fixture::expect_bounds_below_every_split(g, ev);
 }
 
 TEST(TemplateOptions, OrderFreeBoundsNeverAboveAnySplitThatFits) {
-  expect_bounds_below_every_split(true);
+  SmallTemplates g(/*bound_generation=*/true);
+  search::TemplateEvaluator ev(g.ctx(), g.set(), g.ctx().tables);
+  ev.use_order_free_bounds();
+  search::template_fixture::expect_bounds_below_every_split(g, ev);
 }
 
 TEST(TemplateOptions, DeepeningOnlyTightensAndGivesTheDeepNumbers) {
