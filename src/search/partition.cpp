@@ -303,6 +303,16 @@ class SampleBound {
     const std::int64_t count = base_.parts[p].count;
     return std::max<std::int64_t>(1, (opt_.gbs - rest + count - 1) / count);
   }
+  // What options chosen[y] of the types y < x take (samples), -1 when one takes none.
+  std::int64_t taken(std::size_t x, const std::vector<std::size_t>& chosen) const {
+    std::int64_t sum = 0;
+    for (std::size_t y = 0; y < x; ++y) {
+      const std::int64_t s = samples(y, chosen[y]);
+      if (s < 0) return -1;
+      sum = saturating_sum(sum, s);
+    }
+    return sum;
+  }
   // Combinations of one option per type x..
   std::int64_t combinations(std::size_t x) const { return combos_[x]; }
   // The samples option k of type x must take within the threshold for the sub-product under
@@ -515,15 +525,7 @@ std::int64_t add_pure_products(const std::vector<TypeInfo>& types,
   // when an option was chosen could be far too large and prune nothing under it. -1 when a
   // chosen option's pipelines now take no sample.
   std::vector<std::size_t> chosen(types.size(), 0);
-  auto taken = [&](std::size_t x) {
-    std::int64_t sum = 0;
-    for (std::size_t y = 0; y < x; ++y) {
-      const std::int64_t s = bound.samples(y, chosen[y]);
-      if (s < 0) return std::int64_t{-1};
-      sum = saturating_sum(sum, s);
-    }
-    return sum;
-  };
+  auto taken = [&](std::size_t x) { return bound.taken(x, chosen); };
   // The partitions of a sub-product from type x on: its combinations, less the one using no
   // device at all (never built, so never counted) when no pipeline is chosen yet.
   const std::vector<char> none_from = no_pipeline_from(entries);
