@@ -94,6 +94,7 @@ ClusterIndex::ClusterIndex(const ClusterSpec& cluster) : cluster_(&cluster) {
   for (const auto& n : cluster.nodes) {
     first_.push_back(first);
     node_type_.push_back(&cluster.type(n.device_type));
+    any_node_shared_ = any_node_shared_ || node_type_.back()->node_shared_bandwidth_gbps.has_value();
     first += n.devices;
   }
   first_.push_back(first);
@@ -111,13 +112,8 @@ ClusterIndex::ClusterIndex(const ClusterSpec& cluster) : cluster_(&cluster) {
   }
 }
 
-std::int64_t ClusterIndex::node_of(std::int64_t id) const {
+std::int64_t ClusterIndex::node_of_searched(std::int64_t id) const {
   ETH_CHECK(id >= 0 && id < num_devices(), "device id out of range");
-  if (!bucket_node_.empty()) {
-    auto node = static_cast<std::size_t>(bucket_node_[static_cast<std::size_t>(id / width_)]);
-    while (first_[node + 1] <= id) ++node;
-    return static_cast<std::int64_t>(node);
-  }
   // The last node whose first id is <= id (nodes have at least one device).
   const auto it = std::upper_bound(first_.begin(), first_.end() - 1, id);
   return static_cast<std::int64_t>(it - first_.begin()) - 1;

@@ -252,9 +252,27 @@ double message_buffer_bytes(std::int64_t stage, std::int64_t num_stages, std::in
 Precision plan_precision(const Plan& plan, const ProfileDb& profile,
                          std::optional<Precision> wanted) {
   std::optional<Precision> found;
-  std::string found_type;
+  const std::string* found_type = nullptr;
+  // A (type, tp) pair seen before passes its checks again and leaves `found` as it is (every
+  // entry checked so far shares one precision), so each pair's entries are scanned once; a
+  // repeat only moves found_type, which the next mismatch's message names. Plans at 10,000
+  // devices have thousands of stages of a handful of pairs.
+  struct Pair {
+    const std::string* type;
+    std::int64_t tp;
+    bool matched;
+  };
+  std::vector<Pair> seen;
   for (const PipelinePlan& pipe : plan.pipelines) {
     for (const StagePlan& st : pipe.stages) {
+      const auto repeat = std::find_if(seen.begin(), seen.end(), [&](const Pair& p) {
+        return p.tp == st.tp && *p.type == st.device_type;
+      });
+      if (repeat != seen.end()) {
+        if (repeat->matched) found_type = &st.device_type;
+        continue;
+      }
+      bool matched = false;
       for (const auto& [key, e] : profile.entries()) {
         if (key.device_type != st.device_type || key.tp != st.tp) continue;
         const std::string name(precision_name(e.precision));
@@ -270,13 +288,15 @@ Precision plan_precision(const Plan& plan, const ProfileDb& profile,
         if (found && *found != e.precision) {
           throw InputError("profile", key.device_type, "precision",
                            "device type " + key.device_type + " was profiled in " + name +
-                               " but " + found_type + " in " +
+                               " but " + *found_type + " in " +
                                std::string(precision_name(*found)) +
                                "; one run trains in one precision");
         }
         found = e.precision;
-        found_type = key.device_type;
+        found_type = &key.device_type;
+        matched = true;
       }
+      seen.push_back(Pair{&st.device_type, st.tp, matched});
     }
   }
   // Without entries compute_stage_costs throws its own error naming the missing key.

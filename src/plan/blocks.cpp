@@ -7,6 +7,8 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "model/arithmetic.h"
@@ -134,13 +136,48 @@ std::int64_t chunk_elements(const TensorDesc& t, std::int64_t c, std::int64_t n)
 
 // The pieces of one segment in layout order: sharded chunks 0..n-1, then the replicated part;
 // tensor-wise, one piece per (unit, tensor, chunk), units descending.
+struct HolderHash {
+  std::size_t operator()(const std::vector<std::int64_t>& holders) const {
+    std::size_t h = holders.size();
+    for (std::int64_t id : holders) {
+      h ^= std::hash<std::int64_t>{}(id) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    }
+    return h;
+  }
+};
+
+struct HolderPtrHash {
+  std::size_t operator()(const std::vector<std::int64_t>* holders) const {
+    return HolderHash{}(*holders);
+  }
+};
+struct HolderPtrEq {
+  bool operator()(const std::vector<std::int64_t>* a, const std::vector<std::int64_t>* b) const {
+    return *a == *b;
+  }
+};
+
 struct PieceWithHolders {
   GradPiece piece;
   std::vector<std::int64_t> holders;
 };
 
-std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const Segment& seg,
-                                             bool per_tensor) {
+// unit_tensors of every unit, built once per call: a segment asks for each of its units once
+// per tp chunk, and each call builds the unit's tensor list afresh.
+using UnitTensors = std::vector<std::vector<TensorDesc>>;
+
+UnitTensors all_unit_tensors(const ModelSpec& m) {
+  UnitTensors out;
+  out.reserve(static_cast<std::size_t>(m.num_units()));
+  for (std::int64_t u = 0; u < m.num_units(); ++u) out.push_back(unit_tensors(m, u));
+  return out;
+}
+
+std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const UnitTensors& unit_tensors,
+                                             const Segment& seg, bool per_tensor) {
+  const auto tensors_of = [&](std::int64_t u) -> const std::vector<TensorDesc>& {
+    return unit_tensors[static_cast<std::size_t>(u)];
+  };
   std::vector<PieceWithHolders> out;
   const std::int64_t n = seg.chunks;
   auto add = [&](std::int64_t first, std::int64_t last, GradPart part, std::int64_t chunk,
@@ -155,7 +192,7 @@ std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const Segment& 
   };
   if (per_tensor) {
     for (std::int64_t u = seg.last_unit; u >= seg.first_unit; --u) {
-      const auto tensors = unit_tensors(m, u);
+      const auto& tensors = tensors_of(u);
       for (std::int64_t c = 0; c < n; ++c) {
         for (std::size_t i = 0; i < tensors.size(); ++i) {
           if (tensors[i].split != TpSplit::Sharded || is_tied_tensor(m, u, tensors[i].name)) {
@@ -175,7 +212,7 @@ std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const Segment& 
   for (std::int64_t c = 0; c < n; ++c) {
     std::int64_t elements = 0;
     for (std::int64_t u = seg.first_unit; u <= seg.last_unit; ++u) {
-      for (const auto& t : unit_tensors(m, u)) {
+      for (const auto& t : tensors_of(u)) {
         if (t.split == TpSplit::Sharded && !is_tied_tensor(m, u, t.name)) {
           elements += chunk_elements(t, c, n);
         }
@@ -185,7 +222,7 @@ std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const Segment& 
   }
   std::int64_t replicated = 0;
   for (std::int64_t u = seg.first_unit; u <= seg.last_unit; ++u) {
-    for (const auto& t : unit_tensors(m, u)) {
+    for (const auto& t : tensors_of(u)) {
       if (t.split == TpSplit::Replicated) replicated += t.numel();
     }
   }
@@ -240,10 +277,12 @@ std::vector<GradBlock> aggregation_collectives(const Plan& plan, AggregationMode
     return out;
   }
   const bool per_tensor = mode == AggregationMode::Tensor;
-  std::map<std::vector<std::int64_t>, std::size_t> block_of_group;  // block-wise merging
+  // Block-wise merging (hashed: at 10,000 devices a holder group has hundreds of ids).
+  std::unordered_map<std::vector<std::int64_t>, std::size_t, HolderHash> block_of_group;
   std::vector<std::vector<PieceWithHolders>> lists;
+  const UnitTensors tensors = all_unit_tensors(plan.model);
   for (const Segment& seg : segments_descending(plan)) {
-    lists.push_back(segment_pieces(plan.model, seg, per_tensor));
+    lists.push_back(segment_pieces(plan.model, tensors, seg, per_tensor));
   }
   if (plan.model.tied_embeddings) lists.push_back(tied_pieces(plan));
   for (auto& list : lists) {
@@ -271,20 +310,26 @@ std::vector<GradBlock> aggregation_collectives(const Plan& plan, AggregationMode
 AggregationStats aggregation_stats(const std::vector<GradBlock>& collectives,
                                    double bytes_per_element) {
   AggregationStats s;
-  std::set<std::vector<std::int64_t>> groups;
-  std::map<std::int64_t, double> per_device;
+  // Flat and hashed rather than a map and a set of vectors: at 10,000 devices the planner's
+  // finalists have hundreds of collectives of hundreds of holders each. A device's sum still
+  // adds its collectives in their order.
+  std::unordered_set<const std::vector<std::int64_t>*, HolderPtrHash, HolderPtrEq> groups;
+  std::vector<double> per_device;
   for (const GradBlock& b : collectives) {
     if (b.holders.size() < 2) continue;
     const double bytes = static_cast<double>(b.elements) * bytes_per_element;
     ++s.collectives;
     s.bytes_total += bytes * static_cast<double>(b.holders.size());
-    groups.insert(b.holders);
-    for (std::int64_t d : b.holders) per_device[d] += bytes;
+    groups.insert(&b.holders);
+    for (std::int64_t d : b.holders) {
+      ETH_CHECK(d >= 0, "a collective holder has a negative device id");
+      const auto i = static_cast<std::size_t>(d);
+      if (i >= per_device.size()) per_device.resize(i + 1, 0.0);
+      per_device[i] += bytes;
+    }
   }
   s.communicators = static_cast<std::int64_t>(groups.size());
-  for (const auto& [device, bytes] : per_device) {
-    s.bytes_per_device_max = std::max(s.bytes_per_device_max, bytes);
-  }
+  for (const double bytes : per_device) s.bytes_per_device_max = std::max(s.bytes_per_device_max, bytes);
   return s;
 }
 
