@@ -76,6 +76,7 @@ struct Segment {
   std::int64_t first_unit = 0, last_unit = 0;
   std::vector<const StagePlan*> stages;  // per pipeline, the stage holding the range
   std::int64_t chunks = 1;               // lcm of those stages' tp degrees
+  std::size_t holders = 0;               // dp replicas over those stages: a piece's holders
 };
 
 std::vector<Segment> segments_descending(const Plan& plan) {
@@ -103,10 +104,12 @@ std::vector<Segment> segments_descending(const Plan& plan) {
     Segment seg;
     seg.first_unit = *it;
     seg.last_unit = end - 1;
+    seg.stages.reserve(stage_of.size());
     for (const auto& per_unit : stage_of) {
       const StagePlan* st = per_unit[static_cast<std::size_t>(seg.first_unit)];
       seg.stages.push_back(st);
       seg.chunks = std::lcm(seg.chunks, st->tp);
+      seg.holders += static_cast<std::size_t>(st->dp);
     }
     out.push_back(std::move(seg));
     end = *it;
@@ -118,10 +121,12 @@ std::vector<Segment> segments_descending(const Plan& plan) {
 template <typename RankOf>
 std::vector<std::int64_t> holders_of(const Segment& seg, RankOf rank_of) {
   std::vector<std::int64_t> h;
+  h.reserve(seg.holders);
   for (const StagePlan* st : seg.stages) {
     for (std::int64_t d = 0; d < st->dp; ++d) h.push_back(stage_device(*st, d, rank_of(*st)));
   }
-  std::sort(h.begin(), h.end());
+  // Pipelines usually hold ascending device ranges: then the ids come sorted already.
+  if (!std::is_sorted(h.begin(), h.end())) std::sort(h.begin(), h.end());
   return h;
 }
 
