@@ -127,16 +127,6 @@ const DeviceType& ClusterIndex::type_of(std::int64_t id) const {
   return *node_type_[static_cast<std::size_t>(node_of(id))];
 }
 
-double ClusterIndex::link_bytes_per_s(std::int64_t a, std::int64_t b) const {
-  const std::int64_t na = node_of(a), nb = node_of(b);
-  const DeviceType& ta = *node_type_[static_cast<std::size_t>(na)];
-  const DeviceType& tb = *node_type_[static_cast<std::size_t>(nb)];
-  if (na == nb) return ta.intra_node_bandwidth_gbps * 1e9 / 8.0;
-  const double ga = ta.inter_node_bandwidth_gbps.value_or(cluster_->inter_node_bandwidth_gbps);
-  const double gb = tb.inter_node_bandwidth_gbps.value_or(cluster_->inter_node_bandwidth_gbps);
-  return std::min(ga, gb) * 1e9 / 8.0;
-}
-
 std::vector<std::int64_t> ClusterSpec::node_first_device() const {
   std::vector<std::int64_t> out;
   std::int64_t first = 0;

@@ -2,6 +2,7 @@
 // cluster, and global device ids (node 0's devices first). Pure data plus parsing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -95,8 +96,16 @@ class ClusterIndex {
   }
   const std::string& type_name_of(std::int64_t id) const;
   const DeviceType& type_of(std::int64_t id) const;
-  // Same as ClusterSpec::link_bytes_per_s.
-  double link_bytes_per_s(std::int64_t a, std::int64_t b) const;
+  // Same as ClusterSpec::link_bytes_per_s. Inline, like node_of.
+  double link_bytes_per_s(std::int64_t a, std::int64_t b) const {
+    const std::int64_t na = node_of(a), nb = node_of(b);
+    const DeviceType& ta = *node_type_[static_cast<std::size_t>(na)];
+    const DeviceType& tb = *node_type_[static_cast<std::size_t>(nb)];
+    if (na == nb) return ta.intra_node_bandwidth_gbps * 1e9 / 8.0;
+    const double ga = ta.inter_node_bandwidth_gbps.value_or(cluster_->inter_node_bandwidth_gbps);
+    const double gb = tb.inter_node_bandwidth_gbps.value_or(cluster_->inter_node_bandwidth_gbps);
+    return std::min(ga, gb) * 1e9 / 8.0;
+  }
   // Whether any node's type has node_shared_bandwidth_gbps (most clusters have none, and then
   // the per-node accounting of collectives can be skipped).
   bool any_node_shared() const { return any_node_shared_; }

@@ -405,8 +405,9 @@ double pipeline_time_ms(const PipelineCosts& c, std::int64_t k, const std::strin
                   transfer_chain_ms(c, k));
 }
 
-double ideal_iteration_ms(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile) {
-  const ClusterIndex index(cluster);
+namespace {
+
+double ideal_ms(const Plan& plan, const ClusterIndex& index, const ProfileDb& profile) {
   // Keyed by the cluster's one DeviceType object per name: a pointer compare per device.
   std::vector<std::pair<const DeviceType*, double>> per_type;
   double aggregate = 0;
@@ -422,6 +423,12 @@ double ideal_iteration_ms(const Plan& plan, const ClusterSpec& cluster, const Pr
   }
   ETH_CHECK(aggregate > 0, "a plan without devices has no ideal bound");
   return 3.0 * model_forward_flops(plan.model, plan.gbs, plan.seq_len) / aggregate * 1e3;
+}
+
+}  // namespace
+
+double ideal_iteration_ms(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile) {
+  return ideal_ms(plan, ClusterIndex(cluster), profile);
 }
 
 Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
@@ -519,7 +526,7 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
     peak += static_cast<double>(node.devices) * cluster.type(node.device_type).peak_flops();
   }
   out.mfu = out.model_flops / (out.iteration_ms * 1e-3) / peak;
-  out.ideal_iteration_ms = ideal_iteration_ms(plan, cluster, profile);
+  out.ideal_iteration_ms = ideal_ms(plan, index, profile);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 
@@ -52,7 +53,16 @@ double boundary_ms(const ClusterIndex& cluster, const StagePlan& a, const StageP
                    std::int64_t mbs, double sample_bytes, double p2p_latency_ms) {
   // Per device, by its place in its stage's list (a stage's devices are distinct:
   // validate_plan), so each device's messages add in the same order as they are sent.
-  std::vector<double> out(a.devices.size(), 0.0), in(b.devices.size(), 0.0);
+  // On the stack for the usual small stages: this runs twice per stage of every finalist.
+  constexpr std::size_t kSmall = 32;
+  std::array<double, kSmall> out_small{}, in_small{};
+  std::vector<double> out_big, in_big;
+  const std::span<double> out =
+      a.devices.size() <= kSmall ? std::span<double>(out_small.data(), a.devices.size())
+                                 : (out_big.assign(a.devices.size(), 0.0), std::span<double>(out_big));
+  const std::span<double> in =
+      b.devices.size() <= kSmall ? std::span<double>(in_small.data(), b.devices.size())
+                                 : (in_big.assign(b.devices.size(), 0.0), std::span<double>(in_big));
   for (std::int64_t i = 0; i < a.dp; ++i) {
     for (std::int64_t j = 0; j < b.dp; ++j) {
       const std::int64_t lo = std::max(i * mbs / a.dp, j * mbs / b.dp);

@@ -61,7 +61,8 @@ const AggregationStats& BlockPlan::stats(AggregationMode m) const {
   return block_wise;
 }
 
-std::int64_t stage_device(const StagePlan& s, std::int64_t dp_rank, std::int64_t tp_rank) {
+std::int64_t stage_device_checked(const StagePlan& s, std::int64_t dp_rank,
+                                  std::int64_t tp_rank) {
   ETH_CHECK(dp_rank >= 0 && dp_rank < s.dp && tp_rank >= 0 && tp_rank < s.tp,
             "stage coordinates out of range");
   ETH_CHECK(static_cast<std::int64_t>(s.devices.size()) == s.tp * s.dp,
@@ -169,18 +170,33 @@ struct PieceWithHolders {
 
 // unit_tensors of every unit, built once per call: a segment asks for each of its units once
 // per tp chunk, and each call builds the unit's tensor list afresh.
-using UnitTensors = std::vector<std::vector<TensorDesc>>;
+struct UnitGrads {
+  std::vector<TensorDesc> tensors;
+  // Block-wise sums: (rows, elements per row) of each tp-sharded tensor but the tied ones,
+  // and the tp-replicated tensors' elements.
+  std::vector<std::pair<std::int64_t, std::int64_t>> sharded;
+  std::int64_t replicated = 0;
+};
+using UnitTensors = std::vector<UnitGrads>;
 
 UnitTensors all_unit_tensors(const ModelSpec& m) {
-  UnitTensors out;
-  out.reserve(static_cast<std::size_t>(m.num_units()));
-  for (std::int64_t u = 0; u < m.num_units(); ++u) out.push_back(unit_tensors(m, u));
+  UnitTensors out(static_cast<std::size_t>(m.num_units()));
+  for (std::int64_t u = 0; u < m.num_units(); ++u) {
+    UnitGrads& g = out[static_cast<std::size_t>(u)];
+    g.tensors = unit_tensors(m, u);
+    for (const TensorDesc& t : g.tensors) {
+      if (t.split == TpSplit::Replicated) g.replicated += t.numel();
+      if (t.split == TpSplit::Sharded && !is_tied_tensor(m, u, t.name)) {
+        g.sharded.emplace_back(t.shape.front(), t.numel() / t.shape.front());
+      }
+    }
+  }
   return out;
 }
 
 std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const UnitTensors& unit_tensors,
                                              const Segment& seg, bool per_tensor) {
-  const auto tensors_of = [&](std::int64_t u) -> const std::vector<TensorDesc>& {
+  const auto grads_of = [&](std::int64_t u) -> const UnitGrads& {
     return unit_tensors[static_cast<std::size_t>(u)];
   };
   std::vector<PieceWithHolders> out;
@@ -197,7 +213,7 @@ std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const UnitTenso
   };
   if (per_tensor) {
     for (std::int64_t u = seg.last_unit; u >= seg.first_unit; --u) {
-      const auto& tensors = tensors_of(u);
+      const auto& tensors = grads_of(u).tensors;
       for (std::int64_t c = 0; c < n; ++c) {
         for (std::size_t i = 0; i < tensors.size(); ++i) {
           if (tensors[i].split != TpSplit::Sharded || is_tied_tensor(m, u, tensors[i].name)) {
@@ -217,20 +233,15 @@ std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const UnitTenso
   for (std::int64_t c = 0; c < n; ++c) {
     std::int64_t elements = 0;
     for (std::int64_t u = seg.first_unit; u <= seg.last_unit; ++u) {
-      for (const auto& t : tensors_of(u)) {
-        if (t.split == TpSplit::Sharded && !is_tied_tensor(m, u, t.name)) {
-          elements += chunk_elements(t, c, n);
-        }
+      // chunk_elements of each tensor, from its rows and row size.
+      for (const auto& [rows, row_size] : grads_of(u).sharded) {
+        elements += ((c + 1) * rows / n - c * rows / n) * row_size;
       }
     }
     add(seg.first_unit, seg.last_unit, GradPart::Sharded, c, -1, elements);
   }
   std::int64_t replicated = 0;
-  for (std::int64_t u = seg.first_unit; u <= seg.last_unit; ++u) {
-    for (const auto& t : tensors_of(u)) {
-      if (t.split == TpSplit::Replicated) replicated += t.numel();
-    }
-  }
+  for (std::int64_t u = seg.first_unit; u <= seg.last_unit; ++u) replicated += grads_of(u).replicated;
   add(seg.first_unit, seg.last_unit, GradPart::Replicated, 0, -1, replicated);
   return out;
 }
