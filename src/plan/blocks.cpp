@@ -293,8 +293,9 @@ std::vector<GradBlock> aggregation_collectives(const Plan& plan, AggregationMode
     return out;
   }
   const bool per_tensor = mode == AggregationMode::Tensor;
-  // Block-wise merging (hashed: at 10,000 devices a holder group has hundreds of ids).
-  std::unordered_map<std::vector<std::int64_t>, std::size_t, HolderHash> block_of_group;
+  // Block-wise merging, by the holders' hash to the blocks with it (at 10,000 devices a holder
+  // group has hundreds of ids: a tree of copied keys was much of a prediction).
+  std::unordered_multimap<std::size_t, std::size_t> blocks_of_hash;
   std::vector<std::vector<PieceWithHolders>> lists;
   const UnitTensors tensors = all_unit_tensors(plan.model);
   for (const Segment& seg : segments_descending(plan)) {
@@ -304,14 +305,17 @@ std::vector<GradBlock> aggregation_collectives(const Plan& plan, AggregationMode
   for (auto& list : lists) {
     for (auto& pw : list) {
       if (!per_tensor) {
-        auto it = block_of_group.find(pw.holders);
-        if (it != block_of_group.end()) {
+        const std::size_t hash = HolderHash{}(pw.holders);
+        const auto [lo, hi] = blocks_of_hash.equal_range(hash);
+        const auto it = std::find_if(
+            lo, hi, [&](const auto& entry) { return out[entry.second].holders == pw.holders; });
+        if (it != hi) {
           GradBlock& b = out[it->second];
           b.elements += pw.piece.elements;
           b.pieces.push_back(pw.piece);
           continue;
         }
-        block_of_group.emplace(pw.holders, out.size());
+        blocks_of_hash.emplace(hash, out.size());
       }
       GradBlock b;
       b.elements = pw.piece.elements;
