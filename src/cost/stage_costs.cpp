@@ -417,8 +417,13 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
                 "stage device count must equal tp * dp");
       pc.full.push_back(stage_cost(plan, index, pipe, s, pipe.micro_batch_size, cache,
                                    unit_costs, p2p_latency_ms, element_bytes));
-      pc.last.push_back(stage_cost(plan, index, pipe, s, pipe.last_microbatch_size(), cache,
-                                   unit_costs, p2p_latency_ms, element_bytes));
+      // A last micro-batch as large as the others costs the same (the same call's result).
+      if (pipe.last_microbatch_size() == pipe.micro_batch_size) {
+        pc.last.push_back(pc.full.back());
+      } else {
+        pc.last.push_back(stage_cost(plan, index, pipe, s, pipe.last_microbatch_size(), cache,
+                                     unit_costs, p2p_latency_ms, element_bytes));
+      }
       pc.last.back().activation_bytes = pc.full.back().activation_bytes;  // a full slot
       const ProfileEntry& full = cache.get(st.device_type, st.tp, pc.full.back().share_mbs);
       const StaticCache::Part& shape = statics.get(full, st);

@@ -112,6 +112,13 @@ std::vector<Segment> segments_descending(const Plan& plan) {
       seg.chunks = std::lcm(seg.chunks, st->tp);
       seg.holders += static_cast<std::size_t>(st->dp);
     }
+    // Holders in ascending ids as often as possible before holders_of sorts them: stages by
+    // their first device (pipelines need not be listed in device order).
+    const auto first_device = [](const StagePlan* st) {
+      return st->devices.empty() ? std::int64_t{-1} : st->devices.front();
+    };
+    std::sort(seg.stages.begin(), seg.stages.end(),
+              [&](const StagePlan* a, const StagePlan* b) { return first_device(a) < first_device(b); });
     out.push_back(std::move(seg));
     end = *it;
   }
