@@ -98,7 +98,10 @@ class ClusterIndex {
   const DeviceType& type_of(std::int64_t id) const;
   // Same as ClusterSpec::link_bytes_per_s. Inline, like node_of.
   double link_bytes_per_s(std::int64_t a, std::int64_t b) const {
-    const std::int64_t na = node_of(a), nb = node_of(b);
+    return node_link_bytes_per_s(node_of(a), node_of(b));
+  }
+  // The same between devices of nodes na and nb (node_of), for callers that walk many links.
+  double node_link_bytes_per_s(std::int64_t na, std::int64_t nb) const {
     const DeviceType& ta = *node_type_[static_cast<std::size_t>(na)];
     const DeviceType& tb = *node_type_[static_cast<std::size_t>(nb)];
     if (na == nb) return ta.intra_node_bandwidth_gbps * 1e9 / 8.0;

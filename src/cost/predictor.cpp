@@ -298,9 +298,14 @@ double ring_allreduce_ms(const ClusterIndex& cluster, const std::vector<std::int
                          double bytes, double latency_ms) {
   const std::size_t n = holders.size();
   if (n < 2) return 0.0;
-  double bw = cluster.link_bytes_per_s(holders[n - 1], holders[0]);
+  // Each holder's node looked up once (a collective at 10,000 devices has hundreds).
+  const std::int64_t first_node = cluster.node_of(holders[0]);
+  double bw = cluster.node_link_bytes_per_s(cluster.node_of(holders[n - 1]), first_node);
+  std::int64_t from = first_node;
   for (std::size_t i = 0; i + 1 < n; ++i) {
-    bw = std::min(bw, cluster.link_bytes_per_s(holders[i], holders[i + 1]));
+    const std::int64_t to = cluster.node_of(holders[i + 1]);
+    bw = std::min(bw, cluster.node_link_bytes_per_s(from, to));
+    from = to;
   }
   const double nn = static_cast<double>(n);
   const double per_holder = 2.0 * (nn - 1.0) / nn * bytes;
