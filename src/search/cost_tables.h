@@ -201,8 +201,9 @@ inline double range_comm_bytes(const UnitTable& t, double in_flight, std::size_t
   return sharded_comm_bytes(t, messages, temporaries, fed);
 }
 
-inline RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes, double q,
-                               std::size_t i, std::size_t j, double ws, std::size_t* position) {
+[[gnu::always_inline]] inline RangeCost range_cost_ws(const UnitTable& t, double capacity_bytes,
+                                                      double q, std::size_t i, std::size_t j,
+                                                      double ws, std::size_t* position) {
   if (!t.rc_first_fit || t.rc_order.empty()) return range_cost_ws(t, capacity_bytes, q, i, j, ws);
   const double fixed = t.static_prefix[j] - t.static_prefix[i] + ws + range_comm_bytes(t, q, i, j);
   for (std::size_t k = *position; k < t.rc_order.size(); ++k) {
