@@ -16,22 +16,24 @@ function(eth_unity_register target)
   set_property(GLOBAL APPEND PROPERTY ETH_UNITY_TARGETS ${target})
 endfunction()
 
-function(eth_unity target)
+# Registers target and, where `enabled`, builds it as unity TUs of ETH_UNITY_BATCH files.
+function(eth_unity_if target enabled)
   eth_unity_register(${target})
-  if(ETH_UNITY)
+  if(enabled)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON
                           UNITY_BUILD_BATCH_SIZE ${ETH_UNITY_BATCH})
   endif()
 endfunction()
 
+# A test or bench target.
+function(eth_unity target)
+  eth_unity_if(${target} ${ETH_UNITY})
+endfunction()
+
 # A src/ library (eth_module() and the C++ libraries written out by hand; not the CUDA one,
 # eth_kernels_cuda, whose .cu files stay one TU each).
 function(eth_unity_src target)
-  eth_unity_register(${target})
-  if(ETH_UNITY_SRC)
-    set_target_properties(${target} PROPERTIES UNITY_BUILD ON
-                          UNITY_BUILD_BATCH_SIZE ${ETH_UNITY_BATCH})
-  endif()
+  eth_unity_if(${target} ${ETH_UNITY_SRC})
 endfunction()
 
 # eth_unity_skip(target file...): compile these files of target as TUs of their own. For files
