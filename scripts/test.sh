@@ -6,6 +6,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 start=$(date +%s)
+# The size rules first (a second): no source file over 800 lines, no function over 150.
+echo "== sizes (src, bench)"
+python3 "$root/tools/check_sizes.py" "$root/src" "$root/bench"
 echo "== build (Release, -Werror)"
 "$root/scripts/build.sh" "$root/build-test" -DETH_WERROR=ON -DETH_BUILD_BENCH=ON
 echo "== tests"

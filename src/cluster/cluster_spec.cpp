@@ -94,6 +94,7 @@ ClusterIndex::ClusterIndex(const ClusterSpec& cluster) : cluster_(&cluster) {
   for (const auto& n : cluster.nodes) {
     first_.push_back(first);
     node_type_.push_back(&cluster.type(n.device_type));
+    any_node_shared_ = any_node_shared_ || node_type_.back()->node_shared_bandwidth_gbps.has_value();
     first += n.devices;
   }
   first_.push_back(first);
@@ -111,13 +112,8 @@ ClusterIndex::ClusterIndex(const ClusterSpec& cluster) : cluster_(&cluster) {
   }
 }
 
-std::int64_t ClusterIndex::node_of(std::int64_t id) const {
+std::int64_t ClusterIndex::node_of_searched(std::int64_t id) const {
   ETH_CHECK(id >= 0 && id < num_devices(), "device id out of range");
-  if (!bucket_node_.empty()) {
-    auto node = static_cast<std::size_t>(bucket_node_[static_cast<std::size_t>(id / width_)]);
-    while (first_[node + 1] <= id) ++node;
-    return static_cast<std::int64_t>(node);
-  }
   // The last node whose first id is <= id (nodes have at least one device).
   const auto it = std::upper_bound(first_.begin(), first_.end() - 1, id);
   return static_cast<std::int64_t>(it - first_.begin()) - 1;
@@ -129,16 +125,6 @@ const std::string& ClusterIndex::type_name_of(std::int64_t id) const {
 
 const DeviceType& ClusterIndex::type_of(std::int64_t id) const {
   return *node_type_[static_cast<std::size_t>(node_of(id))];
-}
-
-double ClusterIndex::link_bytes_per_s(std::int64_t a, std::int64_t b) const {
-  const std::int64_t na = node_of(a), nb = node_of(b);
-  const DeviceType& ta = *node_type_[static_cast<std::size_t>(na)];
-  const DeviceType& tb = *node_type_[static_cast<std::size_t>(nb)];
-  if (na == nb) return ta.intra_node_bandwidth_gbps * 1e9 / 8.0;
-  const double ga = ta.inter_node_bandwidth_gbps.value_or(cluster_->inter_node_bandwidth_gbps);
-  const double gb = tb.inter_node_bandwidth_gbps.value_or(cluster_->inter_node_bandwidth_gbps);
-  return std::min(ga, gb) * 1e9 / 8.0;
 }
 
 std::vector<std::int64_t> ClusterSpec::node_first_device() const {

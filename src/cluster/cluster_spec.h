@@ -2,6 +2,7 @@
 // cluster, and global device ids (node 0's devices first). Pure data plus parsing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -86,14 +87,37 @@ class ClusterIndex {
   // It refers to `cluster`, which must outlive it: a temporary would not.
   explicit ClusterIndex(ClusterSpec&&) = delete;
   std::int64_t num_devices() const { return first_.back(); }
-  std::int64_t node_of(std::int64_t id) const;  // ETH_CHECKs the range
+  // ETH_CHECKs the range. Inline: the predictor asks for every holder of every collective.
+  std::int64_t node_of(std::int64_t id) const {
+    if (bucket_node_.empty() || id < 0 || id >= num_devices()) return node_of_searched(id);
+    auto node = static_cast<std::size_t>(bucket_node_[static_cast<std::size_t>(id / width_)]);
+    while (first_[node + 1] <= id) ++node;
+    return static_cast<std::int64_t>(node);
+  }
   const std::string& type_name_of(std::int64_t id) const;
   const DeviceType& type_of(std::int64_t id) const;
-  // Same as ClusterSpec::link_bytes_per_s.
-  double link_bytes_per_s(std::int64_t a, std::int64_t b) const;
+  // Same as ClusterSpec::link_bytes_per_s. Inline, like node_of.
+  double link_bytes_per_s(std::int64_t a, std::int64_t b) const {
+    return node_link_bytes_per_s(node_of(a), node_of(b));
+  }
+  // The same between devices of nodes na and nb (node_of), for callers that walk many links.
+  double node_link_bytes_per_s(std::int64_t na, std::int64_t nb) const {
+    const DeviceType& ta = *node_type_[static_cast<std::size_t>(na)];
+    const DeviceType& tb = *node_type_[static_cast<std::size_t>(nb)];
+    if (na == nb) return ta.intra_node_bandwidth_gbps * 1e9 / 8.0;
+    const double ga = ta.inter_node_bandwidth_gbps.value_or(cluster_->inter_node_bandwidth_gbps);
+    const double gb = tb.inter_node_bandwidth_gbps.value_or(cluster_->inter_node_bandwidth_gbps);
+    return std::min(ga, gb) * 1e9 / 8.0;
+  }
+  // Whether any node's type has node_shared_bandwidth_gbps (most clusters have none, and then
+  // the per-node accounting of collectives can be skipped).
+  bool any_node_shared() const { return any_node_shared_; }
 
  private:
+  std::int64_t node_of_searched(std::int64_t id) const;
+
   const ClusterSpec* cluster_;
+  bool any_node_shared_ = false;
   std::vector<std::int64_t> first_;  // first global id of each node, then the total
   std::vector<const DeviceType*> node_type_;
   // Ids in buckets of `width_` (the smallest node's size), each with the node of its first id:

@@ -98,19 +98,22 @@ SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, Aggr
   for (const GradBlock& b : blocks) {
     if (b.holders.size() < 2) continue;
     shared_nodes.clear();
-    for (std::int64_t h : b.holders) {
-      const std::int64_t node = cluster.node_of(h);
-      if (cluster.type_of(h).node_shared_bandwidth_gbps &&
-          (shared_nodes.empty() || shared_nodes.back() != node)) {
-        shared_nodes.push_back(node);
+    if (cluster.any_node_shared()) {
+      for (std::int64_t h : b.holders) {
+        const std::int64_t node = cluster.node_of(h);
+        if (cluster.type_of(h).node_shared_bandwidth_gbps &&
+            (shared_nodes.empty() || shared_nodes.back() != node)) {
+          shared_nodes.push_back(node);
+        }
       }
     }
     const CollectiveTime t = collective_time(
         cluster, b.holders, ring_share * static_cast<double>(b.elements) * element_bytes, opt);
+    const std::int64_t lowest = b.lowest_unit();
     double post = 0, start = 0;
     for (std::int64_t h : b.holders) {
       const auto i = static_cast<std::size_t>(h);
-      post = std::max({post, ready(b, h), posted_at[i]});
+      post = std::max({post, ready(lowest, h), posted_at[i]});
       start = std::max(start, free_at[i]);
     }
     start = std::max(start, post);
@@ -129,19 +132,58 @@ SyncPrediction schedule_sync(const Plan& plan, const ClusterIndex& cluster, Aggr
   return sp;
 }
 
+// backward_passed_ms of every unit of every stage (the stage's own units, as the sync schedule
+// asks for them), each computed by the same subtractions in the same order: the schedule asks
+// once per holder of every collective, hundreds of thousands of times at 10,000 devices.
+class BackwardPassed {
+ public:
+  BackwardPassed() = default;
+  BackwardPassed(const Plan& plan, const std::vector<PipelineCosts>& costs,
+                 const std::vector<double>& t_p) {
+    base_.resize(plan.pipelines.size());
+    for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
+      const auto& stages = plan.pipelines[p].stages;
+      const PipelineCosts& pc = costs[p];
+      double t = t_p[p];
+      for (std::size_t s = 0; s < stages.size(); ++s) {
+        base_[p].push_back(ms_.size());
+        double u_t = t;
+        const auto& ub = pc.last[s].unit_backward_ms;
+        for (std::int64_t u = stages[s].first_unit; u <= stages[s].last_unit; ++u) {
+          ms_.push_back(u_t);
+          if (u < stages[s].last_unit) u_t -= ub[static_cast<std::size_t>(u - stages[s].first_unit)];
+        }
+        t -= pc.last[s].backward_ms + pc.last[s].send_ms;
+      }
+    }
+  }
+  // Unit u of stage s of pipeline p, first_unit <= u <= last_unit.
+  double at(std::size_t p, std::size_t s, std::int64_t offset) const {
+    return ms_[base_[p][s] + static_cast<std::size_t>(offset)];
+  }
+
+ private:
+  std::vector<std::vector<std::size_t>> base_;  // per pipeline, per stage: index of first_unit
+  std::vector<double> ms_;
+};
+
 SyncPrediction predict_sync(const Plan& plan, const ClusterIndex& cluster,
                             const std::vector<PipelineCosts>& costs,
                             const std::vector<double>& t_p, double pipeline_ms,
                             const std::vector<Seat>& seats, AggregationMode mode,
                             const PredictOptions& opt, double element_bytes) {
+  const BackwardPassed passed = opt.overlap ? BackwardPassed(plan, costs, t_p) : BackwardPassed();
   SyncPrediction sp = schedule_sync(
-      plan, cluster, mode, opt, element_bytes, [&](const GradBlock& b, std::int64_t h) {
+      plan, cluster, mode, opt, element_bytes, [&](std::int64_t block_lowest, std::int64_t h) {
         if (!opt.overlap) return pipeline_ms;
         const Seat& seat = seats[static_cast<std::size_t>(h)];
         const StagePlan& st = plan.pipelines[seat.pipeline].stages[seat.stage];
-        const std::int64_t lowest = std::max(b.lowest_unit(), st.first_unit);
-        return backward_passed_ms(costs[seat.pipeline], st, seat.stage, lowest,
-                                  t_p[seat.pipeline]);
+        const std::int64_t lowest = std::max(block_lowest, st.first_unit);
+        if (lowest > st.last_unit) {
+          return backward_passed_ms(costs[seat.pipeline], st, seat.stage, lowest,
+                                    t_p[seat.pipeline]);
+        }
+        return passed.at(seat.pipeline, seat.stage, lowest - st.first_unit);
       });
   sp.exposed_ms = std::max(0.0, sp.end_ms - pipeline_ms);
   return sp;
@@ -241,7 +283,7 @@ SyncPrediction predict_aggregation(const Plan& plan, const ClusterSpec& cluster,
   const double element_bytes =
       precision_bytes(options.precision.value_or(Precision::Fp32)).gradient_element;
   SyncPrediction sp = schedule_sync(plan, ClusterIndex(cluster), mode, options, element_bytes,
-                                    [](const GradBlock&, std::int64_t) { return 0.0; });
+                                    [](std::int64_t, std::int64_t) { return 0.0; });
   sp.exposed_ms = sp.end_ms;
   return sp;
 }
@@ -256,15 +298,20 @@ double ring_allreduce_ms(const ClusterIndex& cluster, const std::vector<std::int
                          double bytes, double latency_ms) {
   const std::size_t n = holders.size();
   if (n < 2) return 0.0;
-  double bw = cluster.link_bytes_per_s(holders[n - 1], holders[0]);
+  // Each holder's node looked up once (a collective at 10,000 devices has hundreds).
+  const std::int64_t first_node = cluster.node_of(holders[0]);
+  double bw = cluster.node_link_bytes_per_s(cluster.node_of(holders[n - 1]), first_node);
+  std::int64_t from = first_node;
   for (std::size_t i = 0; i + 1 < n; ++i) {
-    bw = std::min(bw, cluster.link_bytes_per_s(holders[i], holders[i + 1]));
+    const std::int64_t to = cluster.node_of(holders[i + 1]);
+    bw = std::min(bw, cluster.node_link_bytes_per_s(from, to));
+    from = to;
   }
   const double nn = static_cast<double>(n);
   const double per_holder = 2.0 * (nn - 1.0) / nn * bytes;
   double s = per_holder / bw;
   // A node whose devices share one memory system moves every holder's share there itself.
-  for (std::size_t i = 0; i < n;) {
+  for (std::size_t i = 0; i < n && cluster.any_node_shared();) {
     const std::int64_t node = cluster.node_of(holders[i]);
     std::size_t j = i;
     while (j < n && cluster.node_of(holders[j]) == node) ++j;  // ids of a node are consecutive
@@ -363,20 +410,30 @@ double pipeline_time_ms(const PipelineCosts& c, std::int64_t k, const std::strin
                   transfer_chain_ms(c, k));
 }
 
-double ideal_iteration_ms(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile) {
-  const ClusterIndex index(cluster);
-  std::map<std::string, double> per_type;
+namespace {
+
+double ideal_ms(const Plan& plan, const ClusterIndex& index, const ProfileDb& profile) {
+  // Keyed by the cluster's one DeviceType object per name: a pointer compare per device.
+  std::vector<std::pair<const DeviceType*, double>> per_type;
   double aggregate = 0;
   for (std::int64_t id : plan.device_ids()) {
-    const std::string& type = index.type_name_of(id);
-    auto it = per_type.find(type);
+    const DeviceType* type = &index.type_of(id);
+    auto it = std::find_if(per_type.begin(), per_type.end(),
+                           [&](const auto& entry) { return entry.first == type; });
     if (it == per_type.end()) {
-      it = per_type.emplace(type, effective_flops(profile, type, plan.seq_len)).first;
+      per_type.emplace_back(type, effective_flops(profile, index.type_name_of(id), plan.seq_len));
+      it = per_type.end() - 1;
     }
     aggregate += it->second;
   }
   ETH_CHECK(aggregate > 0, "a plan without devices has no ideal bound");
   return 3.0 * model_forward_flops(plan.model, plan.gbs, plan.seq_len) / aggregate * 1e3;
+}
+
+}  // namespace
+
+double ideal_iteration_ms(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile) {
+  return ideal_ms(plan, ClusterIndex(cluster), profile);
 }
 
 Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb& profile,
@@ -413,6 +470,8 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
 
   const ClusterIndex index(cluster);
   const std::vector<Seat> seats = seats_of(plan, index);
+  out.devices.reserve(static_cast<std::size_t>(
+      std::count_if(seats.begin(), seats.end(), [](const Seat& seat) { return seat.used; })));
   for (std::size_t id = 0; id < seats.size(); ++id) {
     const Seat& seat = seats[id];
     if (!seat.used) continue;
@@ -472,7 +531,7 @@ Prediction predict(const Plan& plan, const ClusterSpec& cluster, const ProfileDb
     peak += static_cast<double>(node.devices) * cluster.type(node.device_type).peak_flops();
   }
   out.mfu = out.model_flops / (out.iteration_ms * 1e-3) / peak;
-  out.ideal_iteration_ms = ideal_iteration_ms(plan, cluster, profile);
+  out.ideal_iteration_ms = ideal_ms(plan, index, profile);
   return out;
 }
 

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <span>
 #include <string>
+#include <tuple>
 
 #include "core/error.h"
 #include "plan/blocks.h"
@@ -26,15 +28,24 @@ class LookupCache {
  public:
   explicit LookupCache(const ProfileDb& db) : db_(db) {}
   const ProfileEntry& get(const std::string& type, std::int64_t tp, std::int64_t mbs) {
+    // Neighbouring stages mostly ask for the same key: the last answer first.
+    if (last_ != nullptr && last_key_->tp == tp && last_key_->mbs == mbs &&
+        last_key_->device_type == type) {
+      return *last_;
+    }
     ProfileKey key{type, tp, mbs};
     auto it = cache_.find(key);
     if (it == cache_.end()) it = cache_.emplace(key, db_.lookup(type, tp, mbs).entry).first;
+    last_key_ = &it->first;
+    last_ = &it->second;
     return it->second;
   }
 
  private:
   const ProfileDb& db_;
   std::map<ProfileKey, ProfileEntry> cache_;
+  const ProfileKey* last_key_ = nullptr;
+  const ProfileEntry* last_ = nullptr;
 };
 
 // The busiest dp replica's share of a micro-batch of `mbs` samples.
@@ -49,7 +60,18 @@ std::int64_t largest_share(std::int64_t mbs, std::int64_t dp) { return (mbs + dp
 // receiver sets the time. dp 1, tp 1 on both sides is one message.
 double boundary_ms(const ClusterIndex& cluster, const StagePlan& a, const StagePlan& b,
                    std::int64_t mbs, double sample_bytes, double p2p_latency_ms) {
-  std::map<std::int64_t, double> out, in;  // per device
+  // Per device, by its place in its stage's list (a stage's devices are distinct:
+  // validate_plan), so each device's messages add in the same order as they are sent.
+  // On the stack for the usual small stages: this runs twice per stage of every finalist.
+  constexpr std::size_t kSmall = 32;
+  std::array<double, kSmall> out_small{}, in_small{};
+  std::vector<double> out_big, in_big;
+  const std::span<double> out =
+      a.devices.size() <= kSmall ? std::span<double>(out_small.data(), a.devices.size())
+                                 : (out_big.assign(a.devices.size(), 0.0), std::span<double>(out_big));
+  const std::span<double> in =
+      b.devices.size() <= kSmall ? std::span<double>(in_small.data(), b.devices.size())
+                                 : (in_big.assign(b.devices.size(), 0.0), std::span<double>(in_big));
   for (std::int64_t i = 0; i < a.dp; ++i) {
     for (std::int64_t j = 0; j < b.dp; ++j) {
       const std::int64_t lo = std::max(i * mbs / a.dp, j * mbs / b.dp);
@@ -60,34 +82,51 @@ double boundary_ms(const ClusterIndex& cluster, const StagePlan& a, const StageP
         const double ms = static_cast<double>(hi - lo) * sample_bytes /
                               cluster.link_bytes_per_s(from, to) * 1e3 +
                           p2p_latency_ms;
-        out[from] += ms;
-        in[to] += ms;
+        out[static_cast<std::size_t>(i * a.tp + t % a.tp)] += ms;
+        in[static_cast<std::size_t>(j * b.tp + t)] += ms;
       }
     }
   }
   double worst = 0;
-  for (const auto& side : {out, in}) {
-    for (const auto& [device, ms] : side) worst = std::max(worst, ms);
-  }
+  for (const double ms : out) worst = std::max(worst, ms);
+  for (const double ms : in) worst = std::max(worst, ms);
   return worst;
 }
 
-StageCost stage_cost(const Plan& plan, const ClusterIndex& cluster, const PipelinePlan& pipe,
-                     std::size_t s, std::int64_t mbs, LookupCache& cache, double p2p_latency_ms,
-                     double element_bytes) {
-  const StagePlan& st = pipe.stages[s];
-  StageCost c;
-  c.share_mbs = largest_share(mbs, st.dp);
-  const ProfileEntry& e = cache.get(st.device_type, st.tp, c.share_mbs);
-  for (std::int64_t u = st.first_unit; u <= st.last_unit; ++u) {
-    const UnitProfile& up = e.units[static_cast<std::size_t>(u)];
-    const double bwd = up.backward_with_recompute_ms(st.recompute);
-    c.unit_forward_ms.push_back(up.forward_ms);
-    c.unit_backward_ms.push_back(bwd);
-    c.forward_ms += up.forward_ms;
-    c.backward_ms += bwd;
-    c.activation_bytes += up.activation.held(st.recompute);
+// The unit loop of stage_cost (everything but the send), which depends only on the profile
+// entry, the unit range and the recompute set: memoized per call, since a plan at 10,000
+// devices repeats a handful of stage shapes thousands of times.
+class UnitCostCache {
+ public:
+  const StageCost& get(const ProfileEntry& e, const StagePlan& st) {
+    auto [it, inserted] =
+        cache_.try_emplace(Key{&e, st.first_unit, st.last_unit, st.recompute.bits()});
+    StageCost& c = it->second;
+    if (!inserted) return c;
+    for (std::int64_t u = st.first_unit; u <= st.last_unit; ++u) {
+      const UnitProfile& up = e.units[static_cast<std::size_t>(u)];
+      const double bwd = up.backward_with_recompute_ms(st.recompute);
+      c.unit_forward_ms.push_back(up.forward_ms);
+      c.unit_backward_ms.push_back(bwd);
+      c.forward_ms += up.forward_ms;
+      c.backward_ms += bwd;
+      c.activation_bytes += up.activation.held(st.recompute);
+    }
+    return c;
   }
+
+ private:
+  using Key = std::tuple<const ProfileEntry*, std::int64_t, std::int64_t, std::uint8_t>;
+  std::map<Key, StageCost> cache_;
+};
+
+StageCost stage_cost(const Plan& plan, const ClusterIndex& cluster, const PipelinePlan& pipe,
+                     std::size_t s, std::int64_t mbs, LookupCache& cache,
+                     UnitCostCache& unit_costs, double p2p_latency_ms, double element_bytes) {
+  const StagePlan& st = pipe.stages[s];
+  const std::int64_t share_mbs = largest_share(mbs, st.dp);
+  StageCost c = unit_costs.get(cache.get(st.device_type, st.tp, share_mbs), st);
+  c.share_mbs = share_mbs;
   if (s + 1 < pipe.stages.size()) {
     // The whole micro-batch's hidden states (element_bytes each).
     const double sample_bytes = static_cast<double>(plan.seq_len) *
@@ -151,6 +190,35 @@ double optimizer_ms(const StagePlan& st, const ProfileEntry& e, ParamCache& para
   }
   return precision_bytes(e.precision).per_parameter() * params / kOptimizerBytesPerS * 1e3;
 }
+
+// static_memory and optimizer_ms of a stage shape (profile entry, tp, unit range, recompute
+// set), memoized per call like UnitCostCache.
+class StaticCache {
+ public:
+  struct Part {
+    StageStaticMemory memory;
+    double optimizer_ms = 0;
+  };
+  StaticCache(const ModelSpec& model, std::int64_t seq, ParamCache& params_of)
+      : model_(model), seq_(seq), params_of_(params_of) {}
+  const Part& get(const ProfileEntry& full, const StagePlan& st) {
+    auto [it, inserted] = cache_.try_emplace(
+        Key{&full, st.tp, st.first_unit, st.last_unit, st.recompute.bits()});
+    if (inserted) {
+      it->second.memory = static_memory(model_, seq_, st, full, params_of_);
+      it->second.optimizer_ms = optimizer_ms(st, full, params_of_);
+    }
+    return it->second;
+  }
+
+ private:
+  using Key =
+      std::tuple<const ProfileEntry*, std::int64_t, std::int64_t, std::int64_t, std::uint8_t>;
+  const ModelSpec& model_;
+  std::int64_t seq_;
+  ParamCache& params_of_;
+  std::map<Key, Part> cache_;
+};
 
 }  // namespace
 
@@ -252,9 +320,27 @@ double message_buffer_bytes(std::int64_t stage, std::int64_t num_stages, std::in
 Precision plan_precision(const Plan& plan, const ProfileDb& profile,
                          std::optional<Precision> wanted) {
   std::optional<Precision> found;
-  std::string found_type;
+  const std::string* found_type = nullptr;
+  // A (type, tp) pair seen before passes its checks again and leaves `found` as it is (every
+  // entry checked so far shares one precision), so each pair's entries are scanned once; a
+  // repeat only moves found_type, which the next mismatch's message names. Plans at 10,000
+  // devices have thousands of stages of a handful of pairs.
+  struct Pair {
+    const std::string* type;
+    std::int64_t tp;
+    bool matched;
+  };
+  std::vector<Pair> seen;
   for (const PipelinePlan& pipe : plan.pipelines) {
     for (const StagePlan& st : pipe.stages) {
+      const auto repeat = std::find_if(seen.begin(), seen.end(), [&](const Pair& p) {
+        return p.tp == st.tp && *p.type == st.device_type;
+      });
+      if (repeat != seen.end()) {
+        if (repeat->matched) found_type = &st.device_type;
+        continue;
+      }
+      bool matched = false;
       for (const auto& [key, e] : profile.entries()) {
         if (key.device_type != st.device_type || key.tp != st.tp) continue;
         const std::string name(precision_name(e.precision));
@@ -270,13 +356,15 @@ Precision plan_precision(const Plan& plan, const ProfileDb& profile,
         if (found && *found != e.precision) {
           throw InputError("profile", key.device_type, "precision",
                            "device type " + key.device_type + " was profiled in " + name +
-                               " but " + found_type + " in " +
+                               " but " + *found_type + " in " +
                                std::string(precision_name(*found)) +
                                "; one run trains in one precision");
         }
         found = e.precision;
-        found_type = key.device_type;
+        found_type = &key.device_type;
+        matched = true;
       }
+      seen.push_back(Pair{&st.device_type, st.tp, matched});
     }
   }
   // Without entries compute_stage_costs throws its own error naming the missing key.
@@ -300,7 +388,9 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
   const PrecisionBytes run_bytes = precision_bytes(run_precision);
   const double element_bytes = run_bytes.activation;
   LookupCache cache(profile);
+  UnitCostCache unit_costs;
   ParamCache params_of(plan.model);
+  StaticCache statics(plan.model, plan.seq_len, params_of);
   const ClusterIndex index(cluster);
   // Per device, the collective temporaries it holds: per holder group of two or more (one
   // communicator each, with a window of its own) the gradient bytes it feeds, capped by the
@@ -326,19 +416,27 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
   out.reserve(plan.pipelines.size());
   for (const PipelinePlan& pipe : plan.pipelines) {
     PipelineCosts pc;
+    pc.full.reserve(pipe.stages.size());
+    pc.last.reserve(pipe.stages.size());
+    pc.memory.reserve(pipe.stages.size());
+    pc.optimizer_ms.reserve(pipe.stages.size());
     for (std::size_t s = 0; s < pipe.stages.size(); ++s) {
       const StagePlan& st = pipe.stages[s];
       ETH_CHECK(static_cast<std::int64_t>(st.devices.size()) == st.tp * st.dp,
                 "stage device count must equal tp * dp");
-      pc.full.push_back(
-          stage_cost(plan, index, pipe, s, pipe.micro_batch_size, cache, p2p_latency_ms,
-                     element_bytes));
-      pc.last.push_back(
-          stage_cost(plan, index, pipe, s, pipe.last_microbatch_size(), cache, p2p_latency_ms,
-                     element_bytes));
+      pc.full.push_back(stage_cost(plan, index, pipe, s, pipe.micro_batch_size, cache,
+                                   unit_costs, p2p_latency_ms, element_bytes));
+      // A last micro-batch as large as the others costs the same (the same call's result).
+      if (pipe.last_microbatch_size() == pipe.micro_batch_size) {
+        pc.last.push_back(pc.full.back());
+      } else {
+        pc.last.push_back(stage_cost(plan, index, pipe, s, pipe.last_microbatch_size(), cache,
+                                     unit_costs, p2p_latency_ms, element_bytes));
+      }
       pc.last.back().activation_bytes = pc.full.back().activation_bytes;  // a full slot
       const ProfileEntry& full = cache.get(st.device_type, st.tp, pc.full.back().share_mbs);
-      StageStaticMemory mem = static_memory(plan.model, plan.seq_len, st, full, params_of);
+      const StaticCache::Part& shape = statics.get(full, st);
+      StageStaticMemory mem = shape.memory;
       const auto S = static_cast<std::int64_t>(pipe.stages.size());
       const auto stage = static_cast<std::int64_t>(s);
       mem.message_bytes = message_buffer_bytes(
@@ -353,7 +451,7 @@ std::vector<PipelineCosts> compute_stage_costs(const Plan& plan, const ClusterSp
             std::max(mem.collective_bytes, temporaries[static_cast<std::size_t>(d)]);
       }
       pc.memory.push_back(mem);
-      double step = optimizer_ms(st, full, params_of);
+      double step = shape.optimizer_ms;
       if (plan.optimizer_sharding != OptimizerSharding::None) {
         // Sharded, a holder steps only its shards: the stage waits for its largest.
         double params = 0, largest = 0;

@@ -7,6 +7,8 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "model/arithmetic.h"
@@ -59,7 +61,8 @@ const AggregationStats& BlockPlan::stats(AggregationMode m) const {
   return block_wise;
 }
 
-std::int64_t stage_device(const StagePlan& s, std::int64_t dp_rank, std::int64_t tp_rank) {
+std::int64_t stage_device_checked(const StagePlan& s, std::int64_t dp_rank,
+                                  std::int64_t tp_rank) {
   ETH_CHECK(dp_rank >= 0 && dp_rank < s.dp && tp_rank >= 0 && tp_rank < s.tp,
             "stage coordinates out of range");
   ETH_CHECK(static_cast<std::int64_t>(s.devices.size()) == s.tp * s.dp,
@@ -74,6 +77,7 @@ struct Segment {
   std::int64_t first_unit = 0, last_unit = 0;
   std::vector<const StagePlan*> stages;  // per pipeline, the stage holding the range
   std::int64_t chunks = 1;               // lcm of those stages' tp degrees
+  std::size_t holders = 0;               // dp replicas over those stages: a piece's holders
 };
 
 std::vector<Segment> segments_descending(const Plan& plan) {
@@ -101,11 +105,20 @@ std::vector<Segment> segments_descending(const Plan& plan) {
     Segment seg;
     seg.first_unit = *it;
     seg.last_unit = end - 1;
+    seg.stages.reserve(stage_of.size());
     for (const auto& per_unit : stage_of) {
       const StagePlan* st = per_unit[static_cast<std::size_t>(seg.first_unit)];
       seg.stages.push_back(st);
       seg.chunks = std::lcm(seg.chunks, st->tp);
+      seg.holders += static_cast<std::size_t>(st->dp);
     }
+    // Holders in ascending ids as often as possible before holders_of sorts them: stages by
+    // their first device (pipelines need not be listed in device order).
+    const auto first_device = [](const StagePlan* st) {
+      return st->devices.empty() ? std::int64_t{-1} : st->devices.front();
+    };
+    std::sort(seg.stages.begin(), seg.stages.end(),
+              [&](const StagePlan* a, const StagePlan* b) { return first_device(a) < first_device(b); });
     out.push_back(std::move(seg));
     end = *it;
   }
@@ -116,10 +129,12 @@ std::vector<Segment> segments_descending(const Plan& plan) {
 template <typename RankOf>
 std::vector<std::int64_t> holders_of(const Segment& seg, RankOf rank_of) {
   std::vector<std::int64_t> h;
+  h.reserve(seg.holders);
   for (const StagePlan* st : seg.stages) {
     for (std::int64_t d = 0; d < st->dp; ++d) h.push_back(stage_device(*st, d, rank_of(*st)));
   }
-  std::sort(h.begin(), h.end());
+  // Pipelines usually hold ascending device ranges: then the ids come sorted already.
+  if (!std::is_sorted(h.begin(), h.end())) std::sort(h.begin(), h.end());
   return h;
 }
 
@@ -134,13 +149,63 @@ std::int64_t chunk_elements(const TensorDesc& t, std::int64_t c, std::int64_t n)
 
 // The pieces of one segment in layout order: sharded chunks 0..n-1, then the replicated part;
 // tensor-wise, one piece per (unit, tensor, chunk), units descending.
+struct HolderHash {
+  std::size_t operator()(const std::vector<std::int64_t>& holders) const {
+    std::size_t h = holders.size();
+    for (std::int64_t id : holders) {
+      h ^= std::hash<std::int64_t>{}(id) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    }
+    return h;
+  }
+};
+
+struct HolderPtrHash {
+  std::size_t operator()(const std::vector<std::int64_t>* holders) const {
+    return HolderHash{}(*holders);
+  }
+};
+struct HolderPtrEq {
+  bool operator()(const std::vector<std::int64_t>* a, const std::vector<std::int64_t>* b) const {
+    return *a == *b;
+  }
+};
+
 struct PieceWithHolders {
   GradPiece piece;
   std::vector<std::int64_t> holders;
 };
 
-std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const Segment& seg,
-                                             bool per_tensor) {
+// unit_tensors of every unit, built once per call: a segment asks for each of its units once
+// per tp chunk, and each call builds the unit's tensor list afresh.
+struct UnitGrads {
+  std::vector<TensorDesc> tensors;
+  // Block-wise sums: (rows, elements per row) of each tp-sharded tensor but the tied ones,
+  // and the tp-replicated tensors' elements.
+  std::vector<std::pair<std::int64_t, std::int64_t>> sharded;
+  std::int64_t replicated = 0;
+};
+using UnitTensors = std::vector<UnitGrads>;
+
+UnitTensors all_unit_tensors(const ModelSpec& m) {
+  UnitTensors out(static_cast<std::size_t>(m.num_units()));
+  for (std::int64_t u = 0; u < m.num_units(); ++u) {
+    UnitGrads& g = out[static_cast<std::size_t>(u)];
+    g.tensors = unit_tensors(m, u);
+    for (const TensorDesc& t : g.tensors) {
+      if (t.split == TpSplit::Replicated) g.replicated += t.numel();
+      if (t.split == TpSplit::Sharded && !is_tied_tensor(m, u, t.name)) {
+        g.sharded.emplace_back(t.shape.front(), t.numel() / t.shape.front());
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const UnitTensors& unit_tensors,
+                                             const Segment& seg, bool per_tensor) {
+  const auto grads_of = [&](std::int64_t u) -> const UnitGrads& {
+    return unit_tensors[static_cast<std::size_t>(u)];
+  };
   std::vector<PieceWithHolders> out;
   const std::int64_t n = seg.chunks;
   auto add = [&](std::int64_t first, std::int64_t last, GradPart part, std::int64_t chunk,
@@ -155,7 +220,7 @@ std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const Segment& 
   };
   if (per_tensor) {
     for (std::int64_t u = seg.last_unit; u >= seg.first_unit; --u) {
-      const auto tensors = unit_tensors(m, u);
+      const auto& tensors = grads_of(u).tensors;
       for (std::int64_t c = 0; c < n; ++c) {
         for (std::size_t i = 0; i < tensors.size(); ++i) {
           if (tensors[i].split != TpSplit::Sharded || is_tied_tensor(m, u, tensors[i].name)) {
@@ -175,20 +240,15 @@ std::vector<PieceWithHolders> segment_pieces(const ModelSpec& m, const Segment& 
   for (std::int64_t c = 0; c < n; ++c) {
     std::int64_t elements = 0;
     for (std::int64_t u = seg.first_unit; u <= seg.last_unit; ++u) {
-      for (const auto& t : unit_tensors(m, u)) {
-        if (t.split == TpSplit::Sharded && !is_tied_tensor(m, u, t.name)) {
-          elements += chunk_elements(t, c, n);
-        }
+      // chunk_elements of each tensor, from its rows and row size.
+      for (const auto& [rows, row_size] : grads_of(u).sharded) {
+        elements += ((c + 1) * rows / n - c * rows / n) * row_size;
       }
     }
     add(seg.first_unit, seg.last_unit, GradPart::Sharded, c, -1, elements);
   }
   std::int64_t replicated = 0;
-  for (std::int64_t u = seg.first_unit; u <= seg.last_unit; ++u) {
-    for (const auto& t : unit_tensors(m, u)) {
-      if (t.split == TpSplit::Replicated) replicated += t.numel();
-    }
-  }
+  for (std::int64_t u = seg.first_unit; u <= seg.last_unit; ++u) replicated += grads_of(u).replicated;
   add(seg.first_unit, seg.last_unit, GradPart::Replicated, 0, -1, replicated);
   return out;
 }
@@ -240,23 +300,29 @@ std::vector<GradBlock> aggregation_collectives(const Plan& plan, AggregationMode
     return out;
   }
   const bool per_tensor = mode == AggregationMode::Tensor;
-  std::map<std::vector<std::int64_t>, std::size_t> block_of_group;  // block-wise merging
+  // Block-wise merging, by the holders' hash to the blocks with it (at 10,000 devices a holder
+  // group has hundreds of ids: a tree of copied keys was much of a prediction).
+  std::unordered_multimap<std::size_t, std::size_t> blocks_of_hash;
   std::vector<std::vector<PieceWithHolders>> lists;
+  const UnitTensors tensors = all_unit_tensors(plan.model);
   for (const Segment& seg : segments_descending(plan)) {
-    lists.push_back(segment_pieces(plan.model, seg, per_tensor));
+    lists.push_back(segment_pieces(plan.model, tensors, seg, per_tensor));
   }
   if (plan.model.tied_embeddings) lists.push_back(tied_pieces(plan));
   for (auto& list : lists) {
     for (auto& pw : list) {
       if (!per_tensor) {
-        auto it = block_of_group.find(pw.holders);
-        if (it != block_of_group.end()) {
+        const std::size_t hash = HolderHash{}(pw.holders);
+        const auto [lo, hi] = blocks_of_hash.equal_range(hash);
+        const auto it = std::find_if(
+            lo, hi, [&](const auto& entry) { return out[entry.second].holders == pw.holders; });
+        if (it != hi) {
           GradBlock& b = out[it->second];
           b.elements += pw.piece.elements;
           b.pieces.push_back(pw.piece);
           continue;
         }
-        block_of_group.emplace(pw.holders, out.size());
+        blocks_of_hash.emplace(hash, out.size());
       }
       GradBlock b;
       b.elements = pw.piece.elements;
@@ -271,20 +337,26 @@ std::vector<GradBlock> aggregation_collectives(const Plan& plan, AggregationMode
 AggregationStats aggregation_stats(const std::vector<GradBlock>& collectives,
                                    double bytes_per_element) {
   AggregationStats s;
-  std::set<std::vector<std::int64_t>> groups;
-  std::map<std::int64_t, double> per_device;
+  // Flat and hashed rather than a map and a set of vectors: at 10,000 devices the planner's
+  // finalists have hundreds of collectives of hundreds of holders each. A device's sum still
+  // adds its collectives in their order.
+  std::unordered_set<const std::vector<std::int64_t>*, HolderPtrHash, HolderPtrEq> groups;
+  std::vector<double> per_device;
   for (const GradBlock& b : collectives) {
     if (b.holders.size() < 2) continue;
     const double bytes = static_cast<double>(b.elements) * bytes_per_element;
     ++s.collectives;
     s.bytes_total += bytes * static_cast<double>(b.holders.size());
-    groups.insert(b.holders);
-    for (std::int64_t d : b.holders) per_device[d] += bytes;
+    groups.insert(&b.holders);
+    for (std::int64_t d : b.holders) {
+      ETH_CHECK(d >= 0, "a collective holder has a negative device id");
+      const auto i = static_cast<std::size_t>(d);
+      if (i >= per_device.size()) per_device.resize(i + 1, 0.0);
+      per_device[i] += bytes;
+    }
   }
   s.communicators = static_cast<std::int64_t>(groups.size());
-  for (const auto& [device, bytes] : per_device) {
-    s.bytes_per_device_max = std::max(s.bytes_per_device_max, bytes);
-  }
+  for (const double bytes : per_device) s.bytes_per_device_max = std::max(s.bytes_per_device_max, bytes);
   return s;
 }
 

@@ -80,7 +80,16 @@ struct BlockPlan {
 
 // Global device id of (dp replica, tp rank) of a stage: `devices` lists tp * dp ids as dp groups
 // of tp consecutive ids, so this is devices[dp_rank * tp + tp_rank].
-std::int64_t stage_device(const StagePlan& s, std::int64_t dp_rank, std::int64_t tp_rank);
+// Inline: the predictor asks for it per message and per collective holder; out of range it
+// ETH_CHECKs (stage_device_checked).
+std::int64_t stage_device_checked(const StagePlan& s, std::int64_t dp_rank, std::int64_t tp_rank);
+inline std::int64_t stage_device(const StagePlan& s, std::int64_t dp_rank, std::int64_t tp_rank) {
+  if (dp_rank >= 0 && dp_rank < s.dp && tp_rank >= 0 && tp_rank < s.tp &&
+      static_cast<std::int64_t>(s.devices.size()) == s.tp * s.dp) {
+    return s.devices[static_cast<std::size_t>(dp_rank * s.tp + tp_rank)];
+  }
+  return stage_device_checked(s, dp_rank, tp_rank);
+}
 
 // The collectives of one mode, in the one global order every rank issues them: descending unit
 // order (the order the last backward finishes the units), within a unit range tp chunk 0..n-1

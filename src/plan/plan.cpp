@@ -25,6 +25,7 @@ std::int64_t Plan::num_devices() const {
 
 std::vector<std::int64_t> Plan::device_ids() const {
   std::vector<std::int64_t> ids;
+  ids.reserve(static_cast<std::size_t>(num_devices()));
   for (const auto& p : pipelines)
     for (const auto& s : p.stages) ids.insert(ids.end(), s.devices.begin(), s.devices.end());
   std::sort(ids.begin(), ids.end());

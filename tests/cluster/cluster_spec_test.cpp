@@ -142,7 +142,17 @@ TEST(Cluster, IndexAgreesWithTheNodeScan) {
       const DeviceInfo d = c.device(id);
       ASSERT_EQ(index.node_of(id), d.node) << "id " << id;
       ASSERT_EQ(index.type_name_of(id), d.device_type) << "id " << id;
+      const std::int64_t other = (id * 7 + 3) % c.num_devices();
+      ASSERT_EQ(index.link_bytes_per_s(id, other), c.link_bytes_per_s(id, other))
+          << "ids " << id << ", " << other;
     }
+    // Out of range the inline lookup still stops at its check.
+    EXPECT_DEATH(static_cast<void>(index.node_of(c.num_devices())), "device id out of range");
+    EXPECT_DEATH(static_cast<void>(index.node_of(-1)), "device id out of range");
+    // No preset type shares one memory system per node; a custom one that does is seen.
+    EXPECT_FALSE(index.any_node_shared());
+    c.device_types["910B4"].node_shared_bandwidth_gbps = 100.0;
+    EXPECT_EQ(ClusterIndex(c).any_node_shared(), sizes.size() > 1);
   }
 }
 

@@ -57,8 +57,6 @@ TEST(HfConfig, RefusesWhatEthCannotComputeNamingTheField) {
        "epsilon 1e-05"},
       {"cross attention", [](Json& j) { j["add_cross_attention"] = true; },
        "add_cross_attention", "must be false"},
-      {"quantized", [](Json& j) { j["quantization_config"] = {{"quant_method", "gptq"}}; },
-       "quantization_config", "quantized"},
       {"tie not bool", [](Json& j) { j["tie_word_embeddings"] = 1; }, "tie_word_embeddings",
        "expected"},
   };

@@ -1,6 +1,6 @@
-// What the `eth convert` / `eth eval` command-line tests share (cmd_convert_test.cpp for GPT-2,
-// llama_cli_test.cpp for Llama): the two commands as a user types them, and a fixture folder
-// whose config.json is broken in one field. Test-only.
+// What the `eth convert` / `eth eval` command-line tests share (cmd_convert_test.cpp and
+// tests/cli/cmd_eval_test.cpp for GPT-2, llama_cli_test.cpp for Llama): the two commands as a
+// user types them, and a fixture folder whose config.json is broken in one field. Test-only.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -107,8 +107,6 @@ TEST(LlamaConfig, RefusesWhatEthCannotComputeNamingTheField) {
        "unsupported model_type \"mistral\""},
       {"architecture", [](Json& j) { j["architectures"] = {"LlamaForSequenceClassification"}; },
        "architectures[0]", "unsupported architecture \"LlamaForSequenceClassification\""},
-      {"quantized", [](Json& j) { j["quantization_config"] = {{"quant_method", "awq"}}; },
-       "quantization_config", "quantized"},
       {"tie not bool", [](Json& j) { j["tie_word_embeddings"] = 1; }, "tie_word_embeddings",
        "expected"},
       {"string dim", [](Json& j) { j["hidden_size"] = "32"; }, "hidden_size", "an integer"},

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 #include <random>
@@ -152,6 +153,15 @@ Plan random_plan(std::mt19937& rng) {
     plan.pipelines.push_back(pipe);
   }
   plan.gbs = num_pipes;
+  // Half the plans number their devices backwards: pipelines and stages then list descending
+  // ids, which the derivation must still turn into ascending holder lists.
+  if (pick(0, 1) == 1) {
+    for (auto& pipe : plan.pipelines) {
+      for (auto& st : pipe.stages) {
+        for (auto& d : st.devices) d = next_device - 1 - d;
+      }
+    }
+  }
   return plan;
 }
 
@@ -238,6 +248,30 @@ TEST(Blocks, PropertiesOverRandomPlans) {
 
     // Block-wise never moves more bytes than device-wise nor issues more collectives than
     // tensor-wise; the derivation is deterministic.
+    for (const auto mode :
+         {AggregationMode::Block, AggregationMode::Tensor, AggregationMode::Device}) {
+      // aggregation_stats against a tally of its own: collectives of two or more holders, their
+      // distinct groups, and each device's bytes summed over its collectives in their order.
+      const std::vector<GradBlock> collectives = aggregation_collectives(plan, mode);
+      std::int64_t count = 0;
+      double total = 0, busiest = 0;
+      std::set<std::vector<std::int64_t>> distinct;
+      std::map<std::int64_t, double> per_device;
+      for (const GradBlock& b : collectives) {
+        if (b.holders.size() < 2) continue;
+        const double bytes = static_cast<double>(b.elements) * 2.0;
+        ++count;
+        total += bytes * static_cast<double>(b.holders.size());
+        distinct.insert(b.holders);
+        for (std::int64_t d : b.holders) per_device[d] += bytes;
+      }
+      for (const auto& [device, bytes] : per_device) busiest = std::max(busiest, bytes);
+      const AggregationStats stats = aggregation_stats(collectives, 2.0);
+      EXPECT_EQ(stats.collectives, count);
+      EXPECT_EQ(stats.communicators, static_cast<std::int64_t>(distinct.size()));
+      EXPECT_EQ(stats.bytes_total, total);
+      EXPECT_EQ(stats.bytes_per_device_max, busiest);
+    }
     const BlockPlan bp = derive_blocks(plan, 2.0);
     EXPECT_LE(bp.block_wise.bytes_total, bp.device_wise.bytes_total);
     EXPECT_LE(bp.block_wise.collectives, bp.tensor_wise.collectives);

@@ -1,21 +1,18 @@
-// Measured profiles on a GPU kernel set (train/measure_profile.h with a GPU device, `eth profile
-// --measure --device emulated`), and what a single-process run needs of a device
-// (train/train_memory.h, behind eth train's memory check), both on the host-emulated GPU, whose
-// allocator tells what really lives in device memory:
+// Measured profiles on a GPU kernel set (train/measure_profile.h with a GPU device), and what a
+// single-process run needs of a device (train/train_memory.h, behind eth train's memory check),
+// both on the host-emulated GPU, whose allocator tells what really lives in device memory:
 //   - the entry is bf16 under the device type asked for, its times positive and growing with the
 //     micro-batch, and the fused attention's classes hold nothing;
 //   - each unit's activation bytes are the device bytes one more micro-batch slot of that unit's
 //     stage allocates, read off the emulated allocator, and the baseline is the device memory in
 //     use before measuring (not the host's resident set);
-//   - the written folder is accepted by `eth plan`, and the plan by `eth validate` and
-//     `eth simulate`, for a cluster that defines the `emulated` type;
 //   - train_memory's device figure is what a Trainer allocates on the device, and eth train's
 //     refusal names device memory.
+// `eth profile --measure --device emulated` end to end: cmd_profile_test.cpp, beside the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -24,7 +21,6 @@
 #include "eth_run.h"
 #include "kernels/emulated/runtime.h"
 #include "model/arithmetic.h"
-#include "profile/profile_io.h"
 #include "train/measure_profile.h"
 #include "train/precision_stage.h"
 #include "train/train_memory.h"
@@ -144,48 +140,6 @@ TEST(MeasureDevice, Fp32AndNeighboursOnADeviceAreRefusedByFlag) {
   host.cold_cache = true;
   o.cold_cache = true;
   EXPECT_LT(measure_peak_bytes(o), measure_peak_bytes(host) - 60e6);
-}
-
-TEST(MeasureDevice, ToolWritesAnEmulatedProfileThatPlanValidateAndSimulateAccept) {
-  const fs::path dir = test::temp_dir("measure_device_cli");
-  const fs::path prof = dir / "prof", out = dir / "eth.stdout", err = dir / "eth.stderr";
-  ASSERT_EQ(eth_cli("profile --measure --device emulated --model tiny --micro-batch-sizes 2,1 "
-                    "--seq 32 --repeats 1 --format json --out " +
-                        prof.string(),
-                    dir)
-                .code,
-            0)
-      << slurp(err);
-  const Json j = Json::parse(slurp(out));
-  EXPECT_EQ(j["device_type"], "emulated");
-  EXPECT_EQ(j["precision"], "bf16");
-  EXPECT_TRUE(fs::exists(prof / "emulated_tp1_mbs1.json"));
-  EXPECT_TRUE(fs::exists(prof / "emulated_tp1_mbs2.json"));
-  EXPECT_NE(slurp(err).find("on device emulated"), std::string::npos) << slurp(err);
-  const ProfileDb db = read_profile_dir(prof, load_model("tiny"));
-  EXPECT_EQ(db.lookup("emulated", 1, 2).entry.precision, Precision::Bf16);
-
-  // Two emulated devices on one node; the type is no preset, so the file defines it.
-  const fs::path cluster = dir / "emu2.json";
-  std::ofstream(cluster) << R"({"name": "emu2", "nodes": [{"device_type": "emulated", "devices": 2}],
-    "inter_node_bandwidth_gbps": 100,
-    "device_types": {"emulated": {"tflops": 1, "memory_gb": 4, "intra_node_bandwidth_gbps": 20}}})";
-  test::expect_measured_profile_plans(dir, cluster, prof, /*validate=*/true);
-  // The device is no CPU: fp32 and neighbours there are refused by flag, nothing written.
-  EXPECT_EQ(eth_cli("profile --measure --device emulated --precision fp32 --model tiny --out " +
-                        (dir / "never").string(),
-                    dir)
-                .code,
-            2);
-  EXPECT_NE(slurp(err).find("--precision"), std::string::npos) << slurp(err);
-  EXPECT_EQ(eth_cli("profile --measure --device emulated --optimizer-neighbours 1 --model tiny "
-                    "--out " +
-                        (dir / "never").string(),
-                    dir)
-                .code,
-            1);
-  EXPECT_NE(slurp(err).find("--optimizer-neighbours"), std::string::npos) << slurp(err);
-  EXPECT_FALSE(fs::exists(dir / "never"));
 }
 
 // ---- what a run needs of its device --------------------------------------------------------

@@ -1,5 +1,5 @@
 // What the measured-profile tests share (measure_profile_test.cpp on the CPU,
-// measure_device_test.cpp on the emulated GPU): the quickest measurement of `tiny` that still
+// measure_device_test.cpp on the emulated GPU, cmd_profile_test.cpp on both): the quickest measurement of `tiny` that still
 // gives every figure, and the check that a measured profile folder plans and simulates. Test-only.
 #pragma once
 
