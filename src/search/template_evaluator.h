@@ -359,8 +359,10 @@ class TemplateEvaluator {
   // max = the largest of sum / S, the costliest unit at its cheapest and the cheapest
   // ceil(U / S) units together, and the speed and memory bound with every stage granted the
   // room of one micro-batch in flight: bounds_entry's terms without what depends on the order
-  // (transfers, positions, whole units), so never above bound_at of any order of t, and a size
-  // absent here is absent there. Empty: no order passes the memory floor.
+  // (transfers, positions, whole units), so not above bound_at of any order of t but for
+  // rounding (its sums run in another order: up to a few ulp over), and never above the exact
+  // option, which is all pruning needs; a size absent here is absent there. Empty: no order
+  // passes the memory floor.
   const std::vector<MicroBatchOption>& order_free_options(PipelineTemplate t);
 
   // With bound_generation a template's bounds come in two tiers (template_options.cpp): first
