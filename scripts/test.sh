@@ -25,11 +25,11 @@ echo "== build (ASan + UBSan)"
 # build without the toolkit works and that --device cuda says so (tests/cli/device_cli_test.cpp).
 # -g1: line tables for the sanitizers' stack traces, without -g's full debug information (about
 # 15% of this pass's compile time on 2 cores, and a third of its object bytes).
-# -DETH_UNITY_SRC=ON: the src/ libraries as unity TUs too (cmake/unity.cmake), here only: the
-# Release build above, the product's, keeps one TU per file.
+# Not -DETH_UNITY_SRC=ON (cmake/unity.cmake): it cuts this pass's compile CPU by a fifth, but
+# with make's target-by-target order its few large TUs leave one core idle, and its wall time
+# grew in a fresh clone (docs/testing.md).
 cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
-  -DETH_WERROR=ON -DETH_SANITIZE=address -DETH_BUILD_BENCH=OFF -DETH_CUDA=OFF \
-  -DETH_UNITY_SRC=ON >/dev/null
+  -DETH_WERROR=ON -DETH_SANITIZE=address -DETH_BUILD_BENCH=OFF -DETH_CUDA=OFF >/dev/null
 # Every test target labelled unit or integration (no LABEL means unit), found from tests/*/CMakeLists.txt.
 targets=$(grep -h "eth_test(" "$root"/tests/*/CMakeLists.txt | grep -v "LABEL numerics\|LABEL mpi\|LABEL gpu" |
   sed -E 's/.*eth_test\(([a-z_]+).*/test_\1/' | tr '\n' ' ')
