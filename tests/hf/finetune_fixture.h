@@ -11,13 +11,14 @@
 
 #include "core/json_cursor.h"
 #include "eth_run.h"
+#include "hf_test_util.h"
 #include "test_util.h"
 
 namespace eth {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kData = fs::path(ETH_TEST_DATA_DIR) / "hf";
+const fs::path kData = test::hf_data();
 
 // The fixture's model (2 layers, hidden 32, 4 heads, 64 positions, vocabulary 300) on four cpu
 // devices in two pipelines cut differently, a global batch of 4 windows of 32 (batch.bin's).

@@ -16,7 +16,7 @@ namespace eth::hf::gpt2_config_test {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kConfig = fs::path(ETH_TEST_DATA_DIR) / "hf" / "gpt2_f32" / "config.json";
+const fs::path kConfig = test::hf_data() / "gpt2_f32" / "config.json";
 
 TEST(HfConfig, FixtureGivesTheModelTransformersBuilt) {
   const Gpt2Config g = read_gpt2_config(kConfig);
@@ -28,7 +28,7 @@ TEST(HfConfig, FixtureGivesTheModelTransformersBuilt) {
   EXPECT_EQ(g.model.ffn, 128);  // n_inner null: 4 x n_embd
   EXPECT_TRUE(g.tied);
   const Gpt2Config u =
-      read_gpt2_config(fs::path(ETH_TEST_DATA_DIR) / "hf" / "gpt2_f16_untied" / "config.json");
+      read_gpt2_config(test::hf_data() / "gpt2_f16_untied" / "config.json");
   EXPECT_FALSE(u.tied);
 }
 

@@ -8,13 +8,14 @@
 #include "core/json_file.h"
 #include "eth_run.h"
 #include "hf_cli_util.h"
+#include "hf_test_util.h"
 #include "test_util.h"
 
 namespace eth::llama_cli_test {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kData = fs::path(ETH_TEST_DATA_DIR) / "hf";
+const fs::path kData = test::hf_data();
 
 TEST(LlamaCli, ConvertThenEvalGivesTransformersLoss) {
   const fs::path dir = test::scratch("hf_llama_cli", "roundtrip");

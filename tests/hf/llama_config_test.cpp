@@ -16,7 +16,7 @@ namespace eth::hf::llama_config_test {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kData = fs::path(ETH_TEST_DATA_DIR) / "hf";
+const fs::path kData = test::hf_data();
 const fs::path kGqa = kData / "llama_f32" / "config.json";
 const fs::path kTied = kData / "llama_bf16_tied" / "config.json";
 
