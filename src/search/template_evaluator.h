@@ -723,7 +723,7 @@ class TemplateEvaluator {
   std::map<std::vector<const UnitTable*>, UnitAggregate> unit_aggregates_;
   std::vector<const UnitTable*> aggregate_key_;  // see unit_aggregate()
   std::vector<std::size_t> peaks_;               // see fill_range_fit()
-  std::vector<LinkRun> links_;                   // bounds_entry's template's, for cheap_terms
+  std::vector<LinkRun> links_;                   // bounds_entry's template's, for cheap_terms and order_free_entry
   std::map<std::vector<StageGroup>, std::vector<MicroBatchOption>> order_free_;
   std::vector<std::vector<SizeResult>> exact_;  // [template][size], filled with CPC
   SizeResult uncached_;                         // the last result without CPC

@@ -53,13 +53,13 @@ TemplateEvaluator::Bounds& TemplateEvaluator::bounds_entry(int tpl) {
   slot.emplace();
   slot->per_size.resize(num_sizes());
   const PipelineTemplate& t = set_.at(tpl);
+  template_links(ctx_, t, links_);  // both branches price t's transfers at several sizes
   if (order_free_bounds_) {
     order_free_entry(t, *slot);
     return *slot;
   }
   slot->deep = !ctx_.opt.bound_generation;
   if (!slot->deep) slot->cheap.resize(num_sizes());
-  template_links(ctx_, t, links_);
   for (std::size_t mi = 0; mi < num_sizes(); ++mi) {
     const std::optional<CheapTerms> c = cheap_terms(t, mi);
     if (!c) continue;
@@ -249,8 +249,7 @@ void TemplateEvaluator::order_free_entry(const PipelineTemplate& t, Bounds& out)
         ctx_.opt.micro_batch_sizes.begin());
     double capacity = 0;
     if (!group_tables(t, o.mbs, tabs_, capacity) || !stages_can_reach(t, tabs_)) continue;
-    const UnitTable* front = table(t.groups.front().type, t.groups.front().tp, o.mbs);
-    const double sum = o.sum_ms + template_comm_ms(ctx_, t, front->boundary_bytes) * shave;
+    const double sum = o.sum_ms + links_comm_ms(links_, tabs_.front()->boundary_bytes) * shave;
     out.per_size[mi] =
         MicroBatchOption{o.mbs, sum, std::max(o.max_ms, round_trip_slot_ms(sum, S) * shave)};
     out.present.push_back(*out.per_size[mi]);
